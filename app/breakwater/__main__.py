@@ -1,0 +1,3 @@
+from breakwater.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""Command line (SPEC §11). Each layer registers its own sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from breakwater import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="breakwater", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"breakwater {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from breakwater.core import commands as core_commands
+    from breakwater.tools import commands as tool_commands
+    from breakwater.memory import commands as memory_commands
+    from breakwater.agent import commands as agent_commands
+
+    core_commands.register(sub)
+    tool_commands.register(sub)
+    memory_commands.register(sub)
+    agent_commands.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        from breakwater.core import commands as core_commands
+
+        return core_commands.default(args)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,52 @@
+"""Observation masking (seed 001): old tool output and old reasoning give way.
+
+Outside the protected working memory (the last `working_memory_messages`
+messages), tool results over `mask_min_chars` become a one-line placeholder and
+assistant text over `fold_min_chars` is folded. Inside working memory, tool
+output over `working_memory_max_chars` keeps its first and last 500 chars.
+Tool calls (name and arguments) are never altered.
+"""
+
+from __future__ import annotations
+
+from breakwater.core.message import Message
+from breakwater.core.policy import Policy
+from breakwater.core.snip import head_tail
+
+STAGE = "mask"
+WORKING_MEMORY_STAGE = "working_memory"
+
+
+def mask_placeholder(original: str) -> str:
+    return f"[early tool output cleared to save context. original length: {len(original.encode('utf-8'))} bytes]"
+
+
+def fold_placeholder(original: str) -> str:
+    return f"[earlier reasoning folded to save context: {len(original)} chars]"
+
+
+def middle_marker(removed_chars: int) -> str:
+    return f"\n\n...[{removed_chars} chars in the middle cut to save context]...\n\n"
+
+
+Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, spans, kind)
+
+
+def mask_far(msg: Message, policy: Policy) -> Result:
+    if msg.role == "tool" and len(msg.content) > policy.mask_min_chars:
+        return msg.with_content(mask_placeholder(msg.content)), ((0, len(msg.content)),), "masked"
+    return fold(msg, policy)
+
+
+def fold(msg: Message, policy: Policy) -> Result:
+    if msg.role == "assistant" and len(msg.content) > policy.fold_min_chars:
+        return msg.with_content(fold_placeholder(msg.content)), ((0, len(msg.content)),), "folded"
+    return None
+
+
+def head_tail_near(msg: Message, policy: Policy) -> Result:
+    if msg.role == "tool" and len(msg.content) > policy.working_memory_max_chars:
+        text, span = head_tail(msg.content, policy.working_memory_head_chars, policy.working_memory_tail_chars,
+                               middle_marker)
+        return msg.with_content(text), (span,), "snipped"
+    return None

@@ -1,0 +1,56 @@
+"""Microcompact (seed 000): a far tool interaction shrinks to one skeleton line.
+
+`read_file(path=utils.go) → 847 lines`: the call stays exactly as it was made;
+its result becomes the line that says what it was and how big.
+"""
+
+from __future__ import annotations
+
+import json
+
+from breakwater.core.mask import fold
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.policy import Policy
+
+STAGE = "microcompact"
+ARG_CHARS = 60
+
+
+def _short(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= ARG_CHARS else text[: ARG_CHARS - 1] + "…"
+
+
+def skeleton(result: Message, call: ToolCall | None) -> str:
+    name = call.name if call else (result.name or "tool")
+    args = ""
+    if call:
+        try:
+            parsed = json.loads(call.arguments) if call.arguments else {}
+        except (ValueError, RecursionError):
+            parsed = call.arguments
+        if isinstance(parsed, dict):
+            args = ", ".join(f"{k}={_short(v)}" for k, v in parsed.items())
+        else:
+            args = _short(parsed)
+    source = (result.meta or {}).get("source") if result.meta else None
+    lines = result.content.count("\n") + 1 if result.content else 0
+    facts = []
+    if isinstance(source, dict) and source.get("total_lines"):
+        lines = int(source["total_lines"])
+    facts.append(f"{lines} line{'s' if lines != 1 else ''}")
+    if isinstance(source, dict) and source.get("exit_code") not in (None, 0):
+        facts.append(f"exit {source['exit_code']}")
+    if isinstance(source, dict) and source.get("spill"):
+        facts.append(f"full output in {source['spill']}")
+    return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"
+
+
+def microcompact(msg: Message, call: ToolCall | None, policy: Policy):
+    if msg.role == "tool":
+        line = skeleton(msg, call)
+        if len(line) < len(msg.content):
+            return msg.with_content(line), ((0, len(msg.content)),), "microcompacted"
+        return None
+    return fold(msg, policy)

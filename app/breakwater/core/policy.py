@@ -1,0 +1,195 @@
+"""Policy: every threshold and size of the pipeline as one immutable value.
+
+Numbers come from the seeds (SPEC §4); `PRESETS` reproduces each seed's strategy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class PolicyError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    preset: str = "breakwater"
+    window: int = 128_000
+    buffer_tokens: int = 13_000          # seed 000: room for the next reply + estimator error
+    soft_ratio: float = 0.70              # seed 000: soft limit = 70% of the window
+    small_window_buffer_ratio: float = 0.15  # buffer cap when soft and hard would collide
+    precise_ratio: float = 0.9            # seed 000 §8.6: exact count once estimate > 0.9 x soft
+    fast_path_min_messages: int = 4       # seed 003: too few messages -> send as is
+
+    sanitize: bool = True
+
+    snip: bool = True                     # seed 000 snipToolOutputs
+    snip_threshold_chars: int = 3_000
+    snip_head_chars: int = 1_500
+    snip_tail_chars: int = 1_000
+
+    mask: bool = True                     # seed 001 observation masking
+    working_memory_messages: int = 6
+    mask_min_chars: int = 200
+    fold_min_chars: int = 200
+    working_memory_max_chars: int = 1_000
+    working_memory_head_chars: int = 500
+    working_memory_tail_chars: int = 500
+
+    microcompact: bool = True             # seed 000: far tool interaction -> one skeleton line
+
+    deep_compact: bool = True
+    # seed 000 summarizes as soon as the hard limit is crossed; breakwater first checks whether
+    # the free stages (snip, mask, microcompact) already bring the request under the hard limit
+    deep_compact_first: bool = False
+    # where to cut: "last-boundary" (seed 000 findSafeCutPoint), "keep-turns" (seed 003,
+    # keep the last N turns), "keep-tokens" (keep a recent tail of `deep_keep_ratio` x window)
+    deep_cut: str = "keep-tokens"
+    deep_keep_ratio: float = 0.25
+    keep_first_user: bool = True          # seed 003: [System][First user][Summary][Last N]
+    summary_max_chars: int = 6_000
+    summary_pretruncate_chars: int = 2_000  # seed 000 truncateForCompaction
+    summary_pretruncate_head: int = 1_000
+    summary_pretruncate_tail: int = 800
+
+    shape_keep_last_max: int = 20         # seed 003 keepLast 20 -> 3
+    shape_keep_last_min: int = 3
+    user_keep_chars: int = 1_000          # user messages keep at least this much
+
+    # tier 1 (tool output at the source)
+    tool_max_lines: int = 400
+    tool_max_line_bytes: int = 4_000
+    read_file_default_lines: int = 400
+    bash_timeout_s: float = 120.0
+
+    # tier 3 (memory)
+    scribe_every_turns: int = 5
+    memory_max_lines: int = 150
+    memory_fragments_threshold: int = 12
+    memory_gc_cooldown_days: float = 7.0
+    retrieval_timeout_s: float = 2.0
+    retrieval_top_k: int = 5
+    project_history_entries: int = 5
+    project_history_max_tokens: int = 1_500
+
+    # -- derived limits --------------------------------------------------------------------------
+    @property
+    def effective_buffer(self) -> int:
+        if self.soft_ratio * self.window >= self.window - self.buffer_tokens:
+            return int(self.small_window_buffer_ratio * self.window)
+        return self.buffer_tokens
+
+    @property
+    def soft_limit(self) -> int:
+        return int(self.soft_ratio * self.window)
+
+    @property
+    def hard_limit(self) -> int:
+        return self.window - self.effective_buffer
+
+    @property
+    def precise_from(self) -> int:
+        return int(self.precise_ratio * self.soft_limit)
+
+    def fingerprint(self) -> str:
+        """Identifies the compaction behaviour (not the memory/tool settings)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def to_toml(self) -> str:
+        lines = ["# Breakwater policy", ""]
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool):
+                lines.append(f"{f.name} = {'true' if v else 'false'}")
+            elif isinstance(v, str):
+                lines.append(f"{f.name} = {json.dumps(v)}")
+            else:
+                lines.append(f"{f.name} = {v}")
+        return "\n".join(lines) + "\n"
+
+    def with_changes(self, **changes: Any) -> "Policy":
+        return validate(replace(self, **changes))
+
+
+_BASE = Policy()
+
+PRESETS: dict[str, Policy] = {
+    # seed 000: dual threshold; snip tool output in the soft zone, deep LLM summary past hard;
+    # the cut is the last clean boundary, the summary replaces everything but the system prompt.
+    "seed-000": replace(_BASE, preset="seed-000", mask=False, microcompact=False, deep_compact_first=True,
+                        deep_cut="last-boundary", keep_first_user=False),
+    # seed 001: observation masking + working-memory head/tail, no LLM at all.
+    "seed-001": replace(_BASE, preset="seed-001", snip=False, microcompact=False, deep_compact=False),
+    # seed 003: no per-message trimming; shape history [System][First user][Summary][Last N turns].
+    "seed-003": replace(_BASE, preset="seed-003", snip=False, mask=False, microcompact=False, deep_compact_first=True,
+                        deep_cut="keep-turns", keep_first_user=True),
+    "breakwater": _BASE,
+}
+
+DEFAULT_PRESET = "breakwater"
+
+
+def preset(name: str) -> Policy:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+
+
+def validate(p: Policy) -> Policy:
+    if p.window < 256:
+        raise PolicyError(f"window must be at least 256 tokens, got {p.window}")
+    if not 0 < p.soft_ratio < 1:
+        raise PolicyError(f"soft_ratio must be between 0 and 1, got {p.soft_ratio}")
+    if p.deep_cut not in ("last-boundary", "keep-turns", "keep-tokens"):
+        raise PolicyError(f"deep_cut must be last-boundary, keep-turns or keep-tokens, got {p.deep_cut!r}")
+    if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
+        raise PolicyError("shape_keep_last_min must be >= 1 and <= shape_keep_last_max")
+    if p.snip_head_chars + p.snip_tail_chars >= p.snip_threshold_chars:
+        raise PolicyError("snip_head_chars + snip_tail_chars must be below snip_threshold_chars")
+    return p
+
+
+def from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> Policy:
+    """Build a policy from a TOML-like mapping: an optional `preset` then overrides."""
+    data = dict(data)
+    if "policy" in data and isinstance(data["policy"], Mapping):
+        data = dict(data["policy"])
+    start = preset(data.pop("preset")) if "preset" in data else (base or _BASE)
+    known = {f.name: f for f in fields(Policy)}
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in known:
+            raise PolicyError(f"unknown policy setting {key!r}")
+        want = type(getattr(_BASE, key))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise PolicyError(f"policy setting {key!r} must be {want.__name__}, got {value!r}")
+        changes[key] = value
+    return validate(replace(start, **changes))
+
+
+def load_toml(path: Path) -> Policy:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise PolicyError(f"{path}: no such policy file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{path}: not valid TOML ({exc})") from None
+    return from_mapping(data)
+
+
+__all__ = ["Policy", "PolicyError", "PRESETS", "DEFAULT_PRESET", "preset", "from_mapping", "load_toml",
+           "validate"]

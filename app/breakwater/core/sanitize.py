@@ -1,0 +1,162 @@
+"""Stage 1, sanitize (seed 003 §4): the funnel that makes any history API-valid.
+
+drop invalid messages -> merge consecutive same-role -> strip orphaned tool pairs -> merge again.
+
+It runs incrementally: messages are fed one at a time and earlier decisions
+never change, except that the last message may absorb the next one (merge) and
+an open tool-call group is closed (unanswered calls stripped) when the next
+non-tool message arrives or a request is about to be made.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from breakwater.core.edits import Edit
+from breakwater.core.message import Message
+from breakwater.core.tokens import heuristic_message
+
+STAGE = "sanitize"
+
+LEGACY_PLACEHOLDER = re.compile(r"^\s*\[tool_call:[^\]]*\]\s*$")
+FRIENDLY_ERROR = re.compile(
+    r"^\s*(the request was (cancelled|canceled|aborted)|request (was )?(cancelled|canceled|aborted)"
+    r"|i'?m sorry,? (but )?(something went wrong|an error occurred|i encountered an error)"
+    r"|an error occurred while processing|something went wrong\. please try again)",
+    re.IGNORECASE,
+)
+FRIENDLY_ERROR_MAX_CHARS = 300
+
+
+@dataclass(slots=True)
+class SanitizedMessage:
+    message: Message
+    sources: tuple[str, ...]   # ids of the log messages it stands for (several when merged)
+
+
+def drop_reason(msg: Message) -> str | None:
+    """Why a message must not be sent at all, or None."""
+    if msg.role not in ("system", "user", "assistant", "tool"):
+        return f"role {msg.role!r} is not accepted by the chat-completions API"
+    if msg.role == "tool" and not msg.tool_call_id:
+        return "legacy tool message without tool_call_id"
+    if msg.role == "assistant" and not msg.tool_calls:
+        text = msg.content
+        if not text.strip():
+            return "empty assistant message"
+        if LEGACY_PLACEHOLDER.match(text):
+            return "legacy tool-call placeholder"
+        if len(text) <= FRIENDLY_ERROR_MAX_CHARS and FRIENDLY_ERROR.match(text):
+            return "friendly-error reply, not model output"
+    if msg.role == "user" and not msg.content.strip():
+        return "empty user message"
+    return None
+
+
+def _merge(a: Message, b: Message) -> Message:
+    content = a.content if not b.content else (b.content if not a.content else f"{a.content}\n\n{b.content}")
+    return replace(a, content=content, tool_calls=a.tool_calls + b.tool_calls)
+
+
+class Sanitizer:
+    def __init__(self) -> None:
+        self.out: list[SanitizedMessage] = []
+        self.edits: list[Edit] = []
+        self.counts: dict[str, int] = {}
+        self._group: int | None = None      # index in `out` of the assistant whose results are due
+        self._pending: set[str] = set()     # its calls still unanswered
+        self._answered: set[str] = set()
+        self.dirty_from: int = 0            # lowest index of `out` changed since last `take_dirty`
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def _edit(self, msg: Message, kind: str, reason: str, before: int, after: int) -> None:
+        self.edits.append(Edit(msg.id, STAGE, kind, ((0, len(msg.content)),) if kind == "dropped" else (),
+                               before, after, reason))
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def _touch(self, index: int) -> None:
+        self.dirty_from = min(self.dirty_from, index)
+
+    def take_dirty(self) -> int:
+        d = self.dirty_from
+        self.dirty_from = len(self.out)
+        return d
+
+    # -- feeding -------------------------------------------------------------------------------
+    def feed(self, msg: Message) -> None:
+        reason = drop_reason(msg)
+        if reason:
+            self._edit(msg, "dropped", reason, heuristic_message(msg), 0)
+            return
+        if msg.role == "tool":
+            self._feed_tool(msg)
+            return
+        self.close_group()
+        if msg.role == "system" and self.out:
+            self._edit(msg, "merged", "system message after the first is sent as a user note",
+                       heuristic_message(msg), heuristic_message(msg))
+            msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
+        if self.out and self.out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
+            last = self.out[-1]
+            merged = _merge(last.message, msg)
+            self._edit(msg, "merged", f"consecutive {msg.role} messages merged into {last.message.id}",
+                       heuristic_message(msg), 0)
+            self.out[-1] = SanitizedMessage(merged, last.sources + (msg.id,))
+            self._touch(len(self.out) - 1)
+        else:
+            self.out.append(SanitizedMessage(msg, (msg.id,)))
+            self._touch(len(self.out) - 1)
+        if msg.role == "assistant" and msg.tool_calls:
+            self._group = len(self.out) - 1
+            calls = self.out[-1].message.tool_calls
+            self._pending = {c.id for c in calls}
+            self._answered = set()
+
+    def _feed_tool(self, msg: Message) -> None:
+        cid = msg.tool_call_id
+        if self._group is None or cid not in self._pending:
+            why = "duplicate result for a call already answered" if cid in self._answered else "result without its call"
+            self._edit(msg, "stripped", why, heuristic_message(msg), 0)
+            return
+        self._pending.discard(cid)
+        self._answered.add(cid)
+        self.out.append(SanitizedMessage(msg, (msg.id,)))
+        self._touch(len(self.out) - 1)
+
+    def close_group(self) -> None:
+        """Strip calls that never got a result; called before any non-tool message or request."""
+        if self._group is None:
+            return
+        gi, pending = self._group, self._pending
+        self._group, self._pending, self._answered = None, set(), set()
+        if not pending:
+            return
+        entry = self.out[gi]
+        msg = entry.message
+        kept = tuple(c for c in msg.tool_calls if c.id not in pending)
+        stripped = replace(msg, tool_calls=kept)
+        self._edit(msg, "stripped", f"{len(pending)} tool call(s) without a result: {', '.join(sorted(pending))}",
+                   heuristic_message(msg), heuristic_message(stripped))
+        if not kept and not stripped.content.strip():
+            # nothing left of it; it is the last message since none of its calls was answered
+            del self.out[gi]
+            self._touch(gi)
+            return
+        self.out[gi] = SanitizedMessage(stripped, entry.sources)
+        self._touch(gi)
+        # merge again: an assistant left with text only may now sit next to another assistant
+        if gi > 0 and not kept and self.out[gi - 1].message.role == "assistant" and gi == len(self.out) - 1:
+            prev = self.out[gi - 1]
+            self.out[gi - 1] = SanitizedMessage(_merge(prev.message, stripped), prev.sources + entry.sources)
+            del self.out[gi]
+            self._touch(gi - 1)
+
+
+def sanitize(messages: list[Message]) -> tuple[list[SanitizedMessage], list[Edit]]:
+    """The whole funnel over a list, for callers that do not need the incremental form."""
+    s = Sanitizer()
+    for m in messages:
+        s.feed(m)
+    s.close_group()
+    return s.out, s.edits

@@ -1,0 +1,118 @@
+"""Replay a recorded session under a policy: one plan per turn (SPEC §11 `simulate`).
+
+A turn is one model request: turn k produced the k-th assistant message and its
+view is the pipeline run over everything before it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from breakwater.core.edits import View
+from breakwater.core.message import Message
+from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.policy import Policy
+from breakwater.core.session_log import SessionLog
+from breakwater.core.tokens import TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    turn: int
+    message_id: str
+    raw_tokens: int
+    base_tokens: int
+    sent_tokens: int
+    zone: str
+    counted: str
+    level: str
+    edits: dict[str, int]
+    api_tokens: int | None = None
+    compaction: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
+               "base_tokens": self.base_tokens, "sent_tokens": self.sent_tokens, "zone": self.zone,
+               "counted": self.counted, "stage": self.level, "edits": dict(self.edits)}
+        if self.api_tokens is not None:
+            out["api_tokens"] = self.api_tokens
+        if self.compaction:
+            out["compaction"] = self.compaction
+        return out
+
+
+@dataclass
+class Simulation:
+    policy: Policy
+    counter: str
+    encoding: str | None
+    turns: list[TurnStats] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def billed_raw(self) -> int:
+        return sum(t.raw_tokens for t in self.turns)
+
+    @property
+    def billed_sent(self) -> int:
+        return sum(t.sent_tokens for t in self.turns)
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.policy
+        return {
+            "window": p.window, "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
+            "counter": self.counter, "encoding": self.encoding,
+            "turns": [t.to_json() for t in self.turns],
+            "totals": {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
+                       "saved": self.billed_raw - self.billed_sent, "compactions": len(self.compactions),
+                       "turns": len(self.turns)},
+        }
+
+
+LEVELS = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
+
+
+def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
+                  summarizer=None) -> Pipeline:
+    tc = TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
+    return Pipeline(policy, tc, mode=counter, summarizer=summarizer)
+
+
+def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
+             summarizer=None, until_turn: int | None = None) -> Simulation:
+    pipe = make_pipeline(log, policy, counter, model, summarizer)
+    sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
+    t0 = time.perf_counter()
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            if until_turn is not None and pipe.turn + 1 > until_turn:
+                break
+            plan = pipe.plan()
+            if plan.new_compaction:
+                sim.compactions.append(plan.new_compaction)
+            elif pipe.compactions_applied > len(sim.compactions):
+                pass
+            sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
+                                       plan.zone, plan.counted, LEVELS[plan.level], plan.counts,
+                                       plan.api_tokens,
+                                       plan.new_compaction.id if plan.new_compaction else None))
+        pipe.feed(entry)
+    sim.seconds = time.perf_counter() - t0
+    return sim
+
+
+def view_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", model: str | None = None,
+            summarizer=None) -> View:
+    """The exact request of turn `turn` (1-based); past the last turn: the next request."""
+    pipe = make_pipeline(log, policy, counter, model, summarizer)
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            if pipe.turn + 1 == turn:
+                break
+            pipe.plan()
+        pipe.feed(entry)
+    view, _ = pipe.view()
+    return view

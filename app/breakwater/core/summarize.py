@@ -1,0 +1,262 @@
+"""Summaries for deep compaction (SPEC §5; seed 000 §8.3.3, seed 003 §2).
+
+A summarizer turns the messages before a safe cut (plus the previous summary,
+if any) into text with five parts: the original goal, key decisions and why,
+files read or changed, current progress and next steps, errors and how they
+were resolved. The LLM summarizer (agent layer) uses `summary_request` and
+`validate_summary`; the offline default is `ExtractiveSummarizer`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from breakwater.core.message import Message
+from breakwater.core.policy import Policy
+
+SUMMARY_HEADER = "[Summary of prior conversation]"
+
+SECTIONS = ("Original goal", "Key decisions", "Files read or changed", "Progress and next steps",
+            "Errors and resolutions")
+
+SUMMARY_SYSTEM_PROMPT = """You are a context compaction engine. You will read the transcript of an agent \
+session and write the summary that replaces it in the agent's context. Preserve:
+1. The original user request and goal.
+2. Key decisions made and their rationale, including every correction or preference the user gave.
+3. Files that were read or modified (with paths).
+4. Current progress status and next steps.
+5. Any errors encountered and how they were resolved.
+
+Work in two phases.
+Phase 1 - write a chronological analysis inside <analysis></analysis> tags: walk the timeline; note each \
+user correction, decision and preference change; track files read, changed or created; record errors, \
+blockers and their fixes.
+Phase 2 - write the final summary inside <summary></summary> tags, using exactly these headings:
+## Original goal
+## Key decisions
+## Files read or changed
+## Progress and next steps
+## Errors and resolutions
+Prefer the user's decisions and corrections; include the current task state and the next step. \
+Be concise but keep every actionable detail (paths, commands, identifiers, error messages). \
+Only the <summary> block is kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    text: str          # the summary body (without the header); "" when rejected
+    ok: bool
+    summarizer: str
+    reason: str = ""   # why it was rejected, or a note
+
+
+class Summarizer(Protocol):
+    name: str
+
+    def summarize(self, messages: Sequence[Message], previous: str | None, policy: Policy) -> SummaryResult: ...
+
+
+def pretruncate(content: str, policy: Policy) -> str:
+    """seed 000 truncateForCompaction: over 2,000 chars -> first 1,000 + marker + last 800."""
+    if len(content) <= policy.summary_pretruncate_chars:
+        return content
+    return (content[: policy.summary_pretruncate_head] + "\n...[truncated]...\n"
+            + content[-policy.summary_pretruncate_tail:])
+
+
+def transcript(messages: Sequence[Message], previous: str | None, policy: Policy) -> str:
+    parts = []
+    if previous:
+        parts.append(f"[earlier summary]: {previous}\n---")
+    for m in messages:
+        if m.role == "system":
+            continue
+        text = pretruncate(m.content, policy)
+        for c in m.tool_calls:
+            text += f"\n<tool_call {c.name}>{pretruncate(c.arguments, policy)}</tool_call>"
+        parts.append(f"[{m.role}]: {text}\n---")
+    return "\n".join(parts)
+
+
+def summary_request(messages: Sequence[Message], previous: str | None, policy: Policy) -> list[dict]:
+    return [{"role": "system", "content": SUMMARY_SYSTEM_PROMPT},
+            {"role": "user", "content": transcript(messages, previous, policy)}]
+
+
+_SUMMARY_TAG = re.compile(r"<summary>(.*?)</summary>", re.DOTALL | re.IGNORECASE)
+
+
+def validate_summary(output: str | None, policy: Policy, summarizer: str = "llm") -> SummaryResult:
+    """Keep only a well-formed <summary>; anything doubtful becomes an empty, rejected result."""
+    if not output or not output.strip():
+        return SummaryResult("", False, summarizer, "empty output")
+    found = _SUMMARY_TAG.findall(output)
+    if not found:
+        return SummaryResult("", False, summarizer, "missing <summary> tags")
+    body = found[-1].strip()
+    if not body:
+        return SummaryResult("", False, summarizer, "empty <summary>")
+    if len(body) > policy.summary_max_chars:
+        return SummaryResult("", False, summarizer, f"summary over {policy.summary_max_chars} chars ({len(body)})")
+    problem = garbled(body)
+    if problem:
+        return SummaryResult("", False, summarizer, f"garbled summary: {problem}")
+    return SummaryResult(body, True, summarizer)
+
+
+def garbled(text: str) -> str | None:
+    if "<analysis>" in text or "</analysis>" in text or "<summary>" in text:
+        return "nested tags"
+    letters = sum(1 for ch in text if ch.isalpha())
+    if letters < max(20, len(text) // 10):
+        return "too few letters"
+    bad = sum(1 for ch in text if ch == "\ufffd" or (unicodedata.category(ch) == "Cc" and ch not in "\n\t\r"))
+    if bad > len(text) // 50:
+        return "control or replacement characters"
+    words = text.split()
+    if len(words) >= 40:
+        top = max(words.count(w) for w in set(words[:200]))
+        if top > len(words) * 0.3:
+            return "one word repeated over and over"
+    return None
+
+
+# -- the offline extractive summarizer -----------------------------------------------------------
+_PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
+_ERROR = re.compile(r"(?im)^.*\b(error|exception|traceback|failed|failure|fatal|panic|ERESOLVE|denied|"
+                    r"timed out|refused)\b.*$|^.*(错误|失败|异常|超时).*$")
+_DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
+                       r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
+_SECTION_LINE = re.compile(r"^- (.*)$")
+
+MAX_ITEMS = {"Key decisions": 8, "Files read or changed": 25, "Errors and resolutions": 10}
+CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Write", "Edit", "MultiEdit")
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?。！？])\s+|\n+", text) if s.strip()]
+
+
+def _parse_previous(previous: str | None) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {s: [] for s in SECTIONS}
+    if not previous:
+        return sections
+    current = None
+    for line in previous.splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
+            continue
+        m = _SECTION_LINE.match(line)
+        if current in sections and m and m.group(1) != "(none)":
+            sections[current].append(m.group(1))
+    return sections
+
+
+def _call_paths(msg: Message) -> list[tuple[str, str]]:
+    out = []
+    for c in msg.tool_calls:
+        try:
+            args = json.loads(c.arguments) if c.arguments else {}
+        except ValueError:
+            args = {}
+        if not isinstance(args, dict):
+            continue
+        verb = "changed" if c.name in CHANGE_TOOLS else "read"
+        for key in ("path", "file_path", "filePath", "file", "filename"):
+            if isinstance(args.get(key), str):
+                out.append((args[key], verb))
+        cmd = args.get("command") or args.get("cmd")
+        if isinstance(cmd, list):
+            cmd = " ".join(str(x) for x in cmd)
+        if isinstance(cmd, str):
+            for p in _PATH.findall(cmd):
+                out.append((p, "used"))
+    return out
+
+
+class ExtractiveSummarizer:
+    """No model: fills the five sections from the messages. Deterministic."""
+
+    name = "extractive"
+
+    def summarize(self, messages: Sequence[Message], previous: str | None, policy: Policy) -> SummaryResult:
+        prev = _parse_previous(previous)
+        goal = prev["Original goal"][:]
+        decisions = prev["Key decisions"][:]
+        files: dict[str, str] = {}
+        for line in prev["Files read or changed"]:
+            path, _, verb = line.partition(" (")
+            files[path] = verb.rstrip(")") or "read"
+        errors = prev["Errors and resolutions"][:]
+        progress: list[str] = []
+        commands: list[str] = []
+        users = [m for m in messages if m.role == "user" and not m.content.startswith(SUMMARY_HEADER)]
+        if not goal and users:
+            goal.append(_clip(users[0].content, 600))
+        for u in users[1:][-3:]:
+            goal.append("Later the user said: " + _clip(u.content, 240))
+        last_text = ""
+        for m in messages:
+            if m.role == "assistant":
+                if m.content.strip():
+                    last_text = m.content
+                    for s in _sentences(pretruncate(m.content, policy)):
+                        if _DECISION.search(s):
+                            decisions.append(_clip(s, 220))
+                for path, verb in _call_paths(m):
+                    if files.get(path) != "changed":
+                        files[path] = verb
+                for c in m.tool_calls:
+                    commands.append(_clip(f"{c.name} {c.arguments}", 160))
+            elif m.role == "tool":
+                text = pretruncate(m.content, policy)
+                for line in _ERROR.finditer(text):
+                    errors.append(_clip(line.group(0), 200))
+        if last_text:
+            progress.append("Last status: " + _clip(last_text, 400))
+        if commands:
+            progress.append("Last actions: " + "; ".join(commands[-3:]))
+        progress.append("Next: continue from the last status above.")
+        sections = {
+            "Original goal": _dedupe(goal)[:4],
+            "Key decisions": _dedupe(decisions)[-MAX_ITEMS["Key decisions"]:],
+            "Files read or changed": [f"{p} ({v})" for p, v in list(files.items())[-MAX_ITEMS["Files read or changed"]:]],
+            "Progress and next steps": progress,
+            "Errors and resolutions": _dedupe(errors)[-MAX_ITEMS["Errors and resolutions"]:],
+        }
+        body = render_sections(sections)
+        if len(body) > policy.summary_max_chars:
+            body = body[: policy.summary_max_chars - 20].rsplit("\n", 1)[0] + "\n- …"
+        return SummaryResult(body, True, self.name)
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen, out = set(), []
+    for it in items:
+        key = it.lower()
+        if key not in seen:
+            seen.add(key)
+            out.append(it)
+    return out
+
+
+def render_sections(sections: dict[str, list[str]]) -> str:
+    lines = []
+    for name in SECTIONS:
+        lines.append(f"## {name}")
+        items = sections.get(name) or ["(none)"]
+        lines.extend(f"- {it}" for it in items)
+    return "\n".join(lines)
+
+
+def summary_message_text(body: str) -> str:
+    return f"{SUMMARY_HEADER}\n{body}"
