@@ -93,6 +93,7 @@ class Plan:
     zone: str
     counted: str
     fits: bool
+    zone_counted: str = "estimate"   # whether the zone decision was confirmed by an exact count
     squeeze: bool = False
     new_compaction: Compaction | None = None
     counts: dict[str, int] = field(default_factory=dict)
@@ -459,6 +460,7 @@ class Pipeline:
             base, counted = self._measure(head, 0, cut, cut, n)
         else:
             base_reported = base
+        zone_counted = counted
         self._compacted_since_view = False
         zone = "safe" if base_reported <= p.soft_limit else ("soft" if base_reported <= p.hard_limit else "hard")
         fast = base <= p.soft_limit or n < p.fast_path_min_messages
@@ -503,7 +505,7 @@ class Pipeline:
         plan = Plan(turn=self.turn + 1, n=n, cut=cut, start=start, level=level, near_start=near_start,
                     keep_first_user=extra_fu if extra_fu is not None else fu, head=head,
                     raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=sent, zone=zone, counted=counted,
-                    fits=sent <= p.window, squeeze=sent > target, new_compaction=new_comp, notes=notes,
+                    fits=sent <= p.window, zone_counted=zone_counted, squeeze=sent > target, new_compaction=new_comp, notes=notes,
                     api_tokens=self.api_tokens)
         plan.counts = self._counts(plan, extra_fu)
         if plan.squeeze:

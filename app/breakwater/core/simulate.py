@@ -27,6 +27,7 @@ class TurnStats:
     sent_tokens: int
     zone: str
     counted: str
+    zone_counted: str
     level: str
     edits: dict[str, int]
     api_tokens: int | None = None
@@ -35,7 +36,7 @@ class TurnStats:
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
                "base_tokens": self.base_tokens, "sent_tokens": self.sent_tokens, "zone": self.zone,
-               "counted": self.counted, "stage": self.level, "edits": dict(self.edits)}
+               "counted": self.counted, "zone_counted": self.zone_counted, "stage": self.level, "edits": dict(self.edits)}
         if self.api_tokens is not None:
             out["api_tokens"] = self.api_tokens
         if self.compaction:
@@ -93,10 +94,8 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             plan = pipe.plan()
             if plan.new_compaction:
                 sim.compactions.append(plan.new_compaction)
-            elif pipe.compactions_applied > len(sim.compactions):
-                pass
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
-                                       plan.zone, plan.counted, LEVELS[plan.level], plan.counts,
+                                       plan.zone, plan.counted, plan.zone_counted, LEVELS[plan.level], plan.counts,
                                        plan.api_tokens,
                                        plan.new_compaction.id if plan.new_compaction else None))
         pipe.feed(entry)
