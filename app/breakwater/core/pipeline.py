@@ -583,17 +583,20 @@ class Pipeline:
             else:
                 msgs.append(m)
         if plan.squeeze:
-            msgs, more = squeeze(msgs, p)
+            msgs, more = squeeze(msgs, p, lambda ms: self.count(ms)[0])
             edits.extend(more)
-        h = self.calibration.apply(sum(heuristic_message(m) for m in msgs))
-        if self._in_band(h):
-            sent, counted = self.counter.exact_messages(msgs), "exact"
-        else:
-            sent, counted = h, "estimate"
+        sent, counted = self.count(msgs)
         return View(turn=plan.turn, messages=tuple(msgs), edits=tuple(edits), raw_tokens=plan.raw_tokens,
                     base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                     window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
                     api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes))
+
+    def count(self, msgs: list[Message]) -> tuple[int, str]:
+        """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""
+        h = self.calibration.apply(sum(heuristic_message(m) for m in msgs))
+        if self._in_band(h):
+            return self.counter.exact_messages(msgs), "exact"
+        return h, "estimate"
 
     def _threshold(self, kind: str, near: bool) -> str:
         p = self.policy
@@ -612,7 +615,7 @@ class Pipeline:
         return self.materialize(plan), plan.new_compaction
 
 
-def squeeze(msgs: list[Message], policy: Policy) -> tuple[list[Message], list[Edit]]:
+def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], list[Edit]]:
     """Last resort: head/tail the largest messages until the request fits under the hard limit.
 
     Never touches the system prompt or tool calls; user messages keep their first
@@ -621,23 +624,22 @@ def squeeze(msgs: list[Message], policy: Policy) -> tuple[list[Message], list[Ed
     msgs = list(msgs)
     edits: list[Edit] = []
     target = policy.hard_limit
-    total = sum(heuristic_message(m) for m in msgs)
+    total = count(msgs)
     for allow_user in (False, True):
         while total > target:
-            best, best_len = None, 0
+            best, best_room = None, 0
             for i, m in enumerate(msgs):
                 if m.role == "system" or (m.role == "user" and not allow_user):
                     continue
                 floor = policy.user_keep_chars if m.role == "user" else 200
                 room = len(m.content) - floor
-                if room > best_len and room > 64:
-                    best, best_len = i, room
+                if room > best_room and room > 64:
+                    best, best_room = i, room
             if best is None:
                 break
             m = msgs[best]
             floor = policy.user_keep_chars if m.role == "user" else 200
-            over_chars = (total - target) * 4 + 256
-            keep = max(floor, len(m.content) - over_chars)
+            keep = max(floor, len(m.content) - (total - target) * 4 - 256)
             head = max(keep * 3 // 5, min(floor, keep))
             tail = max(0, keep - head)
             new_text, span = snip_stage.head_tail(m.content, head, tail,
@@ -649,5 +651,5 @@ def squeeze(msgs: list[Message], policy: Policy) -> tuple[list[Message], list[Ed
             edits.append(Edit(m.id, "shape_history", "snipped", (span,), before, after,
                               f"request over hard limit {target} after keeping {policy.shape_keep_last_min} turns"))
             msgs[best] = new
-            total += after - before
+            total = count(msgs)
     return msgs, edits

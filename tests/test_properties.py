@@ -1,0 +1,125 @@
+"""Invariants of the sanitizer and the pipeline over generated histories (hypothesis)."""
+
+import copy
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.pipeline import Pipeline
+from breakwater.core.policy import preset
+from breakwater.core.session_log import SessionLog
+from breakwater.core.simulate import simulate
+from breakwater.core.tokens import TokenCounter
+from breakwater.core.validity import api_problems
+
+SIZES = [0, 1, 150, 199, 201, 999, 1001, 2999, 3001, 12_000, 60_000, 400_000]
+HUGE = 10 * 1024 * 1024
+ALPHABETS = ["lorem ipsum dolor ", "连接池超时，请检查配置。", "Traceback: KeyError 'x'\n", "ok 🚀 ", "é\u0301 ", "\x00\t "]
+
+
+@st.composite
+def text(draw, huge=False):
+    size = draw(st.sampled_from(SIZES + ([HUGE] if huge else [])))
+    unit = draw(st.sampled_from(ALPHABETS))
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+@st.composite
+def history(draw):
+    items = draw(st.lists(st.sampled_from(
+        ["user", "assistant", "calls", "calls", "calls", "orphan_result", "placeholder", "legacy_tool",
+         "cancelled", "system", "odd_role", "user", "calls"]), min_size=1, max_size=40))
+    huge_at = draw(st.integers(min_value=-1, max_value=len(items) - 1)) if draw(st.booleans()) else -2
+    msgs = [Message("m00000", "system", "You are an agent.")] if draw(st.booleans()) else []
+    n_call = 0
+
+    def add(role, content="", **kw):
+        msgs.append(Message(f"m{len(msgs):05d}", role, content, **kw))
+
+    for i, kind in enumerate(items):
+        body = draw(text(huge=(i == huge_at)))
+        if kind == "user":
+            add("user", body)
+        elif kind == "assistant":
+            add("assistant", body)
+        elif kind == "calls":
+            k = draw(st.integers(1, 3))
+            calls = []
+            for _ in range(k):
+                n_call += 1
+                calls.append(ToolCall(f"call_{n_call}", draw(st.sampled_from(["bash", "read_file", "写文件"])),
+                                      json.dumps({"command": draw(st.sampled_from(["ls", "cat 中文.txt", ""]))})))
+            add("assistant", draw(st.sampled_from(["", "Let me look."])), tool_calls=tuple(calls))
+            answered = draw(st.lists(st.sampled_from([c.id for c in calls]), max_size=k + 1))
+            for cid in answered:
+                add("tool", draw(text(huge=(i == huge_at))), tool_call_id=cid)
+        elif kind == "orphan_result":
+            add("tool", body, tool_call_id="call_missing")
+        elif kind == "placeholder":
+            add("assistant", "[tool_call: quicksort]")
+        elif kind == "legacy_tool":
+            add("tool", "legacy tool message")
+        elif kind == "cancelled":
+            add("assistant", "The request was cancelled.")
+        elif kind == "system":
+            add("system", "late system note")
+        elif kind == "odd_role":
+            add("exit", "bye")
+    return msgs
+
+
+POLICIES = st.sampled_from(["breakwater", "seed-000", "seed-001", "seed-003"])
+WINDOWS = st.sampled_from([4_000, 16_000, 128_000])
+
+
+def origin_map(msgs):
+    return {m.id: m for m in msgs}
+
+
+def check_view(view, msgs, policy):
+    api = view.to_api()
+    if not api:  # nothing valid in the history yet: there is no request to make
+        return
+    assert api_problems(api) == [], api_problems(api)
+    # a request that exceeds the window is never produced (a valid one always fits here)
+    assert view.fits and view.sent_tokens <= policy.window
+    originals = origin_map(msgs)
+    log_calls = {(c.id, c.name, c.arguments) for m in msgs for c in m.tool_calls}
+    for m in view.messages:
+        for c in m.tool_calls:
+            assert (c.id, c.name, c.arguments) in log_calls  # calls are never altered
+        if m.role == "user" and m.id in originals and originals[m.id].role == "user":
+            original = originals[m.id].content
+            assert m.content.startswith(original[: policy.user_keep_chars])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(msgs=history(), name=POLICIES, window=WINDOWS)
+def test_every_request_is_valid_fits_and_keeps_calls_and_user_heads(msgs, name, window):
+    policy = preset(name).with_changes(window=window)
+    frozen = copy.deepcopy(msgs)
+    pipe = Pipeline(policy)
+    for m in msgs:
+        if m.role == "assistant":
+            check_view(pipe.view()[0], msgs, policy)
+        pipe.feed(m)
+    check_view(pipe.view()[0], msgs, policy)
+    assert msgs == frozen and [m.meta for m in msgs] == [m.meta for m in frozen]  # the log is never modified
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(msgs=history(), name=POLICIES, window=WINDOWS)
+def test_two_runs_give_identical_results(msgs, name, window):
+    policy = preset(name).with_changes(window=window)
+    log = SessionLog(header={"model": "gpt-4o"}, entries=msgs)
+    a = simulate(log, policy, counter="exact").to_json()
+    b = simulate(log, policy, counter="exact").to_json()
+    assert a == b
+    pa, pb = Pipeline(policy, TokenCounter("o200k_base")), Pipeline(policy, TokenCounter("o200k_base"))
+    pa.feed_all(msgs)
+    pb.feed_all(msgs)
+    va, vb = pa.view()[0], pb.view()[0]
+    assert va.to_api() == vb.to_api() and va.edits == vb.edits
+    check_view(va, msgs, policy)
