@@ -1,5 +1,105 @@
-"""Sub-commands of this layer (placeholder until the layer lands)."""
+"""`breakwater tool bash|read_file|write_file`: run one tool as the agent would (SPEC §11).
+
+It prints exactly the text the model would see. The exit status is 0 when the tool
+ran (a failing command's exit code is part of that text) and 1 when the tool
+itself refused or failed, with the one-line reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+
+from breakwater.tools.bash import DEFAULT_TIMEOUT_S, run_bash
+from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
+from breakwater.tools.result import ToolResult
+from breakwater.tools.workspace import Workspace, WorkspaceError
+from breakwater.tools.write_file import write_file
 
 
 def register(sub) -> None:
-    return None
+    parser = sub.add_parser("tool", help="run one tool as the agent would; print what the model sees",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tools = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
+
+    bash = tools.add_parser("bash", help="run a shell command through the rolling buffer and spill",
+                            description="Run `bash -c COMMAND` in the workspace. Put the command after `--`.")
+    _workspace_arg(bash)
+    bash.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                      help=f"seconds before the process group is killed (default {DEFAULT_TIMEOUT_S:g})")
+    bash.add_argument("--max-lines", type=int, default=400, metavar="N", help="lines kept, head + tail (default 400)")
+    bash.add_argument("--max-line-bytes", type=int, default=4000, metavar="N",
+                      help="bytes kept of one line (default 4000)")
+    bash.add_argument("--session-id", default="cli", metavar="ID", help="spill directory name (default cli)")
+    bash.add_argument("--tool-call-id", default=None, metavar="ID", help="spill file name (default: a new id)")
+    bash.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
+    bash.set_defaults(func=_bash)
+
+    read = tools.add_parser("read_file", help="read a slice of a file in the workspace")
+    _workspace_arg(read)
+    read.add_argument("path", help="file path relative to the workspace")
+    read.add_argument("--start-line", type=int, default=None, metavar="A")
+    read.add_argument("--end-line", type=int, default=None, metavar="B")
+    read.add_argument("--max-lines", type=int, default=DEFAULT_MAX_LINES, metavar="N",
+                      help=f"lines per call at most (default {DEFAULT_MAX_LINES})")
+    read.set_defaults(func=_read_file)
+
+    write = tools.add_parser("write_file", help="atomically write a file in the workspace")
+    _workspace_arg(write)
+    write.add_argument("path", help="file path relative to the workspace")
+    write.add_argument("--content", required=True, help="the new content of the file")
+    write.set_defaults(func=_write_file)
+
+
+def _workspace_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", default=".", metavar="DIR", help="the workspace (default: current directory)")
+
+
+def _open_workspace(args) -> Workspace | None:
+    try:
+        return Workspace(args.workspace)
+    except WorkspaceError as exc:
+        print(f"breakwater tool: {exc}", file=sys.stderr)
+        return None
+
+
+def _bash(args) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("breakwater tool bash: no command given (put it after --)", file=sys.stderr)
+        return 2
+    if args.max_lines < 1 or args.max_line_bytes < 1:
+        print("breakwater tool bash: --max-lines and --max-line-bytes must be at least 1", file=sys.stderr)
+        return 2
+    ws = _open_workspace(args)
+    if ws is None:
+        return 2
+    result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
+                      session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
+                      max_line_bytes=args.max_line_bytes)
+    return _show(result)
+
+
+def _read_file(args) -> int:
+    ws = _open_workspace(args)
+    if ws is None:
+        return 2
+    return _show(read_file(ws, args.path, args.start_line, args.end_line, max_lines=args.max_lines))
+
+
+def _write_file(args) -> int:
+    ws = _open_workspace(args)
+    if ws is None:
+        return 2
+    return _show(write_file(ws, args.path, args.content))
+
+
+def _show(result: ToolResult) -> int:
+    if result.is_error:
+        print(f"breakwater tool: {result.meta['error']}", file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    sys.stdout.buffer.write((result.content + "\n").encode("utf-8"))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,187 @@
+"""bash: run one command for the agent, output cut at the source and spilled in full (SPEC §3).
+
+The command runs in its own session (so its own process group); stdout and stderr
+share one pipe and stream through a `RollingOutputBuffer` that tees the raw bytes
+to the spill file. On timeout the whole group gets SIGTERM, then SIGKILL after a
+short grace, so `sleep 100 &` left behind by the command dies with it.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+from breakwater.tools.result import ToolResult, error_result
+from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
+from breakwater.tools.spill import spill_notice, spill_path
+from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
+
+DEFAULT_TIMEOUT_S = 120.0
+KILL_GRACE_S = 2.0
+# After the shell exits, background jobs it started may keep the pipe open for ever
+# (`server &`); read what they write for this long, then stop listening.
+DRAIN_S = 1.0
+
+
+def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+             max_lines: int = 400, session_id: str = "session", tool_call_id: str = "call", *,
+             max_line_bytes: int = 4000, read_max_lines: int = 400,
+             kill_grace_s: float = KILL_GRACE_S) -> ToolResult:
+    """Run `bash -c command` in the workspace; the result is what the model sees."""
+    if not isinstance(command, str) or not command.strip():
+        return error_result("bash", "command is empty")
+    if "\x00" in command:
+        return error_result("bash", "command contains a NUL byte")
+    if not timeout_s > 0:
+        return error_result("bash", f"timeout must be positive, got {timeout_s}")
+    try:
+        ws = as_workspace(workspace)
+        path = spill_path(ws, session_id, tool_call_id)
+        buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill_path=path)
+    except (WorkspaceError, ValueError) as exc:
+        return error_result("bash", str(exc))
+    except OSError as exc:
+        return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(["bash", "-c", command], cwd=ws.root, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        buffer.close()
+        return error_result("bash", f"cannot start bash: {exc.strerror or exc}")
+    try:
+        timed_out, abandoned = _stream(proc, buffer, timeout_s, kill_grace_s)
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:         # only on an exception in _stream: never leave a runaway
+            _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        buffer.close()
+    duration = time.monotonic() - started
+
+    spilled = buffer.spill_path
+    rel_spill = ws.relative(spilled) if spilled is not None else None
+    trailer = []
+    if timed_out:
+        trailer.append(f"[timed out after {timeout_s:g}s; the command's process group was killed "
+                       f"(exit code {proc.returncode})]")
+    else:
+        trailer.append(f"[exit code: {proc.returncode}]")
+    if abandoned:
+        trailer.append("[the command exited but background processes still hold its output open; "
+                       "their later output is not captured]")
+    if rel_spill is not None:
+        trailer.append(spill_notice(rel_spill, total_lines=buffer.total_lines, total_bytes=buffer.total_bytes,
+                                    dropped_lines=buffer.dropped_lines, cut_lines=buffer.cut_lines,
+                                    first_dropped_line=buffer.head_size + 1, read_max_lines=read_max_lines))
+    body = buffer.render() if buffer.total_bytes else "(no output)"
+    meta = {
+        "tool": "bash",
+        "exit_code": proc.returncode,
+        "timed_out": timed_out,
+        "total_lines": buffer.total_lines,
+        "dropped_lines": buffer.dropped_lines,
+        "cut_lines": buffer.cut_lines,
+        "total_bytes": buffer.total_bytes,
+        "truncated_at_source": buffer.dropped_lines > 0 or buffer.cut_lines > 0,
+        "spill": rel_spill,
+        "duration_s": round(duration, 3),
+    }
+    return ToolResult(body + "\n\n" + "\n".join(trailer), meta)
+
+
+def _stream(proc: subprocess.Popen, buffer: RollingOutputBuffer, timeout_s: float,
+            grace_s: float) -> tuple[bool, bool]:
+    """Pump the pipe into the buffer until EOF; enforce the timeout. Returns (timed_out, abandoned)."""
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    eof = False             # a command may close its output and keep running: EOF is not the end
+    kill_at = None          # when SIGKILL follows the SIGTERM of a timeout
+    stop_at = None          # when to stop waiting for EOF
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            exited = proc.poll() is not None
+            if eof and exited:
+                break
+            if not timed_out and not exited and now >= deadline:
+                timed_out = True
+                _signal_group(proc.pid, signal.SIGTERM)
+                kill_at = now + grace_s
+            if kill_at is not None and now >= kill_at:
+                _signal_group(proc.pid, signal.SIGKILL)
+                kill_at = None
+                stop_at = now + DRAIN_S
+            if exited and not timed_out and stop_at is None:
+                stop_at = now + DRAIN_S
+            if stop_at is not None and now >= stop_at:
+                break
+            wake = min(t for t in (None if timed_out else deadline, kill_at, stop_at, now + 0.1)
+                       if t is not None)
+            if eof:
+                try:
+                    proc.wait(max(0.0, wake - now))
+                except subprocess.TimeoutExpired:
+                    pass
+            elif selector.select(max(0.0, wake - now)):
+                data = os.read(fd, CHUNK_SIZE)
+                if data:
+                    buffer.write(data)
+                else:
+                    eof = True
+                    selector.unregister(fd)
+    if timed_out:
+        _finish_group(proc, kill_at)
+    return timed_out, not eof and not timed_out
+
+
+def _finish_group(proc: subprocess.Popen, kill_at: float | None) -> None:
+    """After a timeout: give the group what is left of its grace, then SIGKILL whatever remains.
+
+    EOF only means nobody holds the pipe; a member that ignores SIGTERM and closed its
+    output is still alive, so the group itself is checked.
+    """
+    while kill_at is not None and time.monotonic() < kill_at:
+        proc.poll()
+        if not _group_alive(proc.pid):
+            return
+        time.sleep(0.02)
+    _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: an orphan stays
+    one until the init process gets round to reaping it, which may take seconds."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # Fields after the command name (which may contain spaces): state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

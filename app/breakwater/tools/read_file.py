@@ -1,0 +1,130 @@
+"""read_file: a slice of a file for the model, never the whole flood (SPEC §3).
+
+The file is streamed in chunks: chunks before the range and after it are only
+counted with `bytes.count`, so a multi-gigabyte log costs one fast scan and the
+memory of the lines shown. Line numbers are 1-based and match `seq`/`sed -n`,
+and the spill files' notices.
+"""
+
+from __future__ import annotations
+
+import os
+
+from breakwater.tools.result import ToolResult, error_result
+from breakwater.tools.rolling_buffer import display_line, whole_chars
+from breakwater.tools.spill import read_range_hint
+from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
+
+DEFAULT_MAX_LINES = 400
+CHUNK = 256 * 1024
+SNIFF = 8 * 1024
+
+
+def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: int | None = None,
+              end_line: int | None = None, max_lines: int = DEFAULT_MAX_LINES,
+              max_line_bytes: int = 4000) -> ToolResult:
+    """Lines `start_line`..`end_line` (inclusive) of `path`, at most `max_lines` of them.
+
+    The text starts with a header `[path: lines a-b of N]`; when lines remain after
+    the slice it ends with how many and the call that reads the next slice.
+    """
+    try:
+        ws = as_workspace(workspace)
+        real = ws.resolve(path)
+    except WorkspaceError as exc:
+        return error_result("read_file", str(exc), path=str(path))
+    start = 1 if start_line is None else start_line
+    if start < 1:
+        return error_result("read_file", f"start_line must be 1 or more, got {start}", path=str(path))
+    if end_line is not None and end_line < start:
+        return error_result("read_file", f"end_line {end_line} is before start_line {start}", path=str(path))
+    if max_lines < 1:
+        return error_result("read_file", "max_lines must be 1 or more", path=str(path))
+    rel = ws.relative(real)
+    try:
+        # Checked before opening: opening a FIFO would block, /dev/zero would never end.
+        if real.exists() and not real.is_dir() and not real.is_file():
+            return error_result("read_file", f"{rel} is not a regular file", path=rel)
+        fh = open(real, "rb")
+    except FileNotFoundError:
+        return error_result("read_file", f"no such file: {rel}", path=rel)
+    except IsADirectoryError:
+        return error_result("read_file", f"{rel} is a directory, not a file", path=rel)
+    except PermissionError:
+        return error_result("read_file", f"permission denied: {rel}", path=rel)
+    except OSError as exc:
+        return error_result("read_file", f"cannot read {rel}: {exc.strerror or exc}", path=rel)
+    with fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            sniff = fh.read(SNIFF)
+            if b"\x00" in sniff:
+                return ToolResult(f"[{rel}: binary file, {size} bytes — not shown as text]",
+                                  {"tool": "read_file", "path": rel, "binary": True, "bytes": size})
+            fh.seek(0)
+            wanted_end = start + max_lines - 1 if end_line is None else min(end_line, start + max_lines - 1)
+            lines, total, cut = _scan(fh, start, wanted_end, max_line_bytes)
+        except OSError as exc:
+            return error_result("read_file", f"cannot read {rel}: {exc.strerror or exc}", path=rel)
+    meta = {"path": rel, "total_lines": total, "bytes": size, "cut_lines": cut}
+    if total == 0:
+        return ToolResult(f"[{rel}: empty file]",
+                          {"tool": "read_file", **meta, "start_line": 0, "end_line": 0, "capped": False})
+    if start > total:
+        return error_result("read_file", f"start_line {start} is past the end of {rel} ({total} lines)", **meta)
+    last = start + len(lines) - 1
+    capped = (end_line is None or end_line > last) and last < total
+    out = [f"[{rel}: lines {start}-{last} of {total}]", *lines]
+    if last < total:
+        cap = f"capped at {max_lines} lines per call; " if end_line is not None and end_line > last else ""
+        out.append(f"[{cap}{total - last} more lines after line {last}; next: "
+                   f"{read_range_hint(rel, last + 1, min(total, last + max_lines))}]")
+    return ToolResult("\n".join(out),
+                      {"tool": "read_file", **meta, "start_line": start, "end_line": last, "capped": capped})
+
+
+def _scan(fh, start: int, end: int, max_line_bytes: int) -> tuple[list[str], int, int]:
+    """(lines start..end as text, total line count, how many shown lines were cut)."""
+    lines: list[str] = []
+    cut = 0
+    line_no = 1                 # the line the read position is in
+    current = bytearray()       # the start of the line being collected, at most max_line_bytes
+    current_size = 0
+    last_byte = b""
+    while chunk := fh.read(CHUNK):
+        last_byte = chunk[-1:]
+        newlines = chunk.count(b"\n")
+        if line_no > end or line_no + newlines < start:
+            line_no += newlines
+            continue
+        pos = 0
+        while True:
+            nl = chunk.find(b"\n", pos)
+            stop = len(chunk) if nl < 0 else nl
+            if start <= line_no <= end:
+                room = max_line_bytes - len(current)
+                if room > 0:
+                    current += chunk[pos:min(stop, pos + room)]
+                current_size += stop - pos
+            if nl < 0:
+                break
+            if start <= line_no <= end:
+                cut += current_size > max_line_bytes
+                lines.append(_text(current, current_size, max_line_bytes))
+                current.clear()
+                current_size = 0
+            line_no += 1
+            pos = nl + 1
+            if line_no > end:
+                line_no += chunk.count(b"\n", pos)
+                break
+    total = line_no if last_byte not in (b"", b"\n") else line_no - 1
+    if last_byte not in (b"", b"\n") and start <= line_no <= end:
+        cut += current_size > max_line_bytes
+        lines.append(_text(current, current_size, max_line_bytes))
+    return lines, total, cut
+
+
+def _text(current: bytearray, size: int, max_line_bytes: int) -> str:
+    kept = whole_chars(current) if size > max_line_bytes else current
+    return display_line(kept, size)
