@@ -1,0 +1,123 @@
+"""Project memory (seed 000 §8.5.1): what happened across sessions, in `PROJECT_MEMORY.md`.
+
+A session appends `## Session <id8> (YYYY-MM-DD HH:MM)` and its summary when it ends; the
+next one starts with the latest few entries under `[Project History]` in its system prompt.
+The file sits at the workspace root so that git keeps it with the code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import filelock
+
+from breakwater.memory.durable import append_durably
+from breakwater.memory.store import AGENT_DIR, MemoryLockTimeout
+
+PROJECT_MEMORY_NAME = "PROJECT_MEMORY.md"
+HEADER = "[Project History]"
+_SESSION_RE = re.compile(r"^## Session \S+ \(.*\)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    header: str
+    summary: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.header}\n{self.summary}".rstrip()
+
+
+def project_memory_path(workspace: str | os.PathLike[str]) -> Path:
+    return Path(workspace) / PROJECT_MEMORY_NAME
+
+
+def estimate_tokens(text: str) -> int:
+    """About four ASCII characters, or two others (CJK mostly), per token."""
+    ascii_chars = sum(1 for c in text if c.isascii())
+    return -(-ascii_chars // 4) + -(-(len(text) - ascii_chars) // 2)
+
+
+def append_session(workspace: str | os.PathLike[str], session_id: str, summary: str, *,
+                   now: datetime | None = None, lock_timeout: float = 60.0) -> Path:
+    summary = summary.strip()
+    if not summary:
+        raise ValueError("nothing to remember: the session summary is empty")
+    now = now or datetime.now()
+    path = project_memory_path(workspace)
+    entry = f"## Session {session_id[:8]} ({now:%Y-%m-%d %H:%M})\n{summary}\n"
+    lock_dir = Path(workspace) / AGENT_DIR
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with filelock.FileLock(lock_dir / "project_memory.lock", timeout=lock_timeout):
+            try:
+                current = path.read_bytes()
+            except FileNotFoundError:
+                current = b""
+            lead = "" if not current else ("\n" if current.endswith(b"\n") else "\n\n")
+            append_durably(path, lead + entry)
+    except filelock.Timeout:
+        raise MemoryLockTimeout(f"project memory is locked by another process; gave up after {lock_timeout:g}s") \
+            from None
+    return path
+
+
+def read_sessions(workspace: str | os.PathLike[str]) -> list[SessionEntry]:
+    """Session entries in file order; text before the first one is not an entry."""
+    try:
+        text = project_memory_path(workspace).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    entries: list[SessionEntry] = []
+    header, body = None, []
+    for line in text.splitlines():
+        if _SESSION_RE.match(line):
+            if header is not None:
+                entries.append(SessionEntry(header, "\n".join(body).strip()))
+            header, body = line.strip(), []
+        elif header is not None:
+            body.append(line)
+    if header is not None:
+        entries.append(SessionEntry(header, "\n".join(body).strip()))
+    return entries
+
+
+def project_history(workspace: str | os.PathLike[str], entries: int = 5, max_tokens: int = 1_500) -> str:
+    """The latest sessions (at most `entries`, within about `max_tokens`) for the system prompt.
+
+    Newest first decides what fits; they are shown oldest first so the latest reads last.
+    The newest entry is always included, cut to the budget if it alone is too long.
+    """
+    sessions = read_sessions(workspace)[-entries:] if entries > 0 else []
+    if not sessions:
+        return ""
+    budget = max_tokens - estimate_tokens(HEADER + "\n")
+    chosen: list[str] = []
+    for session in reversed(sessions):
+        cost = estimate_tokens(session.text + "\n\n")
+        if cost <= budget:
+            chosen.append(session.text)
+            budget -= cost
+        elif not chosen:
+            chosen.append(_cut_to(session.text, budget))
+            break
+        else:
+            break
+    return HEADER + "\n" + "\n\n".join(reversed(chosen))
+
+
+def _cut_to(text: str, tokens: int) -> str:
+    """The longest head of `text` (plus an ellipsis) within `tokens`."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid] + " …") <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip() + " …"
