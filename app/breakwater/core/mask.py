@@ -9,7 +9,7 @@ Tool calls (name and arguments) are never altered.
 
 from __future__ import annotations
 
-from breakwater.core.message import Message
+from breakwater.core.message import Message, utf8_len
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail
 
@@ -18,7 +18,7 @@ WORKING_MEMORY_STAGE = "working_memory"
 
 
 def mask_placeholder(original: str) -> str:
-    return f"[early tool output cleared to save context. original length: {len(original.encode('utf-8'))} bytes]"
+    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes]"
 
 
 def fold_placeholder(original: str) -> str:

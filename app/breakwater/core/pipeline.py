@@ -124,6 +124,7 @@ class Pipeline:
         self.calls: dict[str, ToolCall] = {}
         self.id_index: dict[str, int] = {}
         self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
+        self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         # events
         self.active: list[_Active] = []
         self.triggers: dict[str, int] = {}
@@ -196,6 +197,8 @@ class Pipeline:
 
     def _recompute_from(self, d: int) -> None:
         out = self.san.out
+        for i in range(d, len(self.tok0)):
+            self._near_cache.pop(i, None)
         del self.tok0[d:]
         for L in range(4):
             del self.P[L][d + 1:]
@@ -266,6 +269,20 @@ class Pipeline:
                 return res[0], res[1], "snipped"
         return None
 
+    def _near_cached(self, i: int, level: int):
+        """Working-memory transforms are asked for on every request; compute each once."""
+        by_level = self._near_cache.get(i)
+        if by_level is None:
+            if len(self._near_cache) > 256:  # only the last few messages are ever near
+                horizon = len(self.tok0) - 4 * self.policy.working_memory_messages
+                self._near_cache = {k: v for k, v in self._near_cache.items() if k >= horizon}
+            by_level = self._near_cache[i] = {}
+        hit = by_level.get(level)
+        if hit is None:
+            res = self._transform(i, level, near=True)
+            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.tok0[i])
+        return hit
+
     def _transform(self, i: int, level: int, near: bool):
         if level == 0 or self._pinned(i):
             return None
@@ -297,8 +314,9 @@ class Pipeline:
         h = sum(heuristic_message(m) for m in head)
         h += sum(self.P[level][i + 1] - self.P[level][i] for i in extra)
         h += self.P[level][near_start] - self.P[level][start]
-        near = [self._transform(i, level, near=True) for i in range(near_start, n)]
-        h += sum(heuristic_message(r[0]) if r else self.tok0[i] for i, r in zip(range(near_start, n), near))
+        near = [self._near_cached(i, level) for i in range(near_start, n)]
+        h += sum(t for _, t in near)
+        near = [r for r, _ in near]
         est = self.calibration.apply(h)
         if not self._in_band(est):
             return est, "estimate"
@@ -436,7 +454,7 @@ class Pipeline:
 
         head, fu = self._head(bool(self.active))
         cut = self.active[-1].cut if self.active else self._base_start()
-        base, counted = self._measure(head, 0, cut, cut, n)
+        base, counted = self._measure(head, 0, cut, n, n)
         level = max(self.triggers.values(), default=0)
         over = base > p.hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
@@ -457,7 +475,7 @@ class Pipeline:
             base_reported = self.active[-1].comp.tokens_before or base
             head, fu = self._head(True)
             cut = self.active[-1].cut
-            base, counted = self._measure(head, 0, cut, cut, n)
+            base, counted = self._measure(head, 0, cut, n, n)
         else:
             base_reported = base
         zone_counted = counted

@@ -127,8 +127,23 @@ def garbled(text: str) -> str | None:
 
 # -- the offline extractive summarizer -----------------------------------------------------------
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
-_ERROR = re.compile(r"(?im)^.*\b(error|exception|traceback|failed|failure|fatal|panic|ERESOLVE|denied|"
-                    r"timed out|refused)\b.*$|^.*(错误|失败|异常|超时).*$")
+_ERROR_WORD = re.compile(r"(?i)\b(?:error|exception|traceback|failed|failure|fatal|panic|eresolve|denied|"
+                         r"timed out|refused)\b|错误|失败|异常|超时")
+
+
+def error_lines(text: str, limit: int = 20) -> list[str]:
+    """Lines that mention an error, in order, each once (keyword search, then the line around it)."""
+    out, last_start = [], -1
+    for m in _ERROR_WORD.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if start == last_start:
+            continue
+        end = text.find("\n", m.end())
+        out.append(text[start: end if end >= 0 else len(text)])
+        last_start = start
+        if len(out) >= limit:
+            break
+    return out
 _DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
                        r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
 _SECTION_LINE = re.compile(r"^- (.*)$")
@@ -218,9 +233,8 @@ class ExtractiveSummarizer:
                 for c in m.tool_calls:
                     commands.append(_clip(f"{c.name} {c.arguments}", 160))
             elif m.role == "tool":
-                text = pretruncate(m.content, policy)
-                for line in _ERROR.finditer(text):
-                    errors.append(_clip(line.group(0), 200))
+                for line in error_lines(pretruncate(m.content, policy)):
+                    errors.append(_clip(line, 200))
         if last_text:
             progress.append("Last status: " + _clip(last_text, 400))
         if commands:

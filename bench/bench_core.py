@@ -1,0 +1,115 @@
+"""Core benchmarks: pipeline over a 5,000-message ~30 MB session, one more turn, counting speed.
+
+Prints figures; asserts nothing (targets live in the issue, medians are quoted in notes).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synth import session_messages, write_session  # noqa: E402
+
+from breakwater.core.message import Message, ToolCall  # noqa: E402
+from breakwater.core.pipeline import Pipeline  # noqa: E402
+from breakwater.core.policy import PRESETS  # noqa: E402
+from breakwater.core.simulate import simulate  # noqa: E402
+from breakwater.core.tokens import TokenCounter, heuristic_message, heuristic_text  # noqa: E402
+from breakwater.formats import load_session  # noqa: E402
+
+WINDOW = 128_000
+
+
+def median_of(fn, runs: int) -> float:
+    return statistics.median(fn() for _ in range(runs))
+
+
+def main() -> None:
+    msgs = session_messages(5000, avg_tool_chars=8000, seed=42)
+    size = sum(len(m.content.encode()) for m in msgs)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_session(Path(tmp) / "big.jsonl", msgs, header={"window": WINDOW})
+        t0 = time.perf_counter()
+        log = load_session(path)
+        load_s = time.perf_counter() - t0
+    turns = log.turn_count()
+    print(f"session: {len(msgs):,} messages, {size / 1e6:.1f} MB of content, {turns:,} turns; load {load_s:.2f} s")
+
+    for name, base in PRESETS.items():
+        policy = base.with_changes(window=WINDOW)
+
+        def run() -> float:
+            return simulate(log, policy, counter="heuristic").seconds
+
+        sim = simulate(log, policy, counter="heuristic")
+        print(f"simulate --counter heuristic --preset {name:<10}: {median_of(run, 3):.3f} s pipeline "
+              f"(median of 3; {len(sim.compactions)} deep compactions, billed {sim.billed_raw:,} -> {sim.billed_sent:,})")
+
+    policy = PRESETS["breakwater"].with_changes(window=WINDOW)
+    sim = simulate(log, policy, counter="exact")  # warm the tokenizer load out of the figure
+    counter_probe = TokenCounter("o200k_base")
+    t0 = time.perf_counter()
+    from breakwater.core.simulate import make_pipeline
+    pipe = make_pipeline(log, policy, "exact")
+    for e in log.entries:
+        if isinstance(e, Message) and e.role == "assistant":
+            pipe.plan()
+        pipe.feed(e)
+    exact_s = time.perf_counter() - t0
+    counted = pipe.counter.exact_encoded_chars
+    sample = "".join(m.content for m in msgs)[:counted] if counted else ""
+    t0 = time.perf_counter()
+    counter_probe.exact_text(sample) if sample else None
+    one_pass = time.perf_counter() - t0
+    print(f"simulate --counter exact (breakwater): {exact_s:.3f} s; tiktoken encoded {counted / 1e6:.2f} M chars "
+          f"({counted / max(size, 1):.0%} of the content; one tiktoken pass over that much text: {one_pass:.3f} s)")
+
+    # one more turn on the big session
+    pipe = Pipeline(policy)
+    pipe.feed_all(log.entries)
+    pipe.plan()
+    samples = []
+    for k in range(200):
+        call = ToolCall(f"bench_{k}", "bash", '{"command": "pytest -q"}')
+        pipe.feed(Message(f"b{k}a", "assistant", "Running the tests again.", (call,)))
+        pipe.feed(Message(f"b{k}t", "tool", "collected 212 items\n" + "." * 3000 + "\n212 passed", tool_call_id=call.id))
+        t0 = time.perf_counter()
+        pipe.plan()
+        samples.append(time.perf_counter() - t0)
+    print(f"one more turn (plan) on the 5,000-message session: {statistics.median(samples) * 1000:.3f} ms median "
+          f"(p95 {sorted(samples)[int(len(samples) * 0.95)] * 1000:.3f} ms)")
+    t0 = time.perf_counter()
+    view = pipe.materialize(pipe.plan())
+    print(f"materialize that request ({len(view.messages)} messages): {(time.perf_counter() - t0) * 1000:.2f} ms")
+
+    # heuristic counting speed
+    mixed = "".join(m.content for m in msgs)
+    mixed_mb = len(mixed.encode()) / 1e6
+    dt = median_of(lambda: _timed(heuristic_text, mixed), 5)
+    print(f"heuristic count, the whole session as one text ({mixed_mb:.0f} MB, mixed ASCII/CJK): {mixed_mb / 1e3 / dt:.2f} GB/s")
+    dt = median_of(lambda: _timed(lambda ms: [heuristic_message(m) for m in ms], msgs), 5)
+    print(f"heuristic count, per message over the session: {mixed_mb / 1e3 / dt:.2f} GB/s")
+    cjk = ("连接池超时，请检查配置。" * 200_000 + "timeout ok " * 100_000)
+    cjk_mb = len(cjk.encode()) / 1e6
+    dt = median_of(lambda: _timed(heuristic_text, cjk), 5)
+    print(f"heuristic count, CJK-heavy text ({cjk_mb:.0f} MB): {cjk_mb / 1e3 / dt:.2f} GB/s")
+    c = TokenCounter("o200k_base")
+    m = msgs[5]
+    c.exact_message(m)
+    hit = median_of(lambda: _timed(c.exact_message, m), 101)
+    print(f"exact count of an unchanged message (cache hit): {hit * 1e6:.2f} µs")
+
+
+def _timed(fn, arg) -> float:
+    t0 = time.perf_counter()
+    fn(arg)
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""`make bench`: every benchmark of the project, figures printed."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent"):
+    path = HERE / f"{name}.py"
+    if not path.exists():
+        continue
+    print(f"== {name}", flush=True)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    mod.main()
+    print(flush=True)
