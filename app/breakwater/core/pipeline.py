@@ -355,8 +355,8 @@ class Pipeline:
             cut = self.id_index.get(comp.cut_id)
             if cut is None or cut >= len(out) or comp.cut_id not in out[cut].sources:
                 return  # the log does not hold the message it names; ignore rather than guess
-        if self.active and cut < self.active[-1].cut:
-            return
+        if any(a.comp.id == comp.id for a in self.active) or (self.active and cut < self.active[-1].cut):
+            return  # already applied (the caller fed back the event we returned), or out of order
         msg = Message(id=f"summary:{comp.id}", role="user", content=summary_message_text(comp.summary),
                       turn=comp.turn, meta={"compaction": comp.id})
         self.active.append(_Active(comp, cut, msg))

@@ -39,6 +39,8 @@ def drop_reason(msg: Message) -> str | None:
     """Why a message must not be sent at all, or None."""
     if msg.role not in ("system", "user", "assistant", "tool"):
         return f"role {msg.role!r} is not accepted by the chat-completions API"
+    if msg.meta and msg.meta.get("partial"):
+        return "partial reply of a cut stream (kept in the log, never sent)"
     if msg.role == "tool" and not msg.tool_call_id:
         return "legacy tool message without tool_call_id"
     if msg.role == "assistant" and not msg.tool_calls:

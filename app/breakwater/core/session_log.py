@@ -94,6 +94,8 @@ class SessionLog:
         self.source_format = source_format
         self._lock = threading.Lock()
         self._fh = None
+        self._n_messages = sum(1 for e in self.entries if isinstance(e, Message))
+        self._n_events = len(self.entries) - self._n_messages
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -138,6 +140,10 @@ class SessionLog:
         line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             self.entries.append(entry)
+            if isinstance(entry, Message):
+                self._n_messages += 1
+            else:
+                self._n_events += 1
             if self.path is not None:
                 if self._fh is None:
                     self._fh = open(self.path, "a", encoding="utf-8")
@@ -152,10 +158,10 @@ class SessionLog:
                 self._fh = None
 
     def next_message_id(self) -> str:
-        return f"m{sum(1 for e in self.entries if isinstance(e, Message)):05d}"
+        return f"m{self._n_messages:05d}"
 
     def next_event_id(self) -> str:
-        return f"e{sum(1 for e in self.entries if isinstance(e, Event)):05d}"
+        return f"e{self._n_events:05d}"
 
 
 # -- loading -----------------------------------------------------------------------------------
