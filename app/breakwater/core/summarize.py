@@ -127,7 +127,7 @@ def garbled(text: str) -> str | None:
 
 # -- the offline extractive summarizer -----------------------------------------------------------
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
-_ERROR_WORD = re.compile(r"(?i)\b(?:error|exception|traceback|failed|failure|fatal|panic|eresolve|denied|"
+_ERROR_WORD = re.compile(r"(?i)(?:error|exception)\b|\b(?:traceback|failed|failure|fatal|panic|eresolve|denied|"
                          r"timed out|refused)\b|错误|失败|异常|超时")
 
 

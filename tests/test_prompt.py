@@ -1,0 +1,44 @@
+"""Prompt layers: the static prefix is byte-identical across turns and sessions."""
+
+from breakwater.core.message import Message
+from breakwater.core.pipeline import Pipeline
+from breakwater.core.policy import preset
+from breakwater.core.prompt import (PROJECT_HISTORY_HEADER, RETRIEVED_HEADER, session_context, stable_prefix,
+                                    static_system, system_prompt, volatile_context, with_volatile)
+from synth import session_messages
+
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},
+         {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+
+
+def test_static_prefix_is_byte_identical_across_turns_and_sessions():
+    static = static_system(TOOLS)
+    assert static == static_system([dict(t) for t in TOOLS])
+    s1 = system_prompt(static, session_context("a" * 32, "/w", "gpt-4o", "## Session 1234abcd\nfixed pool"))
+    s2 = system_prompt(static_system(TOOLS), session_context("b" * 32, "/w", "gpt-4o"))
+    assert s1.startswith(static) and s2.startswith(static)
+    assert PROJECT_HISTORY_HEADER in s1 and s1.index(PROJECT_HISTORY_HEADER) > len(static)
+
+    msgs = [Message("m00000", "system", s1)] + session_messages(400, avg_tool_chars=3000, seed=1)[1:]
+    pipe = Pipeline(preset("breakwater").with_changes(window=16_000))
+    firsts = []
+    for i, m in enumerate(msgs):
+        if m.role == "assistant":
+            view = pipe.view()[0]
+            req = with_volatile(view.to_api(), volatile_context(f"2026-11-{1 + i % 28:02d}", "/w",
+                                                                "- [FILE] app/db/pool.py" if i % 2 else None))
+            firsts.append(req[0]["content"].encode())
+            assert stable_prefix(req, static).static_chars == len(static)
+            # the volatile layer is never in the system message
+            assert RETRIEVED_HEADER not in req[0]["content"] and "Date:" not in req[0]["content"]
+        pipe.feed(m)
+    assert len(set(firsts)) == 1 and len(firsts) > 100
+
+
+def test_volatile_layer_rides_on_the_latest_user_message():
+    api = [{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
+           {"role": "assistant", "content": "ok"}, {"role": "user", "content": "second"}]
+    out = with_volatile(api, volatile_context("2026-11-29", "/w", "[FILE] x.py"))
+    assert out[1] == api[1] and out[3]["content"].endswith("second")
+    assert out[3]["content"].startswith("[Context for this turn]") and RETRIEVED_HEADER in out[3]["content"]
+    assert api[3]["content"] == "second"  # the input is not modified
