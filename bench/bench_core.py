@@ -30,7 +30,7 @@ def median_of(fn, runs: int) -> float:
 
 
 def main() -> None:
-    msgs = session_messages(5000, avg_tool_chars=8000, seed=42)
+    msgs = session_messages(5000, avg_tool_chars=15000, seed=42)
     size = sum(len(m.content.encode()) for m in msgs)
     with tempfile.TemporaryDirectory() as tmp:
         path = write_session(Path(tmp) / "big.jsonl", msgs, header={"window": WINDOW})
@@ -51,6 +51,18 @@ def main() -> None:
               f"(median of 3; {len(sim.compactions)} deep compactions, billed {sim.billed_raw:,} -> {sim.billed_sent:,})")
 
     policy = PRESETS["breakwater"].with_changes(window=WINDOW)
+    # the straight recompute a port of the seeds would do: a fresh pipeline over each turn's prefix
+    entries = log.entries
+    cuts = [i for i, e in enumerate(entries) if isinstance(e, Message) and e.role == "assistant"]
+    probe = cuts[:: max(1, len(cuts) // 12)]
+    t0 = time.perf_counter()
+    for i in probe:
+        p = Pipeline(policy)
+        p.feed_all(entries[:i])
+        p.plan()
+    naive = (time.perf_counter() - t0) / len(probe) * len(cuts)
+    print(f"straight per-turn recompute (fresh pipeline per turn, breakwater): ~{naive:.1f} s "
+          f"(extrapolated from {len(probe)} turns)")
     sim = simulate(log, policy, counter="exact")  # warm the tokenizer load out of the figure
     counter_probe = TokenCounter("o200k_base")
     t0 = time.perf_counter()

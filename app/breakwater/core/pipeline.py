@@ -124,6 +124,7 @@ class Pipeline:
         self.calls: dict[str, ToolCall] = {}
         self.id_index: dict[str, int] = {}
         self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
+        self._fresh: dict[int, int] = {}
         self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         # events
         self.active: list[_Active] = []
@@ -151,7 +152,9 @@ class Pipeline:
             for c in msg.tool_calls:
                 self.calls[c.id] = c
         self.raw.append(msg)
-        self.raw_h.append(self.raw_h[-1] + heuristic_message(msg))
+        t = heuristic_message(msg)
+        self.raw_h.append(self.raw_h[-1] + t)
+        self._fresh[id(msg)] = t  # the sanitized list mostly holds the same objects: count once
         self.san.feed(msg)
 
     def _feed_event(self, ev: Event) -> None:
@@ -194,6 +197,7 @@ class Pipeline:
         d = self.san.take_dirty()
         if d < len(self.tok0) or len(self.tok0) < len(self.san.out):
             self._recompute_from(min(d, len(self.tok0)))
+        self._fresh.clear()
 
     def _recompute_from(self, d: int) -> None:
         out = self.san.out
@@ -221,7 +225,9 @@ class Pipeline:
                 self.id_index[sid] = i
             if msg.role != "tool":
                 self.group_starts.append(i)
-            t0 = heuristic_message(msg)
+            t0 = self._fresh.get(id(msg))
+            if t0 is None:
+                t0 = heuristic_message(msg)
             self.tok0.append(t0)
             self.P[0].append(self.P[0][-1] + t0)
             pinned = self._pinned(i)

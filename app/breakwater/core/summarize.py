@@ -127,22 +127,26 @@ def garbled(text: str) -> str | None:
 
 # -- the offline extractive summarizer -----------------------------------------------------------
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
-_ERROR_WORD = re.compile(r"(?i)(?:error|exception)\b|\b(?:traceback|failed|failure|fatal|panic|eresolve|denied|"
-                         r"timed out|refused)\b|错误|失败|异常|超时")
+ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
+               "timed out", "refused", "错误", "失败", "异常", "超时")
 
 
 def error_lines(text: str, limit: int = 20) -> list[str]:
-    """Lines that mention an error, in order, each once (keyword search, then the line around it)."""
-    out, last_start = [], -1
-    for m in _ERROR_WORD.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
-        if start == last_start:
-            continue
-        end = text.find("\n", m.end())
+    """Lines that mention an error, in order, each once (C-level substring search, no regex backtracking)."""
+    lower = text.lower()
+    starts: set[int] = set()
+    for word in ERROR_WORDS:
+        pos = lower.find(word)
+        found = 0
+        while pos >= 0 and found < limit:
+            starts.add(lower.rfind("\n", 0, pos) + 1)
+            found += 1
+            nl = lower.find("\n", pos)
+            pos = lower.find(word, nl) if nl >= 0 else -1
+    out = []
+    for start in sorted(starts)[:limit]:
+        end = text.find("\n", start)
         out.append(text[start: end if end >= 0 else len(text)])
-        last_start = start
-        if len(out) >= limit:
-            break
     return out
 _DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
                        r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
