@@ -79,6 +79,8 @@ LEVELS = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
                   summarizer=None) -> Pipeline:
     tc = TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
+    if tc.exact_available:
+        tc.warm()  # load the BPE ranks now, so a simulation's timing is the pipeline's own
     return Pipeline(policy, tc, mode=counter, summarizer=summarizer)
 
 
