@@ -23,7 +23,13 @@ def _first_object(path: Path) -> object | None:
     try:
         return json.loads(first_line)
     except ValueError:
-        return None
+        pass
+    if text.startswith("{") and path.stat().st_size < 256 * 1024 * 1024:
+        try:  # one pretty-printed JSON document
+            return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        except ValueError:
+            return None
+    return None
 
 
 def detect_format(path: Path) -> str:
@@ -37,6 +43,18 @@ def detect_format(path: Path) -> str:
         raise SessionLogError(f"{path}: permission denied") from None
     if obj == [] or (isinstance(obj, dict) and looks_like_openai(obj)):
         return "openai"
+    if isinstance(obj, dict):
+        kind = obj.get("type")
+        if kind == "session" and "cwd" in obj and "created" not in obj:
+            return "pi"
+        if kind in ("session_meta", "turn_context", "response_item", "event_msg") or "payload" in obj:
+            return "codex"
+        if "sessionId" in obj or "parentUuid" in obj or kind in ("summary", "file-history-snapshot"):
+            return "claude-code"
+        if "trajectory" in obj:
+            return "swe-agent"
+    if obj is None and path.suffix in (".traj", ".json"):
+        return "swe-agent"
     return "native"
 
 
@@ -48,4 +66,5 @@ def load_session(path: str | Path, fmt: str = "auto") -> SessionLog:
         return load_native(path)
     if fmt == "openai":
         return load_openai_messages(path)
-    raise SessionLogError(f"{path}: format {fmt!r} is not supported yet")
+    raise SessionLogError(f"{path}: looks like a {fmt} transcript; this build reads native and OpenAI message "
+                          f"files (importers for {fmt} come with `breakwater import`)")
