@@ -257,11 +257,7 @@ class Pipeline:
             res = mask_stage.mask_far(msg, p)
             if res:
                 return res
-        if level >= 1 and p.snip:
-            res = snip_stage.snip(msg, p)
-            if res:
-                return res[0], res[1], "snipped"
-        return None
+        return self._snipped(msg, level)
 
     def _near(self, msg: Message, level: int):
         p = self.policy
@@ -269,8 +265,11 @@ class Pipeline:
             res = mask_stage.head_tail_near(msg, p)
             if res:
                 return res
-        if level >= 1 and p.snip:
-            res = snip_stage.snip(msg, p)
+        return self._snipped(msg, level)
+
+    def _snipped(self, msg: Message, level: int):
+        if level >= 1 and self.policy.snip:
+            res = snip_stage.snip(msg, self.policy)
             if res:
                 return res[0], res[1], "snipped"
         return None

@@ -165,15 +165,10 @@ class SessionLog:
 
 
 # -- loading -----------------------------------------------------------------------------------
-def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
-    """Yield (line number, parsed object or None, problem or None) for every non-blank line.
-
-    Survives broken JSON, a truncated last line, several objects glued on one
-    line (each is yielded), bytes that are not UTF-8 (replaced, reported) and
-    very long lines.
-    """
+def open_session_file(path: Path):
+    """Open for binary reading; every reason it cannot be read becomes one clear SessionLogError."""
     try:
-        fh = open(path, "rb")
+        return open(path, "rb")
     except IsADirectoryError:
         raise SessionLogError(f"{path}: is a directory, not a session file") from None
     except FileNotFoundError:
@@ -182,6 +177,16 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
         raise SessionLogError(f"{path}: permission denied") from None
     except OSError as exc:
         raise SessionLogError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
+    """Yield (line number, parsed object or None, problem or None) for every non-blank line.
+
+    Survives broken JSON, a truncated last line, several objects glued on one
+    line (each is yielded), bytes that are not UTF-8 (replaced, reported) and
+    very long lines.
+    """
+    fh = open_session_file(path)
     decoder = json.JSONDecoder()
     with fh:
         lineno = 0

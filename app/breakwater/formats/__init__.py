@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from breakwater.core.session_log import SessionLog, SessionLogError, load_native
+from breakwater.core.session_log import SessionLog, SessionLogError, load_native, open_session_file
 from breakwater.formats.openai_chat import load_openai_messages, looks_like_openai
 
 __all__ = ["load_session", "detect_format", "SessionLogError"]
 
 
 def _first_object(path: Path) -> object | None:
-    with open(path, "rb") as fh:
+    with open_session_file(path) as fh:
         head = fh.read(65536)
     text = head.decode("utf-8", errors="replace").lstrip()
     if not text:
@@ -33,14 +33,7 @@ def _first_object(path: Path) -> object | None:
 
 
 def detect_format(path: Path) -> str:
-    try:
-        obj = _first_object(path)
-    except IsADirectoryError:
-        raise SessionLogError(f"{path}: is a directory, not a session file") from None
-    except FileNotFoundError:
-        raise SessionLogError(f"{path}: no such file") from None
-    except PermissionError:
-        raise SessionLogError(f"{path}: permission denied") from None
+    obj = _first_object(path)
     if obj == [] or (isinstance(obj, dict) and looks_like_openai(obj)):
         return "openai"
     if isinstance(obj, dict):

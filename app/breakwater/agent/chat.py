@@ -1,0 +1,217 @@
+"""One streamed chat-completions request, and what to do when it fails.
+
+`stream_chat` reassembles the streamed reply (text, parallel tool calls by index, finish
+reason, the usage chunk). A stream that dies after it started raises `StreamCut` carrying
+what arrived, so the caller can log the partial reply truthfully. `classify` sorts every
+other failure into context-length (compact and retry once), transient (back off and retry)
+and fatal; `backoff_delay` honours Retry-After and otherwise grows exponentially to a cap.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import openai
+
+from breakwater.core.message import ToolCall
+
+CONTEXT_LENGTH = "context_length"
+TRANSIENT = "transient"
+FATAL = "fatal"
+
+# how providers word a prompt that does not fit (OpenAI, vLLM, llama.cpp, Ollama, Anthropic-compatible)
+_CONTEXT_WORDS = re.compile(
+    r"context[_ ]length|maximum context|context window|exceeds? the (?:available )?context|context size|"
+    r"too many tokens|prompt is too long|input is too long|reduce the length", re.IGNORECASE)
+_RETRYABLE_STATUS = (408, 409, 429)
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    model: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.text and not self.tool_calls
+
+
+class StreamCut(Exception):
+    """The stream started, then broke off; `partial` is everything that arrived."""
+
+    def __init__(self, reason: str, partial: Reply):
+        super().__init__(reason)
+        self.reason = reason
+        self.partial = partial
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    kind: str                  # CONTEXT_LENGTH | TRANSIENT | FATAL
+    message: str               # one line for the log and the user
+    status: int | None = None
+    code: str | None = None
+    retry_after: float | None = None
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def classify(exc: BaseException) -> Failure:
+    if isinstance(exc, StreamCut):
+        return Failure(TRANSIENT, f"stream cut: {one_line(exc.reason)}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        code = exc.code or _body_code(exc.body)
+        message = f"HTTP {status}: {one_line(exc.message)}"
+        if status == 413 or code == "context_length_exceeded" or (
+                status == 400 and _CONTEXT_WORDS.search(str(exc.message))):
+            return Failure(CONTEXT_LENGTH, message, status, code)
+        if status == 429 and code == "insufficient_quota":
+            return Failure(FATAL, message, status, code)
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return Failure(TRANSIENT, message, status, code, retry_after(exc.response.headers))
+        return Failure(FATAL, message, status, code)
+    if isinstance(exc, openai.APITimeoutError):
+        return Failure(TRANSIENT, "request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        return Failure(TRANSIENT, f"connection error: {one_line(cause or exc.message)}")
+    if isinstance(exc, openai.APIError):  # an error event inside a stream
+        return Failure(TRANSIENT, f"API error: {one_line(exc.message)}", code=exc.code)
+    return Failure(FATAL, f"{type(exc).__name__}: {one_line(exc)}")
+
+
+def _body_code(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        code = body.get("code")
+        if code is None and isinstance(body.get("error"), Mapping):
+            code = body["error"].get("code")
+        return None if code is None else str(code)
+    return None
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asked us to wait (retry-after-ms, retry-after seconds or date), or None."""
+    if not headers:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        if seconds == seconds and seconds >= 0:  # not NaN
+            return seconds
+    value = headers.get("retry-after")
+    if value:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is not None:
+            return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+    return None
+
+
+def backoff_delay(attempt: int, base_s: float, cap_s: float, server_says: float | None = None,
+                  rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry number `attempt` (1-based).
+
+    The server's Retry-After wins (up to the cap); otherwise base x 2^(attempt-1), capped,
+    with up to 20% jitter off so clients that failed together do not retry together.
+    """
+    if server_says is not None:
+        return min(cap_s, server_says)
+    delay = min(cap_s, base_s * (2 ** (attempt - 1)))
+    return delay * (1 - 0.2 * rng())
+
+
+class Assembler:
+    """Streamed deltas -> one reply. Tool calls are keyed by index; names come once,
+    arguments in fragments (some servers send a whole call in one delta)."""
+
+    def __init__(self, on_text: Callable[[str], None] | None):
+        self.on_text = on_text
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] | None = None
+        self.model: str | None = None
+
+    def feed(self, chunk: Any) -> None:
+        self.model = getattr(chunk, "model", None) or self.model
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = {"prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+                          "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
+        for choice in getattr(chunk, "choices", None) or ():
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            delta = choice.delta
+            if delta is not None:
+                if delta.content:
+                    self.text.append(delta.content)
+                    if self.on_text is not None:
+                        self.on_text(delta.content)
+                for n, tc in enumerate(delta.tool_calls or ()):
+                    index = tc.index if tc.index is not None else n
+                    call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                    if tc.id:
+                        call["id"] = tc.id
+                    fn = tc.function
+                    if fn is not None:
+                        if fn.name:
+                            call["name"] = fn.name if not call["name"] else call["name"]
+                        if fn.arguments:
+                            call["arguments"] += fn.arguments
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+
+    def reply(self) -> Reply:
+        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(self.calls.items())]
+        return Reply("".join(self.text), calls, self.finish_reason, self.usage, self.model)
+
+
+async def stream_chat(client: openai.AsyncOpenAI, *, model: str, messages: Sequence[Mapping[str, Any]],
+                      tools: Sequence[Mapping[str, Any]] | None = None,
+                      assembler: "Assembler | None" = None, **params: Any) -> Reply:
+    """Send one streamed request; return the whole reply, or raise (APIError before the
+    stream starts, StreamCut once it has). Pass an `Assembler` to see the text as it comes
+    and, if the task is cancelled mid-way, what had arrived."""
+    kwargs: dict[str, Any] = {"model": model, "messages": list(messages), "stream": True,
+                              "stream_options": {"include_usage": True}}
+    if tools:
+        kwargs["tools"] = list(tools)
+    kwargs.update({k: v for k, v in params.items() if v is not None})
+    acc = assembler or Assembler(None)
+    stream = await client.chat.completions.create(**kwargs)
+    try:
+        async for chunk in stream:
+            acc.feed(chunk)
+    except openai.APIError as exc:
+        await _close(stream)
+        raise StreamCut(classify(exc).message, acc.reply()) from exc
+    except BaseException:  # cancelled: hang up, and let the caller log what arrived
+        await _close(stream)
+        raise
+    reply = acc.reply()
+    if reply.finish_reason is None and reply.usage is None:
+        raise StreamCut("the stream ended without a finish reason", reply)
+    return reply
+
+
+async def _close(stream: Any) -> None:
+    try:
+        await stream.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection may fail again; nothing to do
+        pass

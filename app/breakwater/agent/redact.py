@@ -1,0 +1,89 @@
+"""Keep the API key out of everything the agent writes: the log, spill files and memory.
+
+The key reaches the loop only through the client. Tools could still meet it: bash inherits
+the process environment (OPENAI_API_KEY) and may `cat` a config file. So the environment the
+tools inherit is scrubbed when a session starts, every text that enters the log passes
+through `redact`, and a spill file that caught the key is rewritten without it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import MutableMapping
+
+from breakwater.agent.config import NO_KEY
+
+MARK = "[redacted]"
+MIN_SECRET_CHARS = 8   # shorter "keys" (placeholders like "x") would redact ordinary text
+CHUNK = 1 << 20
+
+
+def is_secret(key: str | None) -> bool:
+    return bool(key) and key != NO_KEY and len(key) >= MIN_SECRET_CHARS
+
+
+class Redactor:
+    """Replaces one secret wherever it occurs; a no-op when there is no real secret."""
+
+    def __init__(self, secret: str | None):
+        self.secret = secret if is_secret(secret) else None
+
+    def __call__(self, text: str) -> str:
+        if self.secret is None or not text or self.secret not in text:
+            return text
+        return text.replace(self.secret, MARK)
+
+    def scrub_environment(self, environ: MutableMapping[str, str] | None = None) -> list[str]:
+        """Remove variables holding the secret (tools inherit the environment); returns their names."""
+        if self.secret is None:
+            return []
+        environ = os.environ if environ is None else environ
+        names = sorted(k for k, v in environ.items() if self.secret in v)
+        for name in names:
+            del environ[name]
+        return names
+
+    def scrub_file(self, path: Path) -> int:
+        """Rewrite `path` with the secret replaced; returns how many were found (0: untouched)."""
+        if self.secret is None:
+            return 0
+        key = self.secret.encode()
+        try:
+            if not _contains(path, key):
+                return 0
+            tmp = path.with_name(path.name + ".redact-tmp")
+            count = 0
+            with open(path, "rb") as src, open(tmp, "wb") as dst:
+                carry = b""
+                while True:
+                    chunk = src.read(CHUNK)
+                    buf = carry + chunk
+                    pos = 0
+                    while (hit := buf.find(key, pos)) >= 0:
+                        dst.write(buf[pos:hit])
+                        dst.write(MARK.encode())
+                        pos = hit + len(key)
+                        count += 1
+                    rest = buf[pos:]
+                    if not chunk:
+                        dst.write(rest)
+                        break
+                    # a match may straddle the chunk boundary: hold back what could be its start
+                    keep = min(len(rest), len(key) - 1)
+                    dst.write(rest[:len(rest) - keep])
+                    carry = rest[len(rest) - keep:]
+            os.replace(tmp, path)
+            return count
+        except OSError:
+            return 0
+
+
+def _contains(path: Path, key: bytes) -> bool:
+    with open(path, "rb") as fh:
+        tail = b""
+        while chunk := fh.read(CHUNK):
+            if key in tail + chunk[:len(key)] or key in chunk:
+                return True
+            tail = chunk[-(len(key) - 1):] if len(key) > 1 else b""
+    return False
