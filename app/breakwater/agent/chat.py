@@ -29,6 +29,8 @@ _CONTEXT_WORDS = re.compile(
     r"context[_ ]length|maximum context|context window|exceeds? the (?:available )?context|context size|"
     r"too many tokens|prompt is too long|input is too long|reduce the length", re.IGNORECASE)
 _RETRYABLE_STATUS = (408, 409, 429)
+# a Retry-After longer than this (or than the backoff cap, if larger) is not worth waiting for
+MAX_RETRY_AFTER_S = 120.0
 
 
 @dataclass
@@ -73,7 +75,7 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         code = exc.code or _body_code(exc.body)
-        message = f"HTTP {status}: {one_line(exc.message)}"
+        message = f"HTTP {status}: {one_line(_body_message(exc.body) or exc.message)}"
         if status == 413 or code == "context_length_exceeded" or (
                 status == 400 and _CONTEXT_WORDS.search(str(exc.message))):
             return Failure(CONTEXT_LENGTH, message, status, code)
@@ -98,6 +100,15 @@ def _body_code(body: Any) -> str | None:
         if code is None and isinstance(body.get("error"), Mapping):
             code = body["error"].get("code")
         return None if code is None else str(code)
+    return None
+
+
+def _body_message(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if message is None and isinstance(body.get("error"), Mapping):
+            message = body["error"].get("message")
+        return message if isinstance(message, str) and message else None
     return None
 
 
@@ -127,11 +138,12 @@ def backoff_delay(attempt: int, base_s: float, cap_s: float, server_says: float 
                   rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait before retry number `attempt` (1-based).
 
-    The server's Retry-After wins (up to the cap); otherwise base x 2^(attempt-1), capped,
-    with up to 20% jitter off so clients that failed together do not retry together.
+    The server's Retry-After wins (the caller decides whether it is too long to wait);
+    otherwise base x 2^(attempt-1), capped, with up to 20% jitter off so clients that
+    failed together do not retry together.
     """
     if server_says is not None:
-        return min(cap_s, server_says)
+        return server_says
     delay = min(cap_s, base_s * (2 ** (attempt - 1)))
     return delay * (1 - 0.2 * rng())
 
@@ -184,7 +196,7 @@ class Assembler:
 
 async def stream_chat(client: openai.AsyncOpenAI, *, model: str, messages: Sequence[Mapping[str, Any]],
                       tools: Sequence[Mapping[str, Any]] | None = None,
-                      assembler: "Assembler | None" = None, **params: Any) -> Reply:
+                      assembler: Assembler | None = None, **params: Any) -> Reply:
     """Send one streamed request; return the whole reply, or raise (APIError before the
     stream starts, StreamCut once it has). Pass an `Assembler` to see the text as it comes
     and, if the task is cancelled mid-way, what had arrived."""

@@ -98,12 +98,25 @@ class LLMSummarizer:
 
     def _summarize_slices(self, messages: list[Message], previous: str | None, policy: Policy,
                           usage: list[int]) -> str:
-        slices = self._slices(messages, previous, policy)
-        if len(slices) > MAX_CALLS:
-            raise SummaryRejected(f"the transcript needs {len(slices)} requests to fit the window (at most {MAX_CALLS})")
+        """Consecutive runs of messages, each sent with the summary so far, as many as fit a request."""
+        budget = self._budget(policy)
+        if budget <= 0:
+            raise SummaryRejected(f"a window of {self.window} tokens leaves no room for a summary request")
+        costs = [heuristic_text(transcript([m], None, policy)) for m in messages]
         summary = previous
-        for part in slices:
-            output = self._call(summary_request(part, summary, policy), usage)
+        i = calls = 0
+        while i < len(messages):
+            carried = heuristic_text(summary) if summary else 0
+            start, used = i, 0
+            while i < len(messages) and (i == start or carried + used + costs[i] <= budget):
+                if carried + costs[i] > budget:
+                    raise SummaryRejected("one message is too long for the summary model's window")
+                used += costs[i]
+                i += 1
+            calls += 1
+            if calls > MAX_CALLS:
+                raise SummaryRejected(f"the transcript needs more than {MAX_CALLS} requests to fit the window")
+            output = self._call(summary_request(messages[start:i], summary, policy), usage)
             checked = validate_summary(output, policy, self.name)
             if not checked.ok:
                 raise SummaryRejected(checked.reason)
@@ -112,39 +125,21 @@ class LLMSummarizer:
             raise SummaryRejected("nothing to summarize")
         return summary
 
+    @property
+    def reply_tokens(self) -> int:
+        """The reply cap: the configured one, but at most a quarter of a small window."""
+        return min(self.max_tokens, max(256, self.window // 4))
+
     def _budget(self, policy: Policy) -> int:
         fixed = sum(heuristic_text(m["content"]) + 4 for m in summary_request([], None, policy))
-        return self.window - self.max_tokens - MARGIN_TOKENS - fixed
-
-    def _slices(self, messages: list[Message], previous: str | None, policy: Policy) -> list[list[Message]]:
-        """Consecutive runs of messages whose transcript, with the summary carried in, fits one request."""
-        budget = self._budget(policy)
-        if budget <= 0:
-            raise SummaryRejected(f"a window of {self.window} tokens leaves no room for a summary request")
-        carried = heuristic_text(previous) if previous else 0
-        later = policy.summary_max_chars // 4 + 1   # what a slice's summary can cost the next one
-        slices: list[list[Message]] = []
-        current: list[Message] = []
-        used = 0
-        for m in messages:
-            cost = heuristic_text(transcript([m], None, policy))
-            if current and carried + used + cost > budget:
-                slices.append(current)
-                current, used, carried = [], 0, later
-            if carried + cost > budget:
-                raise SummaryRejected("one message is too long for the summary model's window")
-            current.append(m)
-            used += cost
-        if current:
-            slices.append(current)
-        return slices
+        return self.window - self.reply_tokens - MARGIN_TOKENS - fixed
 
     def _call(self, request: list[dict], usage: list[int]) -> str:
         for attempt in range(1, self.max_attempts + 1):
             try:
                 completion = self.client.chat.completions.create(
                     model=self.model, messages=[dict(m, content=self.redact(m["content"])) for m in request],
-                    temperature=self.temperature, max_tokens=self.max_tokens, stream=False)
+                    temperature=self.temperature, max_tokens=self.reply_tokens, stream=False)
             except openai.APIError as exc:
                 failure = classify(exc)
                 if failure.kind != TRANSIENT or attempt == self.max_attempts:

@@ -1,0 +1,638 @@
+"""The live agent (SPEC §8): a ReAct loop over an OpenAI-compatible endpoint.
+
+Every request goes through the compaction pipeline; every event — message, tool result,
+usage, compaction, error — is appended to the session log as it happens and fed to the
+same pipeline, so replaying the log gives back each request's view. Around the loop sits
+the memory tier (SPEC §6): the project history goes into the system message at session
+start, retrieval runs beside the first request of each user message and lands in the
+volatile layer, the scribe gets snapshots in the background, and the session's summary is
+appended to PROJECT_MEMORY.md at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+import openai
+
+from breakwater.agent.approval import Approver, denied_result
+from breakwater.agent.chat import (
+    CONTEXT_LENGTH,
+    MAX_RETRY_AFTER_S,
+    TRANSIENT,
+    Assembler,
+    Failure,
+    Reply,
+    StreamCut,
+    backoff_delay,
+    classify,
+    one_line,
+    stream_chat,
+)
+from breakwater.agent.config import AgentConfig
+from breakwater.agent.events import AgentEvent, EventCallback
+from breakwater.agent.redact import Redactor
+from breakwater.agent.summarizer import LLMSummarizer
+from breakwater.core.edits import View
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.policy import Policy, preset
+from breakwater.core.prompt import session_context, static_system, system_prompt, volatile_context, with_volatile
+from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
+from breakwater.core.summarize import ExtractiveSummarizer
+from breakwater.core.tokens import TokenCounter, heuristic_messages
+from breakwater.core.validity import api_problems
+from breakwater.memory.consolidate import consolidate
+from breakwater.memory.project import append_session, project_history
+from breakwater.memory.retrieval import format_injection, retrieve_within
+from breakwater.memory.scribe import Scribe
+from breakwater.memory.store import MemoryStore
+from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
+from breakwater.tools.result import ToolResult
+from breakwater.tools.workspace import Workspace, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+SESSIONS_DIR = Path(".agent") / "sessions"
+SCRIBE_CLOSE_S = 10.0
+
+
+class AgentError(Exception):
+    """The run cannot go on. The message is one line for the user; the log says the rest."""
+
+    def __init__(self, message: str, session_path: Path | None = None):
+        super().__init__(message)
+        self.session_path = session_path
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    answer: str
+    session_path: Path
+    session_id: str
+    steps: int
+
+
+def session_file_name(session_id: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{session_id[:8]}.jsonl"
+
+
+def resolve_policy(config: AgentConfig, policy: Policy | None = None) -> Policy:
+    policy = policy or preset(config.preset)
+    if config.window is not None and config.window != policy.window:
+        policy = policy.with_changes(window=config.window)
+    return policy
+
+
+class AgentSession:
+    """One conversation with the model in one workspace, recorded in one session file.
+
+    `await send(text)` runs the loop for one user message until the model answers without
+    tool calls, and returns that answer. `await close()` ends the session (memory is
+    written then). Use it as `async with AgentSession(...) as agent:`.
+    """
+
+    def __init__(self, config: AgentConfig, *, policy: Policy | None = None, approve: Approver | None = None,
+                 on_event: EventCallback | None = None):
+        self.config = config
+        self.policy = resolve_policy(config, policy)
+        self.approve = approve
+        self.on_event = on_event
+        self.redact = Redactor(config.api_key)
+        self.static = static_system(tool_schemas())
+        self.tools = tool_schemas()
+        self.log: SessionLog | None = None
+        self.pipe: Pipeline | None = None
+        self.model: str = config.model or ""
+        self.session_id = ""
+        self.steps = 0
+        self.last_view: View | None = None
+        self.last_answer = ""
+        self._client: openai.AsyncOpenAI | None = None
+        self._summary_client: openai.OpenAI | None = None
+        self.summarizer: LLMSummarizer | None = None
+        self._workspace: Workspace | None = None
+        self._ctx: ToolContext | None = None
+        self._store: MemoryStore | None = None
+        self._scribe: Scribe | None = None
+        self._scribe_from = 0
+        self._call_ids: set[str] = set()
+        self._volatile = ""
+        self._turn_lock = asyncio.Lock()
+        self._pipe_lock = asyncio.Lock()
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        return self.log.path if self.log is not None else None
+
+    @property
+    def workspace(self) -> Path:
+        return self._workspace.root if self._workspace is not None else Path(self.config.workspace).resolve()
+
+    async def __aenter__(self) -> "AgentSession":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the session: the client, the session file, the system prompt, the scribe."""
+        if self._started:
+            return
+        cfg = self.config
+        try:
+            self._workspace = Workspace(cfg.workspace)
+        except WorkspaceError as exc:
+            raise AgentError(str(exc)) from None
+        root = self._workspace.root
+        scrubbed = self.redact.scrub_environment()
+        self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
+                                          timeout=cfg.request_timeout_s)
+        if not self.model:
+            try:
+                self.model = await self._discover_model()
+            except AgentError:
+                await self._client.close()
+                raise
+        summary_model = cfg.summary_model or self.model
+        self._summary_client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
+                                             timeout=cfg.request_timeout_s)
+        self.summarizer = LLMSummarizer(self._summary_client, summary_model, window=self.policy.window,
+                                        max_tokens=cfg.summary_max_tokens, temperature=cfg.summary_temperature,
+                                        retry_cap_s=min(10.0, cfg.retry_cap_s), redact=self.redact)
+        self.session_id = new_session_id()
+        header = {"id": self.session_id, "agent": "breakwater", "model": self.model, "summary_model": summary_model,
+                  "base_url": self.redact(cfg.base_url), "workspace": str(root), "window": self.policy.window,
+                  "preset": self.policy.preset, "policy": self.policy.to_dict()}
+        path = root / SESSIONS_DIR / session_file_name(self.session_id)
+        try:
+            self.log = SessionLog.create(path, header)
+        except OSError as exc:
+            raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
+        self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
+        self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy)
+        self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
+        self._started = True
+
+        history, history_error = "", None
+        try:
+            history = project_history(root, self.policy.project_history_entries,
+                                      self.policy.project_history_max_tokens)
+        except OSError as exc:
+            history_error = f"cannot read PROJECT_MEMORY.md: {exc.strerror or exc}"
+        system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
+        self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
+        if scrubbed:
+            self._note({"kind": "environment", "removed": scrubbed,
+                        "why": "they hold the API key and tools inherit the environment"})
+        if history:
+            self._note({"kind": "project_history", "sessions": history.count("\n## Session ")})
+        if history_error:
+            self._error({"kind": "memory", "message": history_error})
+        self._scribe = Scribe(self._store, every_turns=self.policy.scribe_every_turns)
+
+    async def _discover_model(self) -> str:
+        try:
+            page = await self._client.models.list()
+        except openai.APIError as exc:
+            raise AgentError(f"no model configured, and listing the endpoint's models failed: "
+                             f"{classify(exc).message}") from None
+        ids = [m.id for m in page.data if getattr(m, "id", None)]
+        if not ids:
+            raise AgentError("no model configured, and the endpoint lists none; pass --model")
+        return ids[0]
+
+    async def close(self) -> None:
+        """End the session: flush the scribe, append the session to PROJECT_MEMORY.md, close files."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        try:
+            await self._write_memory()
+        finally:
+            self.log.close()
+            await self._client.close()
+            self._summary_client.close()
+
+    async def _write_memory(self) -> None:
+        pending = self._scribe_pending()
+        if pending:
+            self._scribe.offer(self.pipe.turn, pending)
+        finished = await asyncio.to_thread(self._scribe.close, SCRIBE_CLOSE_S)
+        if not finished or self._scribe.failures:
+            self._error({"kind": "memory", "message": f"the scribe failed to write memory: "
+                                                      f"{self._scribe.last_error or 'it did not finish in time'}"})
+        if not any(isinstance(e, Message) and e.role == "user" for e in self.log.entries):
+            return
+        summary = self.redact(self.session_summary())
+        try:
+            await asyncio.to_thread(append_session, self.workspace, self.session_id, summary)
+            report = await asyncio.to_thread(
+                consolidate, self._store, threshold=self.policy.memory_fragments_threshold,
+                cooldown_days=self.policy.memory_gc_cooldown_days)
+        except Exception as exc:  # noqa: BLE001 - memory is an aid; the session itself is done
+            self._error({"kind": "memory", "message": f"writing project memory failed: {type(exc).__name__}: {exc}"})
+            return
+        self._note({"kind": "session_end", "project_memory": "PROJECT_MEMORY.md", "summary_chars": len(summary),
+                    "consolidation": report.describe(), "scribe_written": self._scribe.written,
+                    "scribe_skipped": self._scribe.skipped})
+
+    def session_summary(self) -> str:
+        """What PROJECT_MEMORY.md keeps of this session: the latest deep summary, else an
+        extractive one; capped so that several sessions fit the project-history budget."""
+        p = self.policy
+        limit = max(400, p.project_history_max_tokens * 4 // max(1, p.project_history_entries))
+        compactions = [e for e in self.log.entries if isinstance(e, Event) and e.type == "compaction"]
+        messages = [e for e in self.log.entries if isinstance(e, Message) and e.role != "system"
+                    and not (e.meta or {}).get("partial")]
+        if compactions:
+            text = str(compactions[-1].get("summary") or "")
+            if self.last_answer.strip():
+                text += "\n- Final answer: " + one_line(self.last_answer, 300)
+        else:
+            text = ExtractiveSummarizer().summarize(messages, None, p).text
+        if len(text) > limit:
+            text = text[: limit - 2].rsplit("\n", 1)[0] + "\n…"
+        return text
+
+    # -- the loop ------------------------------------------------------------------------------------
+    async def send(self, text: str, *, max_steps: int | None = None) -> str:
+        """Run the loop for one user message; return the model's final answer."""
+        if not text.strip():
+            raise AgentError("the prompt is empty")
+        await self.start()
+        if self._closed:
+            raise AgentError("the session is closed")
+        max_steps = max_steps or self.config.max_steps
+        async with self._turn_lock:
+            try:
+                return await self._run_turn(text, max_steps)
+            except AgentError as exc:
+                exc.session_path = self.path
+                self._emit("error", text=str(exc))
+                raise
+
+    async def _run_turn(self, text: str, max_steps: int) -> str:
+        self._append(Message(self.log.next_message_id(), "user", text, turn=self.pipe.turn + 1,
+                             meta={"ts": utc_now()}))
+        retrieval = asyncio.create_task(retrieve_within(self._store, text, self.policy.retrieval_timeout_s,
+                                                        k=self.policy.retrieval_top_k))
+        try:
+            for step in range(max_steps):
+                reply, calls = await self._step(retrieval if step == 0 else None)
+                self.steps += 1
+                if not calls:
+                    self.last_answer = reply.text
+                    self._feed_scribe()
+                    self._emit("final", text=reply.text)
+                    return reply.text
+                await self._run_tools(calls)
+                self._feed_scribe()
+        finally:
+            if not retrieval.done():
+                retrieval.cancel()
+        self._error({"kind": "max_steps", "message": f"stopped after {max_steps} steps without a final answer"})
+        raise AgentError(f"stopped after {max_steps} steps without a final answer (raise --max-steps)")
+
+    async def _step(self, retrieval: asyncio.Task | None) -> tuple[Reply, list[ToolCall]]:
+        """One model request, with compaction before it and the retry rules around it."""
+        cfg = self.config
+        failures = 0
+        forced = False
+        view, _ = await self._prepare(None)
+        if retrieval is not None:
+            await self._set_volatile(retrieval)
+        while True:
+            sent, request = self._build_request(view)
+            turn = self.pipe.turn + 1
+            self._emit("request", view=view, turn=turn)
+            acc = Assembler(lambda piece: self._emit("text", text=piece, turn=turn))
+            try:
+                reply = await stream_chat(self._client, model=self.model, messages=request, tools=self.tools,
+                                          assembler=acc, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+            except asyncio.CancelledError:
+                self._append_partial(acc.reply(), "cancelled")
+                raise
+            except StreamCut as cut:
+                failures += 1
+                cut_logged = self._append_partial(cut.partial, cut.reason)
+                failure = classify(cut)
+                await self._retry_or_raise(failure, failures, turn)
+                if cut_logged:
+                    # the partial reply is an assistant message of the log: replay plans again
+                    # after it, so the live loop does too
+                    view, _ = await self._prepare(None)
+                continue
+            except openai.APIError as exc:
+                failure = classify(exc)
+                if failure.kind == CONTEXT_LENGTH:
+                    self._error({"kind": "context_length", "turn": turn, "status": failure.status,
+                                 "code": failure.code, "message": failure.message,
+                                 "sent_tokens": view.sent_tokens, "window": view.window,
+                                 "action": "retry after a deep compaction" if not forced else "give up"})
+                    if forced:
+                        raise AgentError(f"the provider rejected the request as too long even after a deep "
+                                         f"compaction ({failure.message})") from None
+                    forced = True
+                    view, comp = await self._prepare("context_length")
+                    if comp is None:
+                        raise AgentError(f"the provider rejected the request as too long and there is nothing "
+                                         f"left to compact ({failure.message})") from None
+                    continue
+                failures += 1
+                await self._retry_or_raise(failure, failures, turn)
+                continue
+            return reply, self._record_reply(reply, sent, turn)
+
+    async def _retry_or_raise(self, failure: Failure, failures: int, turn: int) -> None:
+        cfg = self.config
+        data: dict[str, Any] = {"kind": _failure_kind(failure), "turn": turn, "message": failure.message,
+                                "attempt": failures}
+        if failure.status is not None:
+            data["status"] = failure.status
+        patience = max(cfg.retry_cap_s, MAX_RETRY_AFTER_S)
+        too_long = failure.retry_after is not None and failure.retry_after > patience
+        if too_long:
+            data["retry_after_s"] = failure.retry_after
+            failure = Failure(failure.kind, f"{failure.message} (the server asks to wait "
+                                            f"{failure.retry_after:g} s, more than {patience:g} s)", failure.status)
+        if failure.kind != TRANSIENT or failures > cfg.max_retries or too_long:
+            data["action"] = "give up"
+            self._error(data)
+            if failure.kind == TRANSIENT and not too_long:
+                raise AgentError(f"gave up after {failures} failed attempts: {failure.message}") from None
+            raise AgentError(failure.message) from None
+        delay = backoff_delay(failures, cfg.retry_base_s, cfg.retry_cap_s, failure.retry_after)
+        data["retry_in_s"] = round(delay, 3)
+        if failure.retry_after is not None:
+            data["retry_after_s"] = failure.retry_after
+        event = self._error(data)
+        self._emit("retry", event=event, text=failure.message, turn=turn)
+        await asyncio.sleep(delay)
+
+    async def _prepare(self, force_deep: str | None) -> tuple[View, Compaction | None]:
+        """The pipeline's view for the next request (a deep compaction may happen here)."""
+        async with self._pipe_lock:
+            view, comp = await asyncio.to_thread(self.pipe.view, force_deep)
+            outcomes = self.summarizer.take_outcomes()
+            if comp is not None:
+                event = comp.to_event()
+                failed = [o for o in outcomes if not o.ok]
+                if failed:
+                    event = Event(event.type, event.id, {**event.data, "reason": failed[-1].reason})
+                # the pipeline applied it already; it is logged so that replay applies it too
+                self._append(event, feed=False)
+                self._emit("compaction", event=event)
+            for o in outcomes:
+                data = {"kind": "summary", "summarizer": o.summarizer, "model": o.model, "calls": o.calls,
+                        "seconds": o.seconds, "prompt_tokens": o.prompt_tokens,
+                        "completion_tokens": o.completion_tokens}
+                if o.ok:
+                    self._note(data)
+                else:
+                    self._error({**data, "message": o.reason, "fallback": "extractive"})
+        self.last_view = view
+        return view, comp
+
+    async def _set_volatile(self, retrieval: asyncio.Task) -> None:
+        """The per-turn layer: date, working directory and what retrieval found in time."""
+        try:
+            hits = await retrieval
+        except asyncio.CancelledError:
+            hits = None
+        injected = format_injection(hits or [])
+        if hits is None:
+            self._note({"kind": "retrieval", "hits": 0, "timed_out": True,
+                        "timeout_s": self.policy.retrieval_timeout_s})
+        elif hits:
+            self._note({"kind": "retrieval", "hits": len(hits), "sources": sorted({h.source for h in hits}),
+                        "injected": injected})
+        self._volatile = volatile_context(datetime.now().strftime("%Y-%m-%d"), str(self.workspace), injected)
+
+    def _build_request(self, view: View) -> tuple[list[Message], list[dict[str, Any]]]:
+        """The messages sent (the view plus the volatile layer), checked before anything is sent."""
+        if not view.fits:
+            self._error({"kind": "window", "message": f"the request needs {view.sent_tokens} tokens, over the "
+                                                      f"window of {view.window}; not sent",
+                         "sent_tokens": view.sent_tokens, "window": view.window})
+            raise AgentError(f"the request needs {view.sent_tokens} tokens, over the window of {view.window}; "
+                             f"a request that exceeds the window is never sent")
+        volatile = self._volatile
+        sent = _with_volatile_messages(list(view.messages), volatile)
+        if self.pipe.count(sent)[0] > view.window and "\n\n[Retrieved Memory]" in volatile:
+            volatile = volatile.split("\n\n[Retrieved Memory]", 1)[0]
+            self._note({"kind": "retrieval", "dropped": "the retrieved memory would not fit the window"})
+            self._volatile = volatile
+            sent = _with_volatile_messages(list(view.messages), volatile)
+        request = with_volatile(view.to_api(), volatile)
+        problems = api_problems(request)
+        if problems:
+            self._error({"kind": "internal", "message": "the pipeline produced an invalid request",
+                         "problems": problems[:10]})
+            raise AgentError(f"internal error: the pipeline produced an invalid request ({problems[0]})")
+        return sent, request
+
+    def _record_reply(self, reply: Reply, sent: list[Message], turn: int) -> list[ToolCall]:
+        calls = self._unique_calls(reply.tool_calls, turn)
+        meta: dict[str, Any] = {"ts": utc_now(), "finish_reason": reply.finish_reason}
+        if reply.model and reply.model != self.model:
+            meta["model"] = reply.model
+        self._append(Message(self.log.next_message_id(), "assistant", reply.text, tuple(calls), turn=turn,
+                             meta=meta))
+        if reply.usage is not None:
+            event = self._append(Event("usage", self.log.next_event_id(), {
+                "turn": turn, "prompt_tokens": reply.usage["prompt_tokens"],
+                "completion_tokens": reply.usage["completion_tokens"], "estimate": heuristic_messages(sent)}))
+            self._emit("usage", event=event, turn=turn)
+        if reply.empty:
+            self._note({"kind": "empty_reply", "turn": turn, "finish_reason": reply.finish_reason})
+        return calls
+
+    def _unique_calls(self, calls: list[ToolCall], turn: int) -> list[ToolCall]:
+        """Tool call ids as the server gave them, unless empty or already used in this session
+        (llama.cpp and others repeat them); those get call_<turn>_<k>."""
+        out = []
+        for k, c in enumerate(calls):
+            cid = c.id
+            if not cid or cid in self._call_ids:
+                cid = f"call_{turn}_{k}"
+                n = 1
+                while cid in self._call_ids:
+                    n += 1
+                    cid = f"call_{turn}_{k}_{n}"
+            self._call_ids.add(cid)
+            out.append(c if cid == c.id else ToolCall(cid, c.name, c.arguments))
+        return out
+
+    def _append_partial(self, partial: Reply, reason: str) -> bool:
+        """Log what a broken stream delivered, marked partial (never sent again); True if anything came."""
+        if partial.empty:
+            return False
+        calls = [ToolCall(c.id or f"partial_{self.pipe.turn + 1}_{k}", c.name, c.arguments)
+                 for k, c in enumerate(partial.tool_calls)]
+        self._append(Message(self.log.next_message_id(), "assistant", partial.text, tuple(calls),
+                             turn=self.pipe.turn + 1,
+                             meta={"ts": utc_now(), "partial": True, "error": one_line(reason)}))
+        return True
+
+    # -- tools ----------------------------------------------------------------------------------------
+    async def _run_tools(self, calls: list[ToolCall]) -> None:
+        """Ask for approvals one by one, then run the approved calls concurrently; each result is
+        logged as it finishes."""
+        turn = self.pipe.turn + 1
+        approved: list[ToolCall] = []
+        for call in calls:
+            self._emit("tool_start", call=call, turn=turn)
+            allowed, why = await self._decide(call)
+            if allowed:
+                approved.append(call)
+            else:
+                self._finish_tool(call, denied_result(call, why), turn)
+
+        async def run(call: ToolCall) -> None:
+            result = await asyncio.to_thread(self._execute, call)
+            self._finish_tool(call, result, turn)
+
+        await asyncio.gather(*(run(c) for c in approved))
+
+    async def _decide(self, call: ToolCall) -> tuple[bool, str]:
+        if not needs_approval(call.name) or self.config.auto_approve:
+            return True, ""
+        if self.approve is None:
+            return False, "nobody was there to approve it (not a terminal, and --yes was not given)"
+        if inspect.iscoroutinefunction(self.approve):
+            answer = await self.approve(call)
+        else:
+            answer = await asyncio.to_thread(self.approve, call)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        return (True, "") if answer else (False, "the user declined it")
+
+    def _execute(self, call: ToolCall) -> ToolResult:
+        result = execute_tool(call.name, call.arguments, self._ctx, call.id)
+        spill = result.meta.get("spill")
+        if spill and self.redact.secret:
+            try:
+                found = self.redact.scrub_file(self._workspace.root / spill)
+            except OSError as exc:
+                return ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
+            if found:
+                return ToolResult(result.content, {**result.meta, "redacted": found})
+        return result
+
+    def _finish_tool(self, call: ToolCall, result: ToolResult, turn: int) -> None:
+        self._append(Message(self.log.next_message_id(), "tool", result.content, tool_call_id=call.id,
+                             name=call.name, turn=turn, meta={"ts": utc_now(), "source": result.meta}))
+        self._emit("tool_end", call=call, result=result, turn=turn)
+
+    # -- memory ---------------------------------------------------------------------------------------
+    def _scribe_pending(self) -> list[Message]:
+        return [e for e in self.log.entries[self._scribe_from:]
+                if isinstance(e, Message) and e.role != "system" and not (e.meta or {}).get("partial")]
+
+    def _feed_scribe(self) -> None:
+        """Offer the messages since the last accepted snapshot; never waits (a full queue skips)."""
+        at_soft = self.last_view is not None and self.last_view.zone != "safe"
+        end = len(self.log.entries)
+        pending = self._scribe_pending()
+        if pending and self._scribe.maybe_offer(self.pipe.turn, pending, at_soft_limit=at_soft):
+            self._scribe_from = end
+
+    # -- controls for the workbench ------------------------------------------------------------------
+    async def add_event(self, type: str, data: Mapping[str, Any]) -> Event:
+        """Record a control event (trigger, undo, pin, unpin, config, note); the next request obeys it."""
+        await self.start()
+        async with self._pipe_lock:
+            return self._append(Event(type, self.log.next_event_id(), dict(data)))
+
+    async def compact_now(self) -> Compaction | None:
+        """A manual deep compaction, logged like any other; None if there is nothing to summarize."""
+        await self.start()
+        _, comp = await self._prepare("manual")
+        return comp
+
+    # -- log and events -------------------------------------------------------------------------------
+    def _append(self, entry: Message | Event, feed: bool = True):
+        entry = self._redacted(entry)
+        self.log.append(entry)
+        if feed:
+            self.pipe.feed(entry)
+        if isinstance(entry, Message):
+            self._emit("message", message=entry, turn=entry.turn)
+        return entry
+
+    def _redacted(self, entry: Message | Event) -> Message | Event:
+        secret = self.redact.secret
+        if secret is None or secret not in json.dumps(entry.to_record(), ensure_ascii=False):
+            return entry
+        if isinstance(entry, Event):
+            return Event(entry.type, entry.id, json.loads(self.redact(json.dumps(dict(entry.data), ensure_ascii=False))))
+        meta = json.loads(self.redact(json.dumps(dict(entry.meta), ensure_ascii=False))) if entry.meta else entry.meta
+        calls = tuple(ToolCall(c.id, c.name, self.redact(c.arguments)) for c in entry.tool_calls)
+        return Message(entry.id, entry.role, self.redact(entry.content), calls, entry.tool_call_id, entry.name,
+                       entry.turn, meta)
+
+    def _note(self, data: Mapping[str, Any]) -> Event:
+        return self._append(Event("note", self.log.next_event_id(), dict(data)))
+
+    def _error(self, data: Mapping[str, Any]) -> Event:
+        event = self._append(Event("error", self.log.next_event_id(), dict(data)))
+        if data.get("kind") not in ("rate_limit", "server_error", "connection", "stream_cut"):
+            self._emit("error", event=event, text=str(data.get("message") or data.get("kind")))
+        return event
+
+    def _emit(self, kind: str, *, turn: int | None = None, **fields: Any) -> None:
+        if self.on_event is None:
+            return
+        if turn is None:
+            turn = self.pipe.turn + 1 if self.pipe is not None else 0
+        self.on_event(AgentEvent(kind, turn, **fields))
+
+
+def _failure_kind(failure: Failure) -> str:
+    if failure.message.startswith("stream cut"):
+        return "stream_cut"
+    if failure.status == 429:
+        return "rate_limit"
+    if failure.status is not None and failure.status >= 500:
+        return "server_error"
+    if failure.status is None and failure.kind == TRANSIENT:
+        return "connection"
+    return "api_error"
+
+
+def _with_volatile_messages(msgs: list[Message], volatile: str) -> list[Message]:
+    """The Message form of `with_volatile`: what the request's token estimate is taken over."""
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "user":
+            msgs[i] = msgs[i].with_content(f"{volatile}\n\n{msgs[i].content}")
+            break
+    return msgs
+
+
+async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None = None,
+                    approve: Approver | None = None, on_event: EventCallback | None = None,
+                    max_steps: int | None = None) -> RunResult:
+    """One prompt, headless: run until the final answer, then close the session."""
+    session = AgentSession(config, policy=policy, approve=approve, on_event=on_event)
+    try:
+        answer = await session.send(prompt, max_steps=max_steps)
+    finally:
+        await session.close()
+    return RunResult(answer, session.path, session.session_id, session.steps)
+
+
+__all__ = ["AgentError", "AgentSession", "RunResult", "run_agent", "resolve_policy", "session_file_name"]
