@@ -152,6 +152,22 @@ def test_pinned_messages_are_never_compacted():
     assert not [e for e in v.edits if e.message_id == "t0"]
 
 
+def test_a_pinned_turn_survives_deep_compaction_verbatim():
+    p = preset("breakwater").with_changes(window=32_000, deep_compact_first=True)
+    msgs = long_history()
+    pipe = Pipeline(p)
+    pipe.feed_all(msgs)
+    pipe.feed(Event("pin", "e1", {"message_id": "t3"}))
+    view = pipe.view()[0]
+    assert any(e.kind == "summarized" for e in view.edits)
+    sent = {m.id: m for m in view.messages}
+    assert sent["t3"].content == [m for m in msgs if m.id == "t3"][0].content
+    assert "a3" in sent  # its call came along, so the request stays valid
+    assert api_problems(view.to_api()) == []
+    assert not [e for e in view.edits if e.message_id in ("t3", "a3")]
+    assert pipe.plan().counts == view.edit_counts()
+
+
 # -- hard zone -------------------------------------------------------------------------------------
 def long_history(n=60, size=6_000):
     msgs = base()

@@ -381,7 +381,25 @@ class Pipeline:
                     head.append(out[fu_i].message)
                     fu = fu_i
             head.append(self.active[-1].message)
+            head.extend(out[i].message for i in self._pinned_kept(self.active[-1].cut, fu))
         return head, fu
+
+    def _pinned_kept(self, cut: int, fu: int | None) -> list[int]:
+        """Indices before the cut that stay verbatim after the summary: each pinned message's
+        whole turn (the call and all its results), so the request stays valid."""
+        if not self.pins:
+            return []
+        gs = self.group_starts
+        kept: set[int] = set()
+        for mid in self.pins:
+            i = self.id_index.get(mid)
+            if i is None or i >= cut or i == fu or i < self._base_start():
+                continue
+            k = bisect.bisect_right(gs, i) - 1
+            start = gs[k] if k >= 0 else i
+            end = gs[k + 1] if k + 1 < len(gs) else len(self.san.out)
+            kept.update(j for j in range(start, min(end, cut)) if j != fu)
+        return sorted(kept)
 
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
         p = self.policy
@@ -543,6 +561,8 @@ class Pipeline:
             covered = plan.cut - self._base_start()
             if plan.keep_first_user is not None and plan.keep_first_user < plan.cut:
                 covered -= 1
+            covered -= len(self._pinned_kept(plan.cut, plan.keep_first_user if plan.keep_first_user is not None
+                                             and plan.keep_first_user < plan.cut else None))
             counts["summarized"] = counts.get("summarized", 0) + max(0, covered)
         dropped = plan.start - plan.cut - (1 if extra_fu is not None else 0)
         if dropped > 0:
@@ -572,8 +592,9 @@ class Pipeline:
         base_start = self._base_start()
         if self.active:
             kept_fu = plan.keep_first_user if plan.keep_first_user is not None and plan.keep_first_user < plan.cut else None
+            pinned = set(self._pinned_kept(plan.cut, kept_fu))
             for i in range(base_start, plan.cut):
-                if i == kept_fu:
+                if i == kept_fu or i in pinned:
                     continue
                 m = out[i].message
                 edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),),
