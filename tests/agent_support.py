@@ -17,6 +17,7 @@ from support.fake_openai import FakeOpenAIServer, Reply
 from support.request_checks import message_text
 
 from breakwater.agent.config import AgentConfig
+from breakwater.agent.session import wire_form
 from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.prompt import RETRIEVED_FOOTER, VOLATILE_HEADER, static_system
@@ -152,8 +153,8 @@ def assert_log_valid(log: SessionLog, policy: Policy) -> None:
 
 
 def replayed_requests(log: SessionLog, policy: Policy) -> list[list[dict[str, Any]]]:
-    """The request of every turn, rebuilt from the log alone."""
-    return [view_at(log, policy, turn).to_api() for turn in range(1, log.turn_count() + 1)]
+    """The request of every turn (as sent on the wire), rebuilt from the log alone."""
+    return [wire_form(view_at(log, policy, turn).to_api()) for turn in range(1, log.turn_count() + 1)]
 
 
 def fresh_pipeline(log: SessionLog, policy: Policy) -> Pipeline:

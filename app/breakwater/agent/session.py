@@ -309,7 +309,6 @@ class AgentSession:
 
     async def _step(self, retrieval: asyncio.Task | None) -> tuple[Reply, list[ToolCall]]:
         """One model request, with compaction before it and the retry rules around it."""
-        cfg = self.config
         failures = 0
         forced = False
         view, _ = await self._prepare(None)
@@ -322,7 +321,7 @@ class AgentSession:
             acc = Assembler(lambda piece: self._emit("text", text=piece, turn=turn))
             try:
                 reply = await stream_chat(self._client, model=self.model, messages=request, tools=self.tools,
-                                          assembler=acc, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
+                                          assembler=acc, **self.request_params())
             except asyncio.CancelledError:
                 self._append_partial(acc.reply(), "cancelled")
                 raise
@@ -356,6 +355,10 @@ class AgentSession:
                 await self._retry_or_raise(failure, failures, turn)
                 continue
             return reply, self._record_reply(reply, sent, turn)
+
+    def request_params(self) -> dict[str, Any]:
+        """Extra chat-completions parameters for the next request (None values are left out)."""
+        return {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
 
     async def _retry_or_raise(self, failure: Failure, failures: int, turn: int) -> None:
         cfg = self.config
@@ -437,7 +440,7 @@ class AgentSession:
             self._note({"kind": "retrieval", "dropped": "the retrieved memory would not fit the window"})
             self._volatile = volatile
             sent = _with_volatile_messages(list(view.messages), volatile)
-        request = with_volatile(view.to_api(), volatile)
+        request = wire_form(with_volatile(view.to_api(), volatile))
         problems = api_problems(request)
         if problems:
             self._error({"kind": "internal", "message": "the pipeline produced an invalid request",
@@ -614,6 +617,13 @@ def _failure_kind(failure: Failure) -> str:
     return "api_error"
 
 
+def wire_form(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request as sent: an assistant message that only calls tools carries "" rather than
+    null content; OpenAI takes both, llama-cpp-python's server rejects null (HTTP 500)."""
+    return [dict(m, content="") if m.get("role") == "assistant" and m.get("content") is None else m
+            for m in messages]
+
+
 def _with_volatile_messages(msgs: list[Message], volatile: str) -> list[Message]:
     """The Message form of `with_volatile`: what the request's token estimate is taken over."""
     for i in range(len(msgs) - 1, -1, -1):
@@ -635,4 +645,5 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 
-__all__ = ["AgentError", "AgentSession", "RunResult", "run_agent", "resolve_policy", "session_file_name"]
+__all__ = ["AgentError", "AgentSession", "RunResult", "run_agent", "resolve_policy", "session_file_name",
+           "wire_form"]
