@@ -176,3 +176,24 @@ def test_bad_settings_exit_2_with_one_line(tmp_path):
     (home / "config.toml").write_text("")
     missing = breakwater(tmp_path / "nowhere", home)
     assert missing.returncode == 2 and "is not a directory" in missing.stderr
+
+
+def test_on_a_terminal_the_user_is_asked_and_can_allow_a_call(tmp_path):
+    import pty
+
+    workspace, home = setup(tmp_path)
+    script = Script([call("bash", command="touch allowed"), call("bash", command="touch refused"),
+                     Reply(text="One of two.")])
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"y\nn\n")   # typed ahead: the terminal buffers it until the agent asks
+        with serve(script) as server:
+            done = breakwater(workspace, home, "--base-url", server.base_url, stdin=slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert done.returncode == 0, done.stderr
+    assert (workspace / "allowed").exists() and not (workspace / "refused").exists()
+    assert done.stderr.count("Allow? [y/N]") == 2 and "The agent wants to run bash: touch allowed" in done.stderr
+    refused = [m for m in load(session_path(done.stdout)).messages if m.role == "tool"][1]
+    assert refused.content.startswith("Denied: bash was not run because the user declined it")

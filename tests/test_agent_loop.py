@@ -402,3 +402,21 @@ def test_the_module_is_importable_without_textual():
     code = "import sys, breakwater.agent, breakwater.agent.commands; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+async def test_a_request_that_exceeds_the_window_is_never_sent(tmp_path):
+    script = Script([Reply(text="never")])
+    with serve(script) as server:
+        with pytest.raises(AgentError, match="over the window of 300; a request that exceeds the window is never sent"):
+            await run(server, tmp_path, window=300)   # the system prompt alone is larger
+        assert server.chat_requests == []
+    (log_path,) = (tmp_path / ".agent" / "sessions").iterdir()
+    (error,) = events(load(log_path), "error", kind="window")
+    assert error.get("window") == 300 and error.get("sent_tokens") > 300
+
+
+async def test_an_empty_reply_ends_the_turn_with_an_empty_answer(tmp_path):
+    script = Script([Reply(text="")])
+    with serve(script) as server:
+        result, log, _ = await run(server, tmp_path)
+    assert result.answer == "" and events(log, "note", kind="empty_reply")

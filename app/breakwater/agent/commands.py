@@ -79,7 +79,8 @@ class ProgressPrinter:
             line = (f"· deep compaction: {ev.event.get('covered')} messages summarized "
                     f"({ev.event.get('summarizer')}, trigger {ev.event.get('trigger')})")
         elif ev.kind == "retry":
-            line = f"· {ev.text}; retrying in {ev.event.get('retry_in_s')} s"
+            wait = ev.event.get("retry_in_s")
+            line = f"· {ev.text}; retrying" + ("" if wait is None else f" in {wait} s")
         else:
             return
         print(line, file=sys.stderr, flush=True)

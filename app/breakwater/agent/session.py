@@ -126,6 +126,7 @@ class AgentSession:
         self._scribe_from = 0
         self._call_ids: set[str] = set()
         self._volatile = ""
+        self._start_lock = asyncio.Lock()
         self._turn_lock = asyncio.Lock()
         self._pipe_lock = asyncio.Lock()
         self._started = False
@@ -149,8 +150,11 @@ class AgentSession:
 
     async def start(self) -> None:
         """Open the session: the client, the session file, the system prompt, the scribe."""
-        if self._started:
-            return
+        async with self._start_lock:
+            if not self._started:
+                await self._start()
+
+    async def _start(self) -> None:
         cfg = self.config
         try:
             self._workspace = Workspace(cfg.workspace)
@@ -160,12 +164,20 @@ class AgentSession:
         scrubbed = self.redact.scrub_environment()
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
                                           timeout=cfg.request_timeout_s)
+        try:
+            await self._open(root)
+        except BaseException:
+            await self._client.close()
+            if self._summary_client is not None:
+                self._summary_client.close()
+            raise
+        self._started = True
+        self._begin(root, scrubbed)
+
+    async def _open(self, root: Path) -> None:
+        cfg = self.config
         if not self.model:
-            try:
-                self.model = await self._discover_model()
-            except AgentError:
-                await self._client.close()
-                raise
+            self.model = await self._discover_model()
         summary_model = cfg.summary_model or self.model
         self._summary_client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
                                              timeout=cfg.request_timeout_s)
@@ -184,8 +196,9 @@ class AgentSession:
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
         self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
-        self._started = True
 
+    def _begin(self, root: Path, scrubbed: list[str]) -> None:
+        """The first entries of the log: the system prompt (with the project history), notes."""
         history, history_error = "", None
         try:
             history = project_history(root, self.policy.project_history_entries,
@@ -200,7 +213,7 @@ class AgentSession:
         if history:
             self._note({"kind": "project_history", "sessions": history.count("\n## Session ")})
         if history_error:
-            self._error({"kind": "memory", "message": history_error})
+            self._error({"kind": "memory", "message": history_error}, notify=True)
         self._scribe = Scribe(self._store, every_turns=self.policy.scribe_every_turns)
 
     async def _discover_model(self) -> str:
@@ -234,7 +247,8 @@ class AgentSession:
         finished = await asyncio.to_thread(self._scribe.close, SCRIBE_CLOSE_S)
         if not finished or self._scribe.failures:
             self._error({"kind": "memory", "message": f"the scribe failed to write memory: "
-                                                      f"{self._scribe.last_error or 'it did not finish in time'}"})
+                                                      f"{self._scribe.last_error or 'it did not finish in time'}"},
+                        notify=True)
         if not any(isinstance(e, Message) and e.role == "user" for e in self.log.entries):
             return
         summary = self.redact(self.session_summary())
@@ -244,7 +258,8 @@ class AgentSession:
                 consolidate, self._store, threshold=self.policy.memory_fragments_threshold,
                 cooldown_days=self.policy.memory_gc_cooldown_days)
         except Exception as exc:  # noqa: BLE001 - memory is an aid; the session itself is done
-            self._error({"kind": "memory", "message": f"writing project memory failed: {type(exc).__name__}: {exc}"})
+            self._error({"kind": "memory", "message": f"writing project memory failed: {type(exc).__name__}: {exc}"},
+                        notify=True)
             return
         self._note({"kind": "session_end", "project_memory": "PROJECT_MEMORY.md", "summary_chars": len(summary),
                     "consolidation": report.describe(), "scribe_written": self._scribe.written,
@@ -338,14 +353,15 @@ class AgentSession:
             except openai.APIError as exc:
                 failure = classify(exc)
                 if failure.kind == CONTEXT_LENGTH:
-                    self._error({"kind": "context_length", "turn": turn, "status": failure.status,
-                                 "code": failure.code, "message": failure.message,
-                                 "sent_tokens": view.sent_tokens, "window": view.window,
-                                 "action": "retry after a deep compaction" if not forced else "give up"})
+                    event = self._error({"kind": "context_length", "turn": turn, "status": failure.status,
+                                         "code": failure.code, "message": failure.message,
+                                         "sent_tokens": view.sent_tokens, "window": view.window,
+                                         "action": "retry after a deep compaction" if not forced else "give up"})
                     if forced:
                         raise AgentError(f"the provider rejected the request as too long even after a deep "
                                          f"compaction ({failure.message})") from None
                     forced = True
+                    self._emit("retry", event=event, text=f"{failure.message}; compacting", turn=turn)
                     view, comp = await self._prepare("context_length")
                     if comp is None:
                         raise AgentError(f"the provider rejected the request as too long and there is nothing "
@@ -406,16 +422,13 @@ class AgentSession:
                 if o.ok:
                     self._note(data)
                 else:
-                    self._error({**data, "message": o.reason, "fallback": "extractive"})
+                    self._error({**data, "message": o.reason, "fallback": "extractive"}, notify=True)
         self.last_view = view
         return view, comp
 
     async def _set_volatile(self, retrieval: asyncio.Task) -> None:
         """The per-turn layer: date, working directory and what retrieval found in time."""
-        try:
-            hits = await retrieval
-        except asyncio.CancelledError:
-            hits = None
+        hits = await retrieval   # never raises: a slow or failing search gives None
         injected = format_injection(hits or [])
         if hits is None:
             self._note({"kind": "retrieval", "hits": 0, "timed_out": True,
@@ -591,9 +604,11 @@ class AgentSession:
     def _note(self, data: Mapping[str, Any]) -> Event:
         return self._append(Event("note", self.log.next_event_id(), dict(data)))
 
-    def _error(self, data: Mapping[str, Any]) -> Event:
+    def _error(self, data: Mapping[str, Any], notify: bool = False) -> Event:
+        """Log an error event; `notify` also tells the watcher (errors that end the run reach it
+        through `send`, retries as "retry" events)."""
         event = self._append(Event("error", self.log.next_event_id(), dict(data)))
-        if data.get("kind") not in ("rate_limit", "server_error", "connection", "stream_cut"):
+        if notify:
             self._emit("error", event=event, text=str(data.get("message") or data.get("kind")))
         return event
 
