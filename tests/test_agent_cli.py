@@ -14,10 +14,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent_support import KEY, Script, agent_requests, events, files_containing, load, serve
+from agent_support import (
+    KEY,
+    Script,
+    agent_requests,
+    events,
+    files_containing,
+    load,
+    replayed_requests,
+    serve,
+    strip_volatile,
+)
 from support.fake_openai import Reply, ScriptedToolCall
 from support.request_checks import heuristic_tokens
 
+from breakwater.core.policy import preset
 from breakwater.core.summarize import SUMMARY_HEADER
 
 WINDOW = 8000
@@ -121,6 +132,10 @@ def test_a_headless_run_survives_floods_and_a_deep_compaction_and_feeds_the_next
     carrying = [i for i, r in enumerate(run1) if any(SUMMARY_HEADER in (m.get("content") or "") for m in r.messages)]
     assert carrying and carrying == list(range(carrying[0], first_requests))
     assert heuristic_tokens(run1[carrying[0]].messages) < heuristic_tokens(run1[carrying[0] - 1].messages)
+
+    # the log alone gives back every request of the run, compaction included
+    sent = [strip_volatile(r.messages) for r in run1]
+    assert replayed_requests(log, preset("breakwater").with_changes(window=WINDOW)) == sent
 
     # memory: the scribe's file, the project history, and the second run starts from it
     assert "[FILE] notes/part1.md" in (workspace / ".agent" / "MEMORY.md").read_text()

@@ -420,3 +420,26 @@ async def test_an_empty_reply_ends_the_turn_with_an_empty_answer(tmp_path):
     with serve(script) as server:
         result, log, _ = await run(server, tmp_path)
     assert result.answer == "" and events(log, "note", kind="empty_reply")
+
+
+async def test_cancelling_mid_stream_logs_the_partial_reply_and_the_session_goes_on(tmp_path):
+    import asyncio
+
+    script = Script([Reply(text="slow words " * 40, chunk_size=5, chunk_delay=0.03), Reply(text="after")])
+    with serve(script) as server:
+        async with AgentSession(agent_config(server, tmp_path)) as agent:
+            arrived = asyncio.Event()
+            agent.on_event = lambda ev: arrived.set() if ev.kind == "text" else None
+            task = asyncio.create_task(agent.send("start"))
+            await asyncio.wait_for(arrived.wait(), 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert await agent.send("again") == "after"
+            policy = agent.policy
+        last = server.chat_requests[-1].messages
+    log = load(agent.path)
+    partial = next(m for m in log.messages if (m.meta or {}).get("partial"))
+    assert partial.meta["error"] == "cancelled" and partial.content.startswith("slow")
+    assert not any("slow words" in (m.get("content") or "") for m in last)
+    assert_log_valid(log, policy)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,9 +47,6 @@ class AgentConfig:
     @property
     def summarizer_model(self) -> str | None:
         return self.summary_model or self.model
-
-    def with_changes(self, **changes: Any) -> "AgentConfig":
-        return validate(replace(self, **changes))
 
 
 # config-file key -> the type it must have

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +43,14 @@ from breakwater.core.edits import View
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy, preset
-from breakwater.core.prompt import session_context, static_system, system_prompt, volatile_context, with_volatile
+from breakwater.core.prompt import (
+    RETRIEVED_HEADER,
+    session_context,
+    static_system,
+    system_prompt,
+    volatile_context,
+    with_volatile,
+)
 from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
 from breakwater.core.summarize import ExtractiveSummarizer
 from breakwater.core.tokens import TokenCounter, heuristic_messages
@@ -57,8 +63,6 @@ from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
 from breakwater.tools.workspace import Workspace, WorkspaceError
-
-log = logging.getLogger(__name__)
 
 SESSIONS_DIR = Path(".agent") / "sessions"
 SCRIBE_CLOSE_S = 10.0
@@ -405,26 +409,36 @@ class AgentSession:
     async def _prepare(self, force_deep: str | None) -> tuple[View, Compaction | None]:
         """The pipeline's view for the next request (a deep compaction may happen here)."""
         async with self._pipe_lock:
-            view, comp = await asyncio.to_thread(self.pipe.view, force_deep)
-            outcomes = self.summarizer.take_outcomes()
-            if comp is not None:
-                event = comp.to_event()
-                failed = [o for o in outcomes if not o.ok]
-                if failed:
-                    event = Event(event.type, event.id, {**event.data, "reason": failed[-1].reason})
-                # the pipeline applied it already; it is logged so that replay applies it too
-                self._append(event, feed=False)
-                self._emit("compaction", event=event)
-            for o in outcomes:
-                data = {"kind": "summary", "summarizer": o.summarizer, "model": o.model, "calls": o.calls,
-                        "seconds": o.seconds, "prompt_tokens": o.prompt_tokens,
-                        "completion_tokens": o.completion_tokens}
-                if o.ok:
-                    self._note(data)
-                else:
-                    self._error({**data, "message": o.reason, "fallback": "extractive"}, notify=True)
+            job = asyncio.ensure_future(asyncio.to_thread(self.pipe.view, force_deep))
+            try:
+                view, comp = await asyncio.shield(job)
+            except asyncio.CancelledError:
+                # the plan goes on in its thread: nothing may touch the pipeline before it ends,
+                # and a compaction it applies must be logged or replay would disagree
+                view, comp = await job
+                self._log_plan(comp)
+                raise
+            self._log_plan(comp)
         self.last_view = view
         return view, comp
+
+    def _log_plan(self, comp: Compaction | None) -> None:
+        """Log what planning decided: the compaction (already applied) and how the summary went."""
+        outcomes = self.summarizer.take_outcomes()
+        if comp is not None:
+            event = comp.to_event()
+            failed = [o for o in outcomes if not o.ok]
+            if failed:
+                event = Event(event.type, event.id, {**event.data, "reason": failed[-1].reason})
+            self._append(event, feed=False)
+            self._emit("compaction", event=event)
+        for o in outcomes:
+            data = {"kind": "summary", "summarizer": o.summarizer, "model": o.model, "calls": o.calls,
+                    "seconds": o.seconds, "prompt_tokens": o.prompt_tokens, "completion_tokens": o.completion_tokens}
+            if o.ok:
+                self._note(data)
+            else:
+                self._error({**data, "message": o.reason, "fallback": "extractive"}, notify=True)
 
     async def _set_volatile(self, retrieval: asyncio.Task) -> None:
         """The per-turn layer: date, working directory and what retrieval found in time."""
@@ -441,18 +455,18 @@ class AgentSession:
     def _build_request(self, view: View) -> tuple[list[Message], list[dict[str, Any]]]:
         """The messages sent (the view plus the volatile layer), checked before anything is sent."""
         if not view.fits:
-            self._error({"kind": "window", "message": f"the request needs {view.sent_tokens} tokens, over the "
-                                                      f"window of {view.window}; not sent",
-                         "sent_tokens": view.sent_tokens, "window": view.window})
-            raise AgentError(f"the request needs {view.sent_tokens} tokens, over the window of {view.window}; "
-                             f"a request that exceeds the window is never sent")
+            self._over_window(view.sent_tokens, view.window)
         volatile = self._volatile
         sent = _with_volatile_messages(list(view.messages), volatile)
-        if self.pipe.count(sent)[0] > view.window and "\n\n[Retrieved Memory]" in volatile:
-            volatile = volatile.split("\n\n[Retrieved Memory]", 1)[0]
+        tokens = self.pipe.count(sent)[0]
+        if tokens > view.window and f"\n\n{RETRIEVED_HEADER}" in volatile:
+            volatile = volatile.split(f"\n\n{RETRIEVED_HEADER}", 1)[0]
             self._note({"kind": "retrieval", "dropped": "the retrieved memory would not fit the window"})
             self._volatile = volatile
             sent = _with_volatile_messages(list(view.messages), volatile)
+            tokens = self.pipe.count(sent)[0]
+        if tokens > view.window:
+            self._over_window(tokens, view.window)
         request = wire_form(with_volatile(view.to_api(), volatile))
         problems = api_problems(request)
         if problems:
@@ -460,6 +474,12 @@ class AgentSession:
                          "problems": problems[:10]})
             raise AgentError(f"internal error: the pipeline produced an invalid request ({problems[0]})")
         return sent, request
+
+    def _over_window(self, tokens: int, window: int) -> None:
+        message = f"the request needs {tokens} tokens, over the window of {window}; not sent"
+        self._error({"kind": "window", "message": message, "sent_tokens": tokens, "window": window})
+        raise AgentError(f"the request needs {tokens} tokens, over the window of {window}; "
+                         f"a request that exceeds the window is never sent")
 
     def _record_reply(self, reply: Reply, sent: list[Message], turn: int) -> list[ToolCall]:
         calls = self._unique_calls(reply.tool_calls, turn)
