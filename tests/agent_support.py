@@ -17,7 +17,6 @@ from support.fake_openai import FakeOpenAIServer, Reply
 from support.request_checks import message_text
 
 from breakwater.agent.config import AgentConfig
-from breakwater.agent.session import wire_form
 from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.prompt import RETRIEVED_FOOTER, VOLATILE_HEADER, static_system
@@ -154,7 +153,7 @@ def assert_log_valid(log: SessionLog, policy: Policy) -> None:
 
 def replayed_requests(log: SessionLog, policy: Policy) -> list[list[dict[str, Any]]]:
     """The request of every turn (as sent on the wire), rebuilt from the log alone."""
-    return [wire_form(view_at(log, policy, turn).to_api()) for turn in range(1, log.turn_count() + 1)]
+    return [view_at(log, policy, turn).to_api() for turn in range(1, log.turn_count() + 1)]
 
 
 def fresh_pipeline(log: SessionLog, policy: Policy) -> Pipeline:

@@ -78,7 +78,7 @@ def test_the_redactor_scrubs_text_environment_and_files(tmp_path):
     r = Redactor(secret)
     assert r(f"key={secret}!") == f"key={MARK}!"
     env = {"A": secret, "B": f"Bearer {secret}", "C": "other"}
-    assert r.scrub_environment(env) == ["A", "B"] and env == {"C": "other"}
+    assert r.tool_environment(env) == ({"C": "other"}, ["A", "B"]) and len(env) == 3
     big = tmp_path / "spill.log"
     chunk = b"x" * ((1 << 20) - 5)   # the second copy straddles the 1 MiB read boundary
     big.write_bytes(secret.encode() + chunk + secret.encode() + b"\ntail\n")

@@ -103,7 +103,7 @@ async def test_the_api_key_is_never_written_to_the_log_spill_or_memory(tmp_path,
     ])
     with serve(script) as server:
         result = await run_agent(agent_config(server, workspace), "Show me the config.")
-    assert "OPENAI_API_KEY" not in os.environ  # scrubbed: tools inherit the environment
+    assert os.environ["OPENAI_API_KEY"] == KEY  # this process keeps it; the tools never get it
     log = load(result.session_path)
     env_result, cat_result = [m for m in log.messages if m.role == "tool"][:2]
     assert env_result.content.startswith("0\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import MutableMapping
+from typing import Mapping
 
 from breakwater.agent.config import NO_KEY
 
@@ -34,15 +34,13 @@ class Redactor:
             return text
         return text.replace(self.secret, MARK)
 
-    def scrub_environment(self, environ: MutableMapping[str, str] | None = None) -> list[str]:
-        """Remove variables holding the secret (tools inherit the environment); returns their names."""
-        if self.secret is None:
-            return []
+    def tool_environment(self, environ: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+        """The environment tools get: this process's, minus variables holding the secret (and their names)."""
         environ = os.environ if environ is None else environ
+        if self.secret is None:
+            return dict(environ), []
         names = sorted(k for k, v in environ.items() if self.secret in v)
-        for name in names:
-            del environ[name]
-        return names
+        return {k: v for k, v in environ.items() if k not in names}, names
 
     def scrub_file(self, path: Path) -> int:
         """Rewrite `path` with the secret replaced; returns how many were found (0: untouched)."""

@@ -165,7 +165,7 @@ class AgentSession:
         except WorkspaceError as exc:
             raise AgentError(str(exc)) from None
         root = self._workspace.root
-        scrubbed = self.redact.scrub_environment()
+        self._tool_env, scrubbed = self.redact.tool_environment()
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
                                           timeout=cfg.request_timeout_s)
         try:
@@ -198,7 +198,7 @@ class AgentSession:
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
-        self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy)
+        self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
 
     def _begin(self, root: Path, scrubbed: list[str]) -> None:
@@ -213,7 +213,7 @@ class AgentSession:
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
-                        "why": "they hold the API key and tools inherit the environment"})
+                        "why": "they hold the API key; tools run without them"})
         if history:
             self._note({"kind": "project_history", "sessions": history.count("\n## Session ")})
         if history_error:
@@ -467,7 +467,7 @@ class AgentSession:
             tokens = self.pipe.count(sent)[0]
         if tokens > view.window:
             self._over_window(tokens, view.window)
-        request = wire_form(with_volatile(view.to_api(), volatile))
+        request = with_volatile(view.to_api(), volatile)
         problems = api_problems(request)
         if problems:
             self._error({"kind": "internal", "message": "the pipeline produced an invalid request",
@@ -652,13 +652,6 @@ def _failure_kind(failure: Failure) -> str:
     return "api_error"
 
 
-def wire_form(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request as sent: an assistant message that only calls tools carries "" rather than
-    null content; OpenAI takes both, llama-cpp-python's server rejects null (HTTP 500)."""
-    return [dict(m, content="") if m.get("role") == "assistant" and m.get("content") is None else m
-            for m in messages]
-
-
 def _with_volatile_messages(msgs: list[Message], volatile: str) -> list[Message]:
     """The Message form of `with_volatile`: what the request's token estimate is taken over."""
     for i in range(len(msgs) - 1, -1, -1):
@@ -680,5 +673,4 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 
-__all__ = ["AgentError", "AgentSession", "RunResult", "run_agent", "resolve_policy", "session_file_name",
-           "wire_form"]
+__all__ = ["AgentError", "AgentSession", "RunResult", "run_agent", "resolve_policy", "session_file_name"]

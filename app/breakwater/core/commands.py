@@ -41,7 +41,8 @@ def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
     if getattr(args, "policy", None):
         policy = load_toml(Path(args.policy))
     else:
-        policy = preset(getattr(args, "preset", None) or DEFAULT_PRESET)
+        recorded = log.header.get("preset") if log else None
+        policy = preset(getattr(args, "preset", None) or (recorded if recorded in PRESETS else DEFAULT_PRESET))
     window = getattr(args, "window", None) or (None if getattr(args, "policy", None) else
                                                (log.header.get("window") if log else None))
     if isinstance(window, int) and window != policy.window:

@@ -48,11 +48,11 @@ class Message:
     def to_api(self) -> dict[str, Any]:
         """Exactly what goes over the wire for this message."""
         out: dict[str, Any] = {"role": self.role}
+        # a tool-only assistant message carries "" rather than null: OpenAI, vLLM and Ollama accept
+        # both, llama.cpp's server rejects null
+        out["content"] = self.content
         if self.role == "assistant" and self.tool_calls:
-            out["content"] = self.content or None
             out["tool_calls"] = [tc.to_api() for tc in self.tool_calls]
-        else:
-            out["content"] = self.content
         if self.role == "tool":
             out["tool_call_id"] = self.tool_call_id or ""
         return out

@@ -499,6 +499,9 @@ class Pipeline:
             head, fu = self._head(True)
             cut = self.active[-1].cut
             base, counted = self._measure(head, 0, cut, n, n)
+            if new_comp is not None:
+                new_comp = replace(new_comp, tokens_after=base)
+                self.active[-1].comp = new_comp
         else:
             base_reported = base
         zone_counted = counted
@@ -593,20 +596,21 @@ class Pipeline:
         if self.active:
             kept_fu = plan.keep_first_user if plan.keep_first_user is not None and plan.keep_first_user < plan.cut else None
             pinned = set(self._pinned_kept(plan.cut, kept_fu))
+            why = f"hard limit {p.hard_limit}"
+            tok0 = self.tok0
             for i in range(base_start, plan.cut):
                 if i == kept_fu or i in pinned:
                     continue
                 m = out[i].message
-                edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),),
-                                  heuristic_message(m), 0, f"hard limit {p.hard_limit}"))
+                edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),), tok0[i], 0, why))
         indices = list(range(plan.start, plan.n))
         if plan.keep_first_user is not None and plan.cut <= plan.keep_first_user < plan.start:
             indices.insert(0, plan.keep_first_user)
+        why = f"keep last turns to fit {p.hard_limit}"
         for i in range(plan.cut, plan.start):
             if i != plan.keep_first_user:
                 m = out[i].message
-                edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),),
-                                  heuristic_message(m), 0, f"keep last turns to fit {p.hard_limit}"))
+                edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), self.tok0[i], 0, why))
         for i in indices:
             m = out[i].message
             near = i >= plan.near_start

@@ -13,6 +13,7 @@ import selectors
 import signal
 import subprocess
 import time
+from typing import Mapping
 
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
@@ -29,7 +30,7 @@ DRAIN_S = 1.0
 def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: float = DEFAULT_TIMEOUT_S,
              max_lines: int = 400, session_id: str = "session", tool_call_id: str = "call", *,
              max_line_bytes: int = 4000, read_max_lines: int = 400,
-             kill_grace_s: float = KILL_GRACE_S) -> ToolResult:
+             kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None) -> ToolResult:
     """Run `bash -c command` in the workspace; the result is what the model sees."""
     if not isinstance(command, str) or not command.strip():
         return error_result("bash", "command is empty")
@@ -48,6 +49,7 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
     started = time.monotonic()
     try:
         proc = subprocess.Popen(["bash", "-c", command], cwd=ws.root, stdin=subprocess.DEVNULL,
+                                env=None if env is None else dict(env),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         buffer.close()

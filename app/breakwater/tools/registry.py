@@ -30,13 +30,15 @@ class ToolContext:
     max_line_bytes: int = 4000
     read_max_lines: int = DEFAULT_MAX_LINES
     bash_timeout_s: float = DEFAULT_TIMEOUT_S
+    env: Mapping[str, str] | None = None   # the environment bash gets (None: this process's)
 
     @classmethod
-    def from_policy(cls, workspace: Workspace, session_id: str, policy: Any) -> "ToolContext":
+    def from_policy(cls, workspace: Workspace, session_id: str, policy: Any,
+                    env: Mapping[str, str] | None = None) -> "ToolContext":
         """Tier-1 sizes from a `breakwater.core.policy.Policy`."""
         return cls(workspace=workspace, session_id=session_id, max_lines=policy.tool_max_lines,
                    max_line_bytes=policy.tool_max_line_bytes, read_max_lines=policy.read_file_default_lines,
-                   bash_timeout_s=policy.bash_timeout_s)
+                   bash_timeout_s=policy.bash_timeout_s, env=env)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,7 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 def _run_bash(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
     return run_bash(ctx.workspace, args["command"], timeout_s=args.get("timeout_s", ctx.bash_timeout_s),
                     max_lines=ctx.max_lines, session_id=ctx.session_id, tool_call_id=tool_call_id,
-                    max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines)
+                    max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env)
 
 
 def _run_read_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
