@@ -72,3 +72,14 @@ def test_memory_modules_do_not_import_textual():
     code = ("import sys, breakwater.memory.commands, breakwater.memory.consolidate, breakwater.memory.project, "
             "breakwater.memory.retrieval, breakwater.memory.scribe; assert 'textual' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_workspace_may_come_before_or_after_the_action(tmp_path):
+    import subprocess
+    import sys
+    run = lambda *a: subprocess.run([sys.executable, "-m", "breakwater", "memory", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    assert run("--workspace", str(tmp_path), "add", "[DECISION] keep raw SQL").returncode == 0
+    assert run("add", "[FILE] app/db/pool.py", "--workspace", str(tmp_path)).returncode == 0
+    text = (tmp_path / ".agent" / "MEMORY.md").read_text()
+    assert "keep raw SQL" in text and "app/db/pool.py" in text

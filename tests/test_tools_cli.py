@@ -71,3 +71,13 @@ def test_missing_workspace(tmp_path):
     p = breakwater("bash", "--workspace", str(tmp_path / "nope"), "--", "echo hi")
     assert p.returncode == 2
     assert p.stderr.strip() == f"breakwater tool: workspace '{tmp_path / 'nope'}' is not a directory"
+
+
+def test_workspace_may_come_before_or_after_the_tool_name(tmp_path):
+    import subprocess
+    import sys
+    for args in (["tool", "--workspace", str(tmp_path), "bash", "--", "pwd"],
+                 ["tool", "bash", "--workspace", str(tmp_path), "--", "pwd"]):
+        out = subprocess.run([sys.executable, "-m", "breakwater", *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[0] == str(tmp_path.resolve())

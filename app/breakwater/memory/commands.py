@@ -16,8 +16,11 @@ def register(sub) -> None:
     parser = sub.add_parser("memory", help="read and write the workspace's session memory",
                             description="Read and write the session memory under WORKSPACE/.agent/.")
     parser.set_defaults(func=lambda args: _usage(parser))
+    # --workspace works before or after the action (`memory --workspace W add` or `memory add ... --workspace W`)
+    parser.add_argument("--workspace", metavar="DIR", type=Path, default=Path.cwd(),
+                        help="the agent's workspace (default: the current directory)")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--workspace", metavar="DIR", type=Path, default=Path.cwd(),
+    common.add_argument("--workspace", metavar="DIR", type=Path, default=argparse.SUPPRESS,
                         help="the agent's workspace (default: the current directory)")
     actions = parser.add_subparsers(dest="memory_command", metavar="ACTION")
 

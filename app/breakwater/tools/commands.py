@@ -21,6 +21,7 @@ from breakwater.tools.write_file import write_file
 def register(sub) -> None:
     parser = sub.add_parser("tool", help="run one tool as the agent would; print what the model sees",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workspace_arg(parser, default=".")
     tools = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
 
     bash = tools.add_parser("bash", help="run a shell command through the rolling buffer and spill",
@@ -52,8 +53,9 @@ def register(sub) -> None:
     write.set_defaults(func=_write_file)
 
 
-def _workspace_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", default=".", metavar="DIR", help="the workspace (default: current directory)")
+def _workspace_arg(parser: argparse.ArgumentParser, default: str | None = argparse.SUPPRESS) -> None:
+    # on the tool's own parser it only overrides: `tool --workspace W bash ...` works too
+    parser.add_argument("--workspace", default=default, metavar="DIR", help="the workspace (default: current directory)")
 
 
 def _open_workspace(args) -> Workspace | None:
