@@ -91,3 +91,16 @@ def test_default_command_runs_on_the_bundled_sample():
     out = run()
     assert out.returncode == 0, out.stderr
     assert "deep compaction" in out.stdout and "billed without compaction" in out.stdout
+
+
+def test_simulate_replays_an_agent_recording_under_its_recorded_policy(tmp_path):
+    from breakwater.core.policy import preset as get_preset
+    custom = get_preset("seed-001").with_changes(window=12_000, working_memory_messages=4)
+    path = write_session(tmp_path / "rec.jsonl", session_messages(120, avg_tool_chars=2000, seed=3),
+                         header={"window": 12_000, "preset": "seed-001", "policy": custom.to_dict()})
+    data = json.loads(run("simulate", str(path), "--json", "--counter", "heuristic").stdout)
+    assert (data["preset"], data["window"]) == ("seed-001", 12_000)
+    view = json.loads(run("simulate", str(path), "--view", "40", "--counter", "heuristic").stdout)
+    assert view["sent_tokens"] == data["turns"][39]["sent_tokens"]
+    other = json.loads(run("simulate", str(path), "--json", "--preset", "seed-000", "--counter", "heuristic").stdout)
+    assert other["preset"] == "seed-000" and other["window"] == 12_000

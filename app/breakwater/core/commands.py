@@ -8,7 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS, Policy, PolicyError, load_toml, preset
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS, Policy, PolicyError, from_mapping, load_toml, preset
 from breakwater.core.session_log import SessionLog, SessionLogError
 from breakwater.core.simulate import Simulation, simulate, view_at
 from breakwater.core.tokens import TokenCounter, TokenizerUnavailable, encoding_for_model, heuristic_message
@@ -38,13 +38,22 @@ def read_session(path: str | Path) -> SessionLog:
 
 
 def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
+    """--policy, else --preset, else the policy the session was recorded under, else the default;
+    then --window (or the session's window when no policy file was given)."""
+    header = log.header if log else {}
     if getattr(args, "policy", None):
         policy = load_toml(Path(args.policy))
+    elif getattr(args, "preset", None):
+        policy = preset(args.preset)
+    elif isinstance(header.get("policy"), dict):
+        try:  # a recording of our own agent: replay under exactly its policy
+            policy = from_mapping(header["policy"])
+        except PolicyError as exc:
+            raise PolicyError(f"the policy recorded in the session is not usable ({exc}); pass --preset") from None
     else:
-        recorded = log.header.get("preset") if log else None
-        policy = preset(getattr(args, "preset", None) or (recorded if recorded in PRESETS else DEFAULT_PRESET))
-    window = getattr(args, "window", None) or (None if getattr(args, "policy", None) else
-                                               (log.header.get("window") if log else None))
+        recorded = header.get("preset")
+        policy = preset(recorded if recorded in PRESETS else DEFAULT_PRESET)
+    window = getattr(args, "window", None) or (None if getattr(args, "policy", None) else header.get("window"))
     if isinstance(window, int) and window != policy.window:
         policy = policy.with_changes(window=window)
     return policy
