@@ -678,7 +678,7 @@ def npm_flood_output(rng: random.Random, workspace: str, started: datetime) -> t
             "npm timing config:load:cli Completed in 2ms",
             "npm timing config:load:env Completed in 0ms",
             f"npm timing config:load:file:{workspace}/.npmrc Completed in 1ms",
-            f"npm timing config:load:project Completed in 4ms",
+            "npm timing config:load:project Completed in 4ms",
             "npm timing config:load:file:/home/dev/.npmrc Completed in 0ms",
             "npm timing config:load:user Completed in 0ms",
             "npm timing config:load:file:/usr/local/etc/npmrc Completed in 0ms",
@@ -2082,7 +2082,7 @@ def legacy_block(e: Entity) -> list[str]:
     k, t = e.key, e.table
     out = [f"    # ---- {e.title}s " + "-" * (86 - len(e.title)),
            f"    def get_{k}(self, {k}_id):",
-           f"        cur = self.conn.cursor(cursor_factory=RealDictCursor)",
+           "        cur = self.conn.cursor(cursor_factory=RealDictCursor)",
            f'        cur.execute("SELECT {cols} FROM {t} WHERE id = %s", ({k}_id,))',
            "        row = cur.fetchone()", "        cur.close()",
            "        if row is None:",
@@ -2384,10 +2384,10 @@ def service_source(e: Entity, *, decimal_fix: bool = True) -> str:
              f"        counts.update(self._{k}s.count_by_status({e.scope}))",
              "        return counts", "",
              f"    def export_rows(self, {e.scope}, *, status: str | None = None) -> Iterator[list[str]]:",
-             f'        """Rows for the CSV export (admin UI). Amounts as strings, dates as ISO 8601, header first."""',
+             '        """Rows for the CSV export (admin UI). Amounts as strings, dates as ISO 8601, header first."""',
              f"        yield [{', '.join(repr(f[0]) for f in (('id', '', ''),) + e.fields if f[1] != 'dict')}]",
              f"        for {k} in self._{k}s.iter_for_{sc}({e.scope}, status=status, batch=500):",
-             f"            yield [",
+             "            yield [",
              f"                str({k}.id),"]
     for name, typ, _ in e.fields:
         if typ == "dict":
@@ -2633,7 +2633,6 @@ def failure_body(kind: str, e: Entity, test: str, rng: random.Random,
     k, C = e.key, e.cls
     tf = f"tests/services/test_{k}_service.py"
     sf = f"app/services/{k}_service.py"
-    rf = f"app/repositories/{k}_repository.py"
     ln = rng.randint(40, 160)
     sln = rng.randint(50, 120)
     addr = addr_of(rng)
@@ -3049,7 +3048,7 @@ def session_long_refactor() -> Recorder:
                     ("read_file", {"path": f"app/schemas/{k}.py"}, schema_source(e, with_relation=True))])
         r.call(f"Who calls the legacy {e.title} methods?", "bash",
                {"command": f"grep -rn '\\(billing\\|svc\\)\\.\\(get_{k}\\|list_{e.table}\\|create_{k}\\|"
-                           + "\\|".join(f"{m}_{k}" for m, _, _ in e.actions) + f"\\)' app scripts tests"},
+                           + "\\|".join(f"{m}_{k}" for m, _, _ in e.actions) + "\\)' app scripts tests"},
                bash_result(grep_usages(e, rng)))
         a, b = spans[k]
         r.call(f"The legacy implementation (lines {a}-{b}) once more, to keep the exact semantics: error codes, "
@@ -3160,7 +3159,7 @@ def session_long_refactor() -> Recorder:
                     ("bash", {"command": f"mypy {' '.join(files)}"}, bash_result(mypy, rc2)),
                     ("bash", {"command": "python scripts/dev/dump_openapi.py > /tmp/openapi.json && "
                                          "diff <(jq -S . docs/openapi.snapshot.json) <(jq -S . /tmp/openapi.json) "
-                                         f"&& echo 'openapi: no changes'; git diff --stat"},
+                                         "&& echo 'openapi: no changes'; git diff --stat"},
                      bash_result("openapi: no changes\n" + diff_stat(e, rng)))], took=(2, 9))
         if not clean:
             r.call("Two import nits (auto-fixable) and a real typing gap: `money()` receives an optional value. "
@@ -3338,7 +3337,7 @@ def session_long_refactor() -> Recorder:
                             f"Left: {', '.join(x.cls for x in ENTITIES[len(done):])}. Suite is green at every commit.")
                 r.user("Thanks, carry on.", gap=(60, 300))
             elif what == "ci":
-                ci_log = textwrap.dedent(f"""\
+                ci_log = textwrap.dedent("""\
                     Run python -m pytest -q -p no:randomly tests/webhooks
                     ============================= test session starts ==============================
                     platform linux -- Python 3.12.2, pytest-8.1.1, pluggy-1.4.0
@@ -3353,13 +3352,13 @@ def session_long_refactor() -> Recorder:
                     ____________________________ test_webhook_signature ____________________________
 
                         def test_webhook_signature(client, stripe_secret):
-                            payload = b'{{"id": "evt_1OqZ8b2eZvKYlo2C", "type": "invoice.paid"}}'
+                            payload = b'{"id": "evt_1OqZ8b2eZvKYlo2C", "type": "invoice.paid"}'
                     >       header = sign(payload, stripe_secret)
 
                     tests/webhooks/test_stripe.py:19: 
                     _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ 
 
-                    payload = b'{{"id": "evt_1OqZ8b2eZvKYlo2C", "type": "invoice.paid"}}'
+                    payload = b'{"id": "evt_1OqZ8b2eZvKYlo2C", "type": "invoice.paid"}'
                     secret = 'whsec_test_5b1f0c7e'
 
                         def sign(payload: bytes, secret: str) -> str:
@@ -3564,7 +3563,7 @@ def factories_source(entities: list[Entity]) -> str:
                 val = "None"
             defaults.append(f"        {name}={val},")
         out += ["", "", f"def make_{x.key}(session: Session, **overrides) -> {x.cls}:",
-                f"    fields = dict(", *defaults, "    )", "    fields.update(overrides)",
+                "    fields = dict(", *defaults, "    )", "    fields.update(overrides)",
                 f"    {x.key} = {x.cls}(**fields)", f"    session.add({x.key})", "    session.flush()",
                 f"    return {x.key}", "", "",
                 f"def {x.key}_payload_factory(**overrides) -> {x.cls}Create:",
@@ -3606,7 +3605,7 @@ def fix_message(kind: str, e: Entity) -> str:
 
 
 def schema_source(e: Entity, *, with_relation: bool = False) -> str:
-    k, C = e.key, e.cls
+    C = e.cls
     out_fields = []
     for name, typ, _ in e.fields:
         t = _PYTYPE[typ]

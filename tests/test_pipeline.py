@@ -1,6 +1,5 @@
 """The pipeline stage by stage, the fold's bookkeeping against a from-scratch recompute, and replay."""
 
-import json
 
 import pytest
 
@@ -10,7 +9,6 @@ from breakwater.core.policy import Policy, PolicyError, from_mapping, load_toml,
 from breakwater.core.sanitize import sanitize
 from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.simulate import simulate, view_at
-from breakwater.core.tokens import TokenCounter, heuristic_messages
 from breakwater.core.validity import api_problems
 from synth import as_log, session_messages
 

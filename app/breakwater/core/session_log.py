@@ -12,7 +12,6 @@ model, it never edits this file.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from dataclasses import dataclass, field
