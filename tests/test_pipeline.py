@@ -326,3 +326,10 @@ def test_view_at_matches_simulate():
         v = view_at(log, p, t, counter="heuristic")
         assert v.sent_tokens == sim.turns[t - 1].sent_tokens
         assert v.edit_counts() == sim.turns[t - 1].edits
+
+
+def test_the_fingerprint_ignores_settings_that_never_change_a_view():
+    p = preset("breakwater")
+    assert p.fingerprint() == p.with_changes(memory_max_lines=80, tool_max_lines=100, bash_timeout_s=5.0).fingerprint()
+    assert p.fingerprint() != p.with_changes(snip_threshold_chars=4000).fingerprint()
+    assert p.fingerprint() != p.with_changes(window=64_000).fingerprint()

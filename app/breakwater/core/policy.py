@@ -17,6 +17,10 @@ class PolicyError(ValueError):
     pass
 
 
+# settings of tier 1 and tier 3: they never change what the pipeline sends
+NOT_COMPACTION = ("tool_", "read_file_", "bash_", "scribe_", "memory_", "retrieval_", "project_")
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     preset: str = "breakwater"
@@ -98,8 +102,8 @@ class Policy:
         return int(self.precise_ratio * self.soft_limit)
 
     def fingerprint(self) -> str:
-        """Identifies the compaction behaviour (not the memory/tool settings)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        """Identifies the compaction behaviour; tier-1 and memory settings do not change a view."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith(NOT_COMPACTION)}
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
