@@ -18,7 +18,7 @@ from synth import session_messages, write_session  # noqa: E402
 from breakwater.core.message import Message, ToolCall  # noqa: E402
 from breakwater.core.pipeline import Pipeline  # noqa: E402
 from breakwater.core.policy import PRESETS  # noqa: E402
-from breakwater.core.simulate import simulate  # noqa: E402
+from breakwater.core.simulate import make_pipeline, simulate  # noqa: E402
 from breakwater.core.tokens import TokenCounter, heuristic_message, heuristic_text  # noqa: E402
 from breakwater.formats import load_session  # noqa: E402
 
@@ -66,7 +66,6 @@ def main() -> None:
     sim = simulate(log, policy, counter="exact")  # warm the tokenizer load out of the figure
     counter_probe = TokenCounter("o200k_base")
     t0 = time.perf_counter()
-    from breakwater.core.simulate import make_pipeline
     pipe = make_pipeline(log, policy, "exact")
     for e in log.entries:
         if isinstance(e, Message) and e.role == "assistant":

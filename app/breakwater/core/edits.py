@@ -10,8 +10,6 @@ from breakwater.core.message import Message
 KINDS = ("truncated-at-source", "snipped", "masked", "folded", "microcompacted", "summarized", "dropped",
          "merged", "stripped")
 
-ZONES = ("safe", "soft", "hard")
-
 
 @dataclass(frozen=True, slots=True)
 class Edit:

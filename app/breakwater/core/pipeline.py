@@ -99,6 +99,7 @@ class Plan:
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     api_tokens: int | None = None
+    built: View | None = None  # the request, when planning already had to build it (squeeze)
 
 
 class Pipeline:
@@ -117,7 +118,6 @@ class Pipeline:
         # per sanitized message
         self.tok0: list[int] = []
         self.P: dict[int, list[int]] = {L: [0] for L in range(4)}
-        self.far_kind: dict[int, list[str | None]] = {L: [] for L in range(1, 4)}
         self.KP: dict[tuple[int, str], list[int]] = {(L, k): [0] for L in range(1, 4) for k in FAR_KINDS}
         self.srcP = [0]                        # prefix count of results truncated at the source
         self.group_starts: list[int] = []
@@ -133,7 +133,7 @@ class Pipeline:
         self.api_tokens: int | None = None
         self.compactions_applied = 0
         self._compacted_since_view = False
-        self._event_seq = 0
+        self._last_failure: str | None = None   # why the last deep compaction produced no summary
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -158,7 +158,6 @@ class Pipeline:
         self.san.feed(msg)
 
     def _feed_event(self, ev: Event) -> None:
-        self._event_seq += 1
         if ev.type == "compaction":
             comp = Compaction.from_event(ev)
             if comp.trigger != "auto" or comp.policy == self.policy.fingerprint():
@@ -206,8 +205,6 @@ class Pipeline:
         del self.tok0[d:]
         for L in range(4):
             del self.P[L][d + 1:]
-        for L in range(1, 4):
-            del self.far_kind[L][d:]
         for key in self.KP:
             del self.KP[key][d + 1:]
         del self.srcP[d + 1:]
@@ -234,7 +231,6 @@ class Pipeline:
             for L in range(1, 4):
                 res = None if pinned else self._far(msg, L)
                 kind = res[2] if res else None
-                self.far_kind[L].append(kind)
                 self.P[L].append(self.P[L][-1] + (heuristic_message(res[0]) if res else t0))
                 for k in FAR_KINDS:
                     arr = self.KP[(L, k)]
@@ -368,7 +364,7 @@ class Pipeline:
         self.compactions_applied += 1
         self._compacted_since_view = True
 
-    def _head(self, cut_active: bool) -> tuple[list[Message], int | None]:
+    def _head(self) -> tuple[list[Message], int | None]:
         out = self.san.out
         head: list[Message] = []
         if out and out[0].message.role == "system":
@@ -440,7 +436,7 @@ class Pipeline:
         out = self.san.out
         n = len(out)
         start = self.active[-1].cut if self.active else self._base_start()
-        head, _ = self._head(bool(self.active))
+        head, _ = self._head()
         est_summary = 600
         cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
         if cut <= start:
@@ -451,13 +447,16 @@ class Pipeline:
         if not result.ok or not result.text:
             self._last_failure = result.reason
             return None
-        self._event_seq += 1
         comp = Compaction(id=f"c{self.turn:05d}-{self.compactions_applied + 1}",
                           cut_id=out[cut].sources[0] if cut < n else None, summary=result.text,
                           summarizer=result.summarizer, trigger=trigger, policy=self.policy.fingerprint(),
                           turn=self.turn + 1, tokens_before=base_tokens, covered=cut - start)
         self._apply(comp)
         return comp
+
+    def _near_start(self, level: int, start: int, n: int) -> int:
+        """First index treated as working memory: only masking (level 2 and up) tells near from far."""
+        return max(start, n - self.policy.working_memory_messages) if level >= 2 else n
 
     def _levels(self) -> list[int]:
         p = self.policy
@@ -475,20 +474,19 @@ class Pipeline:
         n = len(out)
         raw_tokens = self._raw_tokens()
 
-        head, fu = self._head(bool(self.active))
+        head, fu = self._head()
         cut = self.active[-1].cut if self.active else self._base_start()
         base, counted = self._measure(head, 0, cut, n, n)
         level = max(self.triggers.values(), default=0)
         over = base > p.hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
-            ns = max(cut, n - p.working_memory_messages) if top >= 2 else n
-            cheapest, _ = self._measure(head, top, cut, ns, n)
+            cheapest, _ = self._measure(head, top, cut, self._near_start(top, cut, n), n)
             over = cheapest > p.hard_limit
         if force_deep or (over and p.deep_compact and not self._compacted_since_view):
             new_comp = self._deep_compact(force_deep or "auto", base)
             if new_comp is None:
-                failure = getattr(self, "_last_failure", None)
+                failure = self._last_failure
                 notes.append(f"summary rejected ({failure}); falling back to masking" if failure
                              else "deep compaction found nothing to summarize")
                 self._last_failure = None
@@ -496,7 +494,7 @@ class Pipeline:
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
-            head, fu = self._head(True)
+            head, fu = self._head()
             cut = self.active[-1].cut
             base, counted = self._measure(head, 0, cut, n, n)
             if new_comp is not None:
@@ -510,7 +508,7 @@ class Pipeline:
         fast = base <= p.soft_limit or n < p.fast_path_min_messages
 
         def measure(lv: int, start: int, extra: list[int]) -> tuple[int, str, int]:
-            ns = max(start, n - p.working_memory_messages) if lv >= 2 else n
+            ns = self._near_start(lv, start, n)
             t, how = self._measure(head, lv, start, ns, n, extra)
             return t, how, ns
 
@@ -549,11 +547,11 @@ class Pipeline:
         plan = Plan(turn=self.turn + 1, n=n, cut=cut, start=start, level=level, near_start=near_start,
                     keep_first_user=extra_fu if extra_fu is not None else fu, head=head,
                     raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=sent, zone=zone, counted=counted,
-                    fits=sent <= p.window, zone_counted=zone_counted, squeeze=sent > target, new_compaction=new_comp, notes=notes,
-                    api_tokens=self.api_tokens)
+                    fits=sent <= p.window, zone_counted=zone_counted, squeeze=sent > target,
+                    new_compaction=new_comp, notes=notes, api_tokens=self.api_tokens)
         plan.counts = self._counts(plan, extra_fu)
         if plan.squeeze:
-            view = self.materialize(plan)
+            view = plan.built = self.materialize(plan)
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
             plan.counts = view.edit_counts()
         return plan
@@ -660,7 +658,7 @@ class Pipeline:
 
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)
-        return self.materialize(plan), plan.new_compaction
+        return plan.built or self.materialize(plan), plan.new_compaction
 
 
 def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], list[Edit]]:

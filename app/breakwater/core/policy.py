@@ -109,18 +109,6 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def to_toml(self) -> str:
-        lines = ["# Breakwater policy", ""]
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool):
-                lines.append(f"{f.name} = {'true' if v else 'false'}")
-            elif isinstance(v, str):
-                lines.append(f"{f.name} = {json.dumps(v)}")
-            else:
-                lines.append(f"{f.name} = {v}")
-        return "\n".join(lines) + "\n"
-
     def with_changes(self, **changes: Any) -> "Policy":
         return validate(replace(self, **changes))
 

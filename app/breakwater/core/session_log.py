@@ -112,16 +112,6 @@ class SessionLog:
     def turn_count(self) -> int:
         return sum(1 for e in self.entries if isinstance(e, Message) and e.role == "assistant")
 
-    def entries_before_turn(self, turn: int) -> list[Entry]:
-        """Everything before the turn-th assistant message (the history of that request)."""
-        seen = 0
-        for i, e in enumerate(self.entries):
-            if isinstance(e, Message) and e.role == "assistant":
-                seen += 1
-                if seen == turn:
-                    return self.entries[:i]
-        return list(self.entries)
-
     # -- writing -------------------------------------------------------------------------------
     @classmethod
     def create(cls, path: Path, header: Mapping[str, Any]) -> "SessionLog":

@@ -12,7 +12,7 @@ from typing import Any
 
 from breakwater.core.edits import View
 from breakwater.core.message import Message
-from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.session_log import SessionLog
 from breakwater.core.tokens import TokenCounter
@@ -73,9 +73,6 @@ class Simulation:
         }
 
 
-LEVELS = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
-
-
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
                   summarizer=None) -> Pipeline:
     tc = TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
@@ -97,7 +94,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             if plan.new_compaction:
                 sim.compactions.append(plan.new_compaction)
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
-                                       plan.zone, plan.counted, plan.zone_counted, LEVELS[plan.level], plan.counts,
+                                       plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
                                        plan.api_tokens,
                                        plan.new_compaction.id if plan.new_compaction else None))
         pipe.feed(entry)

@@ -196,10 +196,6 @@ class TokenCounter:
     def exact_messages(self, msgs: Iterable[Message]) -> int:
         return sum(self.exact_message(m) for m in msgs)
 
-    @property
-    def cache_size(self) -> int:
-        return len(self._cache)
-
 
 @dataclass
 class Calibration:
