@@ -25,8 +25,8 @@ def test_static_prefix_is_byte_identical_across_turns_and_sessions():
     for i, m in enumerate(msgs):
         if m.role == "assistant":
             view = pipe.view()[0]
-            req = with_volatile(view.to_api(), volatile_context(f"2026-11-{1 + i % 28:02d}", "/w",
-                                                                "- [FILE] app/db/pool.py" if i % 2 else None))
+            volatile = volatile_context(f"2026-11-{1 + i % 28:02d}", "/w", "- [FILE] app/db/pool.py" if i % 2 else None)
+            req = [sent.to_api() for sent in with_volatile(view.messages, volatile)]
             firsts.append(req[0]["content"].encode())
             assert stable_prefix(req, static).static_chars == len(static)
             # the volatile layer is never in the system message
@@ -36,9 +36,10 @@ def test_static_prefix_is_byte_identical_across_turns_and_sessions():
 
 
 def test_volatile_layer_rides_on_the_latest_user_message():
-    api = [{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
-           {"role": "assistant", "content": "ok"}, {"role": "user", "content": "second"}]
-    out = with_volatile(api, volatile_context("2026-11-29", "/w", "[FILE] x.py"))
+    msgs = [Message("s", "system", "s"), Message("u1", "user", "first"), Message("a", "assistant", "ok"),
+            Message("u2", "user", "second")]
+    api = [m.to_api() for m in msgs]
+    out = [m.to_api() for m in with_volatile(msgs, volatile_context("2026-11-29", "/w", "[FILE] x.py"))]
     assert out[1] == api[1] and out[3]["content"].endswith("second")
     assert out[3]["content"].startswith("[Context for this turn]") and RETRIEVED_HEADER in out[3]["content"]
-    assert api[3]["content"] == "second"  # the input is not modified
+    assert api[3]["content"] == "second" and msgs[3].content == "second"  # the input is not modified

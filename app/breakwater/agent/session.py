@@ -457,17 +457,17 @@ class AgentSession:
         if not view.fits:
             self._over_window(view.sent_tokens, view.window)
         volatile = self._volatile
-        sent = _with_volatile_messages(list(view.messages), volatile)
+        sent = with_volatile(view.messages, volatile)
         tokens = self.pipe.count(sent)[0]
         if tokens > view.window and f"\n\n{RETRIEVED_HEADER}" in volatile:
             volatile = volatile.split(f"\n\n{RETRIEVED_HEADER}", 1)[0]
             self._note({"kind": "retrieval", "dropped": "the retrieved memory would not fit the window"})
             self._volatile = volatile
-            sent = _with_volatile_messages(list(view.messages), volatile)
+            sent = with_volatile(view.messages, volatile)
             tokens = self.pipe.count(sent)[0]
         if tokens > view.window:
             self._over_window(tokens, view.window)
-        request = with_volatile(view.to_api(), volatile)
+        request = [m.to_api() for m in sent]
         problems = api_problems(request)
         if problems:
             self._error({"kind": "internal", "message": "the pipeline produced an invalid request",
@@ -650,15 +650,6 @@ def _failure_kind(failure: Failure) -> str:
     if failure.status is None and failure.kind == TRANSIENT:
         return "connection"
     return "api_error"
-
-
-def _with_volatile_messages(msgs: list[Message], volatile: str) -> list[Message]:
-    """The Message form of `with_volatile`: what the request's token estimate is taken over."""
-    for i in range(len(msgs) - 1, -1, -1):
-        if msgs[i].role == "user":
-            msgs[i] = msgs[i].with_content(f"{volatile}\n\n{msgs[i].content}")
-            break
-    return msgs
 
 
 async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None = None,

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from breakwater.core.message import Message
+
 STATIC_RULES = """You are a software engineering agent working in a local workspace through tools.
 
 Rules:
@@ -70,15 +72,15 @@ def volatile_context(date: str, cwd: str, retrieved: str | None = None) -> str:
     return text
 
 
-def with_volatile(api_messages: list[dict[str, Any]], volatile: str) -> list[dict[str, Any]]:
-    """Put the volatile layer in front of the latest user message; nothing else changes."""
-    out = list(api_messages)
+def with_volatile(messages: Sequence[Message], volatile: str) -> list[Message]:
+    """Put the volatile layer in front of the latest user message; nothing else changes.
+
+    Works on Messages so the request and its token estimate are built from the same list."""
+    out = list(messages)
     for i in range(len(out) - 1, -1, -1):
-        if out[i].get("role") == "user":
-            msg = dict(out[i])
-            msg["content"] = f"{volatile}\n\n{msg.get('content') or ''}"
-            out[i] = msg
-            return out
+        if out[i].role == "user":
+            out[i] = out[i].with_content(f"{volatile}\n\n{out[i].content}")
+            break
     return out
 
 
