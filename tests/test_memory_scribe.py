@@ -20,6 +20,18 @@ def conversation(turn: int) -> list[Message]:
     ]
 
 
+def stuck_extractor(result: str):
+    """An extractor that blocks until released: (extractor, entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def extract(messages):
+        entered.set()
+        release.wait(30)
+        return result
+
+    return extract, entered, release
+
+
 def call_in_thread(fn, *args):
     """Run fn in a thread and return its result only if it came back at once."""
     out = []
@@ -31,14 +43,8 @@ def call_in_thread(fn, *args):
 
 
 def test_offer_never_blocks_while_the_worker_is_stuck(tmp_path):
-    entered, release = threading.Event(), threading.Event()
-
-    def stuck_extractor(messages):
-        entered.set()
-        release.wait(30)
-        return "- [PROGRESS] written after the release"
-
-    scribe = Scribe(MemoryStore(tmp_path), extractor=stuck_extractor)
+    stuck, entered, release = stuck_extractor("- [PROGRESS] written after the release")
+    scribe = Scribe(MemoryStore(tmp_path), extractor=stuck)
     try:
         assert call_in_thread(scribe.offer, 1, conversation(1))
         assert entered.wait(5)  # the worker holds snapshot 1; the queue is empty again
@@ -56,13 +62,7 @@ def test_offer_never_blocks_while_the_worker_is_stuck(tmp_path):
 
 
 def test_maybe_offer_every_n_turns_or_at_the_soft_limit(tmp_path):
-    entered, release = threading.Event(), threading.Event()
-
-    def stuck(messages):
-        entered.set()
-        release.wait(30)
-        return ""
-
+    stuck, entered, release = stuck_extractor("")
     scribe = Scribe(MemoryStore(tmp_path), extractor=stuck, every_turns=5)
     offered = []
     try:
