@@ -8,6 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from breakwater.core.overlay import apply_overlay, load_overlay
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS, Policy, PolicyError, from_mapping, load_toml, preset
 from breakwater.core.session_log import SessionLog, SessionLogError
 from breakwater.core.simulate import Simulation, simulate, view_at
@@ -71,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--view", type=int, metavar="TURN", help="print the exact request of one turn as JSON")
+    p.add_argument("--overlay", metavar="FILE",
+                   help="pins, triggers and undos made in the workbench on this recording (its .overlay.jsonl)")
     p.set_defaults(func=cmd_simulate)
 
     t = sub.add_parser("tokens", help="heuristic, exact and recorded API token counts of a session")
@@ -80,9 +83,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_tokens)
 
 
+def with_overlay(log: SessionLog, path: str | Path | None) -> SessionLog:
+    """The log with the overlay at `path` merged in; its bad lines reported like the session's."""
+    if not path:
+        return log
+    events, issues = load_overlay(Path(path))
+    for issue in issues:
+        print(f"breakwater: warning: {issue}", file=sys.stderr)
+    return apply_overlay(log, events)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     try:
-        log = read_session(args.session)
+        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
     except (SessionLogError, PolicyError) as exc:
         return fail(str(exc))
@@ -169,5 +182,5 @@ def default(args: argparse.Namespace) -> int:
     """`breakwater` with no command: until the workbench lands, simulate the bundled sample."""
     path = sample_path()
     ns = argparse.Namespace(session=str(path), preset=None, policy=None, window=None, counter="exact",
-                            model=None, json=False, view=None)
+                            model=None, json=False, view=None, overlay=None)
     return cmd_simulate(ns)

@@ -1,0 +1,118 @@
+"""The user's own decisions on a recording they must not change (SPEC §11 `--overlay`).
+
+A pin, trigger or undo made while replaying a recorded session is written to a sibling
+overlay file, never into the recording. Each overlay line is an event with `at`, the number
+of log entries it comes after: it takes effect from the request that follows those entries,
+exactly as the same event would have in a live session. Applying an overlay is a merge of
+two event streams, so the pipeline stays a pure function of (log + overlay, policy).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from breakwater.core.message import Message
+from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog, iter_json_lines
+
+OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo")
+SUFFIX = ".overlay.jsonl"
+
+
+def overlay_path(session: Path) -> Path:
+    """Where the overlay of `session` lives: beside it, named after it."""
+    return session.with_name(session.name + SUFFIX)
+
+
+def position_of_turn(log: SessionLog, turn: int) -> int:
+    """The entry count before turn `turn`'s request: an event placed there shapes that request."""
+    seen = 0
+    for i, entry in enumerate(log.entries):
+        if isinstance(entry, Message) and entry.role == "assistant":
+            seen += 1
+            if seen == turn:
+                return i
+    return len(log.entries)
+
+
+def load_overlay(path: Path) -> tuple[list[Event], list[LoadIssue]]:
+    """Read an overlay file; a bad line is reported with its number and skipped."""
+    events: list[Event] = []
+    issues: list[LoadIssue] = []
+    for lineno, obj, problem in iter_json_lines(path):
+        if problem:
+            issues.append(LoadIssue(str(path), lineno, problem))
+        if obj is None:
+            continue
+        reason = _invalid(obj)
+        if reason:
+            issues.append(LoadIssue(str(path), lineno, f"{reason}, skipped"))
+            continue
+        events.append(Event.from_record(obj, fallback_id=f"o{len(events) + 1:05d}"))
+    return events, issues
+
+
+def _invalid(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, got {type(obj).__name__}"
+    if obj.get("type") not in OVERLAY_TYPES:
+        return f"overlay events are {', '.join(OVERLAY_TYPES)}, not {obj.get('type')!r}"
+    at = obj.get("at")
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        return "\"at\" must be a non-negative entry count"
+    key = "target" if obj["type"] == "undo" else "stage" if obj["type"] == "trigger" else "message_id"
+    if not isinstance(obj.get(key), str) or not obj[key]:
+        return f"a {obj['type']} event needs \"{key}\""
+    return None
+
+
+def apply_overlay(log: SessionLog, events: Iterable[Event]) -> SessionLog:
+    """The log with the overlay's events merged in at their positions (the log itself is untouched)."""
+    events = sorted(events, key=lambda ev: int(ev.get("at")))  # stable: same position keeps file order
+    if not events:
+        return log
+    merged: list[Entry] = []
+    k = 0
+    n = len(log.entries)
+    for i in range(n + 1):
+        while k < len(events) and min(int(events[k].get("at")), n) == i:
+            merged.append(events[k])
+            k += 1
+        if i < n:
+            merged.append(log.entries[i])
+    return SessionLog(header=log.header, entries=merged, path=log.path, issues=log.issues,
+                      source_format=log.source_format)
+
+
+class OverlayFile:
+    """The overlay of one recording: read once, appended to line by line (flushed at once)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.events: list[Event] = []
+        self.issues: list[LoadIssue] = []
+        if self.path.exists():
+            self.events, self.issues = load_overlay(self.path)
+
+    def next_id(self) -> str:
+        used = {ev.id for ev in self.events}
+        n = len(self.events) + 1
+        while f"o{n:05d}" in used:
+            n += 1
+        return f"o{n:05d}"
+
+    def add(self, type: str, at: int, **data: Any) -> Event:
+        record = {"type": type, "id": self.next_id(), "at": at, **data}
+        reason = _invalid(record)
+        if reason:
+            raise ValueError(reason)
+        event = Event.from_record(record, fallback_id=record["id"])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.events.append(event)
+        return event
+
+    def apply(self, log: SessionLog) -> SessionLog:
+        return apply_overlay(log, self.events)
