@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +38,7 @@ from breakwater.agent.chat import (
 from breakwater.agent.config import AgentConfig
 from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
+from breakwater.agent.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
 from breakwater.core.edits import View
 from breakwater.core.message import Message, ToolCall
@@ -53,7 +54,7 @@ from breakwater.core.prompt import (
 )
 from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
 from breakwater.core.summarize import ExtractiveSummarizer
-from breakwater.core.tokens import TokenCounter, heuristic_messages
+from breakwater.core.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.validity import api_problems
 from breakwater.memory.consolidate import consolidate
 from breakwater.memory.project import append_session, project_history
@@ -105,10 +106,12 @@ class AgentSession:
     """
 
     def __init__(self, config: AgentConfig, *, policy: Policy | None = None, approve: Approver | None = None,
-                 on_event: EventCallback | None = None):
+                 on_event: EventCallback | None = None, review: Reviewer | None = None):
         self.config = config
         self.policy = resolve_policy(config, policy)
         self.approve = approve
+        self.review = review        # set while a person watches: deep compactions wait for their answer
+        self.last_review: SummaryDecision | None = None
         self.on_event = on_event
         self.redact = Redactor(config.api_key)
         self.static = static_system(tool_schemas())
@@ -368,8 +371,10 @@ class AgentSession:
                     self._emit("retry", event=event, text=f"{failure.message}; compacting", turn=turn)
                     view, comp = await self._prepare("context_length")
                     if comp is None:
-                        raise AgentError(f"the provider rejected the request as too long and there is nothing "
-                                         f"left to compact ({failure.message})") from None
+                        why = ("the summary was declined" if self.last_review is not None
+                               else "there is nothing left to compact")
+                        raise AgentError(f"the provider rejected the request as too long and {why} "
+                                         f"({failure.message})") from None
                     continue
                 failures += 1
                 await self._retry_or_raise(failure, failures, turn)
@@ -407,8 +412,10 @@ class AgentSession:
         await asyncio.sleep(delay)
 
     async def _prepare(self, force_deep: str | None) -> tuple[View, Compaction | None]:
-        """The pipeline's view for the next request (a deep compaction may happen here)."""
+        """The pipeline's view for the next request (a deep compaction may happen here, shown
+        first to the reviewer when one is attached)."""
         async with self._pipe_lock:
+            previous = self.last_view
             job = asyncio.ensure_future(asyncio.to_thread(self.pipe.view, force_deep))
             try:
                 view, comp = await asyncio.shield(job)
@@ -418,18 +425,65 @@ class AgentSession:
                 view, comp = await job
                 self._log_plan(comp)
                 raise
-            self._log_plan(comp)
+            self.last_review = None
+            if comp is not None and self.review is not None:
+                view, comp = await self._review(view, comp, previous)
+            else:
+                self._log_plan(comp)
         self.last_view = view
         return view, comp
 
-    def _log_plan(self, comp: Compaction | None) -> None:
+    async def _review(self, view: View, comp: Compaction, previous: View | None) -> tuple[View, Compaction | None]:
+        """Show the proposed compaction and do what the user decides (see agent/review.py)."""
+        earlier = {e.message_id for e in previous.edits if e.kind == "summarized"} if previous else set()
+        covered = tuple(dict.fromkeys(e.message_id for e in view.edits
+                                      if e.kind == "summarized" and e.message_id not in earlier))
+        proposal = SummaryProposal(comp, covered, comp.tokens_before, comp.tokens_after)
+        try:
+            decision = self.review(proposal)
+            if inspect.isawaitable(decision):
+                decision = await decision
+        except asyncio.CancelledError:
+            self.pipe.withdraw(comp.id)   # nobody decided: the session stays as it was
+            self._log_plan(None)
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken reviewer must not lose the compaction
+            self._error({"kind": "review", "message": f"the summary review failed ({type(exc).__name__}: {exc}); "
+                                                      f"the compaction was applied as proposed"}, notify=True)
+            decision = SummaryDecision("accept")
+        self.last_review = decision
+        if decision.action == "accept":
+            self._log_plan(comp)
+            return view, comp
+        if decision.action == "edit":
+            edited = self.pipe.replace_summary(comp.id, decision.text)
+            edited = replace(edited, tokens_after=max(0, comp.tokens_after + heuristic_text(decision.text)
+                                                      - heuristic_text(comp.summary)))
+            view, _ = await asyncio.to_thread(self.pipe.view, None)
+            self._log_plan(edited, reviewed="edited")
+            return view, edited
+        if comp.trigger == "manual":
+            self.pipe.withdraw(comp.id)
+            self._log_plan(None)
+            return previous or view, None
+        # an automatic compaction the user declined: logged with its undo, so replay agrees
+        self._log_plan(comp, reviewed="declined")
+        self._append(Event("undo", self.log.next_event_id(), {"target": comp.id,
+                                                               "reason": "the user declined the summary"}))
+        view, _ = await asyncio.to_thread(self.pipe.view, None)
+        return view, None
+
+    def _log_plan(self, comp: Compaction | None, reviewed: str | None = None) -> None:
         """Log what planning decided: the compaction (already applied) and how the summary went."""
         outcomes = self.summarizer.take_outcomes()
         if comp is not None:
             event = comp.to_event()
             failed = [o for o in outcomes if not o.ok]
-            if failed:
-                event = Event(event.type, event.id, {**event.data, "reason": failed[-1].reason})
+            extra = {"reason": failed[-1].reason} if failed else {}
+            if reviewed:
+                extra["reviewed"] = reviewed
+            if extra:
+                event = Event(event.type, event.id, {**event.data, **extra})
             self._append(event, feed=False)
             self._emit("compaction", event=event)
         for o in outcomes:
@@ -595,7 +649,8 @@ class AgentSession:
             return self._append(Event(type, self.log.next_event_id(), dict(data)))
 
     async def compact_now(self) -> Compaction | None:
-        """A manual deep compaction, logged like any other; None if there is nothing to summarize."""
+        """A manual deep compaction, logged like any other (shown to the reviewer first, when one is
+        attached); None if there is nothing to summarize or the user cancelled it."""
         await self.start()
         _, comp = await self._prepare("manual")
         return comp

@@ -133,6 +133,7 @@ class Pipeline:
         self.api_tokens: int | None = None
         self.compactions_applied = 0
         self._compacted_since_view = False
+        self._undone_since_view = False         # the user took a compaction back: do not redo it at once
         self._last_failure: str | None = None   # why the last deep compaction produced no summary
 
     # -- feeding ---------------------------------------------------------------------------------
@@ -189,7 +190,31 @@ class Pipeline:
         for i, a in enumerate(self.active):
             if a.comp.id == target:
                 del self.active[i:]
+                self._compacted_since_view = False
+                self._undone_since_view = True
                 break
+
+    def withdraw(self, compaction_id: str) -> None:
+        """Take back a compaction this pipeline just decided that was never logged (the user
+        cancelled its preview): the state is as if it had not been proposed."""
+        for i, a in enumerate(self.active):
+            if a.comp.id == compaction_id:
+                self.compactions_applied -= len(self.active) - i
+                del self.active[i:]
+                self._compacted_since_view = False
+                return
+        raise KeyError(compaction_id)
+
+    def replace_summary(self, compaction_id: str, summary: str) -> Compaction:
+        """Swap the text of an applied compaction (a summary the user edited before it was sent);
+        the next view is built with it, as replaying the edited compaction event would."""
+        for a in self.active:
+            if a.comp.id == compaction_id:
+                a.comp = replace(a.comp, summary=summary)
+                a.message = replace(a.message, content=summary_message_text(summary))
+                self._compacted_since_view = True
+                return a.comp
+        raise KeyError(compaction_id)
 
     # -- per-message caches ------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -483,7 +508,8 @@ class Pipeline:
             top = max(self._levels())
             cheapest, _ = self._measure(head, top, cut, self._near_start(top, cut, n), n)
             over = cheapest > p.hard_limit
-        if force_deep or (over and p.deep_compact and not self._compacted_since_view):
+        if force_deep or (over and p.deep_compact and not self._compacted_since_view
+                          and not self._undone_since_view):
             new_comp = self._deep_compact(force_deep or "auto", base)
             if new_comp is None:
                 failure = self._last_failure
@@ -503,7 +529,7 @@ class Pipeline:
         else:
             base_reported = base
         zone_counted = counted
-        self._compacted_since_view = False
+        self._compacted_since_view = self._undone_since_view = False
         zone = "safe" if base_reported <= p.soft_limit else ("soft" if base_reported <= p.hard_limit else "hard")
         fast = base <= p.soft_limit or n < p.fast_path_min_messages
 
