@@ -6,7 +6,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent"):
+for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent", "bench_spill"):
     path = HERE / f"{name}.py"
     if not path.exists():
         continue

@@ -8,6 +8,7 @@ import pytest
 MODULES = [
     "breakwater.core.pipeline", "breakwater.core.simulate", "breakwater.core.commands", "breakwater.core.prompt",
     "breakwater.core.summarize", "breakwater.core.tokens", "breakwater.formats", "breakwater.cli",
+    "breakwater.tools.spill_index", "breakwater.tools.spill_search",
 ]
 
 

@@ -1,0 +1,1 @@
+"""The Textual workbench (SPEC §10)."""

@@ -1,0 +1,202 @@
+"""The spill pane in a tiny host app: real files in a real workspace, watched for real."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+
+from breakwater.tools.spill import spill_path
+from breakwater.tools.workspace import Workspace
+from breakwater.ui.spill import SpillPane, SpillView
+from breakwater.ui.spill.view import TAIL_LINES
+
+SIZE = (100, 20)
+
+
+class Host(App):
+    def __init__(self, workspace: Path, session_id: str | None = "s1"):
+        super().__init__()
+        self.workspace, self.session_id = workspace, session_id
+        self.posted: list = []
+
+    def compose(self) -> ComposeResult:
+        yield SpillPane(self.workspace, self.session_id)
+
+
+def screen_text(app: App) -> str:
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def until(pilot, predicate, timeout: float = 10.0):
+    """Let the workers run until `predicate()` holds; the test fails if it never does."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await pilot.pause(0.02)
+
+
+def write_spill(workspace: Path, call_id: str, lines: list[str], session: str = "s1") -> Path:
+    path = spill_path(Workspace(workspace), session, call_id)
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def hooked(app: Host):
+    def hook(message):
+        if isinstance(message, (SpillView.Opened, SpillView.StatusChanged)):
+            app.posted.append(message)
+    return hook
+
+
+async def test_opens_the_newest_spill_file_at_its_tail(tmp_path):
+    write_spill(tmp_path, "call_old", ["old output"])
+    time.sleep(0.01)
+    path = write_spill(tmp_path, "call_new", [f"row {i:05d}" for i in range(5000)])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE, message_hook=hooked(app)) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None and view.index.has_head)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "row 04999" in text and "5,000" in text
+        assert "row 00000" not in text
+        assert "call_new" in text and "call_old" in text
+        assert "following" in text
+        opened = [m for m in app.posted if isinstance(m, SpillView.Opened)]
+        # It was shown from the tail alone, before the head was indexed.
+        assert opened and opened[0].path == path and opened[0].lines == TAIL_LINES
+
+
+async def test_follows_the_file_as_it_grows(tmp_path):
+    path = write_spill(tmp_path, "call_1", [f"first {i}" for i in range(50)])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None)
+        with path.open("a") as f:
+            f.write("appended one\nappended two\npartial")
+        await until(pilot, lambda: "partial" in screen_text(app))
+        assert "appended two" in screen_text(app)
+        with path.open("a") as f:
+            f.write(" line completed\n")
+        await until(pilot, lambda: "partial line completed" in screen_text(app))
+        assert len(view.index) == 53 and view.following
+
+
+async def test_scrolling_up_pauses_following_and_end_resumes_it(tmp_path):
+    path = write_spill(tmp_path, "call_1", [f"line {i}" for i in range(200)])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None)
+        view.focus()
+        await pilot.press("pageup")
+        assert not view.following and "‖ paused" in screen_text(app)
+        with path.open("a") as f:
+            f.write("while paused\n")
+        await until(pilot, lambda: view.index is not None and len(view.index) == 201)
+        assert "while paused" not in screen_text(app)
+        await pilot.press("G")
+        await pilot.pause()
+        assert view.following and "while paused" in screen_text(app)
+
+
+async def test_jump_to_line(tmp_path):
+    write_spill(tmp_path, "call_1", [f"entry {i + 1}" for i in range(10_000)])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None and view.index.has_head)
+        view.focus()
+        await pilot.press("colon", *"1234", "enter")
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        row = next(line for line in lines if "entry 1234" in line)
+        assert "1,234" in row
+        assert not any("entry 1233" in line for line in lines)
+        await pilot.press("colon", *"abc", "enter")
+        await pilot.pause()
+        assert "entry 1234" in screen_text(app)
+
+
+async def test_search_forward_and_back_highlights_the_hit(tmp_path):
+    lines = [f"line {i}" for i in range(3000)]
+    lines[100] = "the NEEDLE is here"
+    lines[2500] = "another needle"
+    write_spill(tmp_path, "call_1", lines)
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None and view.index.has_head)
+        view.focus()
+        await pilot.press("g", "slash", *"needle", "enter")
+        await until(pilot, lambda: view.hit is not None)
+        assert "the NEEDLE is here" in screen_text(app)
+        assert view.index.line_at(view.hit.offset) == 100
+        await pilot.press("n")
+        await until(pilot, lambda: view.index.line_at(view.hit.offset) == 2500)
+        assert "another needle" in screen_text(app)
+        await pilot.press("n")
+        await until(pilot, lambda: view.index.line_at(view.hit.offset) == 100)
+        assert "wrapped" in screen_text(app)
+        await pilot.press("N")
+        await until(pilot, lambda: view.index.line_at(view.hit.offset) == 2500)
+        row = next(y for y in range(view.size.height) if "another needle" in view.render_line(y).text)
+        styles = {seg.text: seg.style for seg in view.render_line(row)}
+        current = view.get_component_rich_style("spill-view--current-match")
+        assert styles["needle"].bgcolor == current.bgcolor
+        await pilot.press("slash", *"Needle", "enter")
+        await until(pilot, lambda: "not found" in screen_text(app))
+
+
+async def test_a_new_spill_file_appears_in_the_list(tmp_path):
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "No spill file open" in screen_text(app)
+        write_spill(tmp_path, "call_late", ["late output"])
+        await until(pilot, lambda: "late output" in screen_text(app))
+        assert "call_late" in screen_text(app)
+
+
+async def test_binary_and_long_lines_are_shown_safely(tmp_path):
+    path = spill_path(Workspace(tmp_path), "s1", "call_bin")
+    path.write_bytes(b"\x1b[2J\x1b]0;pwned\x07 \xff\xfe\n" + b"z" * 3_000_000 + b"\nend\n")
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None)
+        await pilot.pause()
+        text = screen_text(app)
+        assert "\x1b" not in text and "␛[2J␛]0;pwned␇" in text
+        assert "2.9 MB more" not in text  # the cut marker is past the right edge
+        view.scroll_to(x=view.max_scroll_x, animate=False)
+        await pilot.pause()
+        assert "more" in screen_text(app)
+
+
+async def test_all_sessions_and_switching_session(tmp_path):
+    write_spill(tmp_path, "call_a", ["from a"], session="sa")
+    write_spill(tmp_path, "call_b", ["from b"], session="sb")
+    app = Host(tmp_path, session_id=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "sa/call_a" in screen_text(app) and "sb/call_b" in screen_text(app))
+        pane = app.query_one(SpillPane)
+        pane.show_session(tmp_path, "sa")
+        await until(pilot, lambda: "from a" in screen_text(app))
+        assert "call_b" not in screen_text(app)
+
+
+async def test_a_rewritten_file_is_indexed_again(tmp_path):
+    path = write_spill(tmp_path, "call_1", ["secret sk-123 here", "more"])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None)
+        tmp = path.with_name(path.name + ".redact-tmp")
+        tmp.write_text("secret [REDACTED] here\nmore\n")
+        tmp.replace(path)
+        await until(pilot, lambda: "[REDACTED]" in screen_text(app))
+        assert "sk-123" not in screen_text(app)
