@@ -21,7 +21,7 @@ try:
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
-from breakwater.tools.bash import run_bash
+from breakwater.tools.bash import DEFAULT_MAX_BYTES, run_bash
 from breakwater.tools.read_file import read_file
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
 from breakwater.tools.workspace import Workspace
@@ -65,7 +65,7 @@ def log_chunks(seed: int = 0, size: int = 8 * 1024 * 1024) -> list[bytes]:
 
 
 def ingest(chunks: list[bytes], n_bytes: int, spill: Path | None) -> tuple[float, RollingOutputBuffer]:
-    buf = RollingOutputBuffer(400, spill_path=spill, keep_spill="always")
+    buf = RollingOutputBuffer(400, spill_path=spill, keep_spill="always", max_bytes=DEFAULT_MAX_BYTES)
     fed = 0
     started = time.perf_counter()
     while fed < n_bytes:

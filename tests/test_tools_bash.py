@@ -157,3 +157,29 @@ def test_missing_workspace_is_a_message(tmp_path):
 def test_nonsense_sizes_are_messages(ws):
     r = run_bash(ws, "echo hi", max_lines=0)
     assert r.is_error and "max_lines" in r.content
+
+
+def test_a_flood_of_long_lines_is_capped_in_bytes_at_the_source(ws):
+    # issue 7 item 12: 100,000 lines of 3,000 bytes came back as 1.2 MB
+    r = run_bash(ws, "yes \"$(printf 'x%.0s' $(seq 2999))\" | head -n 100000", session_id="s1", tool_call_id="wide")
+    body, _, trailer = r.content.rpartition("\n\n[exit code: 0]")
+    assert len(body.encode()) <= 30_000
+    assert r.meta["total_lines"] == 100_000 and r.meta["total_bytes"] == 300_000_000
+    shown_head = body.split("\n\n")[0].count("\n") + 1
+    dropped = r.meta["dropped_lines"]
+    assert f"{dropped} lines were truncated above (lines {shown_head + 1}-{shown_head + dropped})" in trailer
+    assert (ws.root / r.meta["spill"]).stat().st_size == 300_000_000
+
+
+def test_binary_output_notice_says_what_reads_it(ws):
+    # issue 7 item 13: the notice sent the model to read_file, which refused binary
+    r = run_bash(ws, "head -c 100000 /dev/zero; printf 'tail\\n'", tool_call_id="bin")
+    assert r.meta["binary"] is True
+    spill = r.meta["spill"]
+    assert f'read_file(path="{spill}", offset=0, length=1024)' in r.content
+    assert "start_line" not in r.content.split("[exit code: 0]")[1]
+    from breakwater.tools.read_file import read_file
+    view = read_file(ws, spill, offset=0, length=32)
+    assert view.content.splitlines()[1] == "00000000  00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00  |................|"
+    tail = read_file(ws, spill, offset=100_000, length=16)
+    assert "74 61 69 6c 0a" in tail.content and "|tail.|" in tail.content

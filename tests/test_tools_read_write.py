@@ -89,11 +89,26 @@ def test_empty_file(ws):
     assert not r.is_error
 
 
-def test_binary_file_is_not_dumped(ws):
+def test_binary_file_is_shown_as_a_hex_range(ws):
     (ws.root / "blob.bin").write_bytes(b"\x7fELF\x00\x01" + bytes(range(256)) * 10)
     r = read_file(ws, "blob.bin")
-    assert r.content.startswith("[blob.bin: binary file, 2566 bytes")
-    assert r.meta["binary"] is True
+    lines = body(r)
+    assert lines[0] == "[blob.bin: binary file, 2566 bytes; bytes 0-1023 as hex]"
+    assert lines[1] == "00000000  7f 45 4c 46 00 01 00 01  02 03 04 05 06 07 08 09  |.ELF............|"
+    assert len(lines) == 1 + 64 + 1
+    assert lines[-1] == '[1542 more bytes after byte 1023; next: read_file(path="blob.bin", offset=1024, length=1024)]'
+    assert (r.meta["binary"], r.meta["offset"], r.meta["length"]) == (True, 0, 1024)
+    last = read_file(ws, "blob.bin", offset=2560)
+    assert body(last) == ["[blob.bin: binary file, 2566 bytes; bytes 2560-2565 as hex]",
+                          "00000a00  fa fb fc fd fe ff                                 |......|"]
+    assert read_file(ws, "blob.bin", offset=2566).content == "Error: offset 2566 is past the end of blob.bin (2566 bytes)"
+    (ws.root / "big.bin").write_bytes(bytes(100_000))
+    assert len(body(read_file(ws, "big.bin", length=10**6))) == 1 + 4096 // 16 + 1     # capped per call
+
+
+def test_any_file_has_a_hex_view_on_request(ws):
+    r = read_file(ws, "big.log", offset=0, length=8)
+    assert body(r)[1] == "00000000  6c 69 6e 65 20 31 0a 6c                           |line 1.l|"
 
 
 def test_missing_file_directory_and_outside_are_messages_not_exceptions(ws, tmp_path):

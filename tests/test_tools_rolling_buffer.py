@@ -29,7 +29,7 @@ def reference(stream: bytes, max_lines: int, max_line_bytes: int):
 
 
 def observed(buf: RollingOutputBuffer):
-    head, tail, dropped, total, _ = buf._snapshot()
+    head, tail, dropped, total, _ = buf._lines()
     norm = lambda x: ("cut", x.size) if isinstance(x, rb._CutLine) else x  # noqa: E731
     return [norm(x) for x in head], [norm(x) for x in tail], dropped, total
 
@@ -357,3 +357,81 @@ def test_rejects_nonsense_sizes():
         RollingOutputBuffer(10, max_line_bytes=0)
     with pytest.raises(ValueError):
         RollingOutputBuffer(10, keep_spill="sometimes")
+
+
+# -- byte budget of the shown result (issue 7 item 12) --------------------------------------------
+def shown_bytes(buf: RollingOutputBuffer) -> int:
+    return len(buf.render().encode())
+
+
+def test_many_long_lines_are_capped_in_total_bytes(tmp_path):
+    line = b"L%06d " % 0 + b"x" * 2991 + b"\n"           # 3,000 bytes a line
+    spill = tmp_path / "s.log"
+    buf = RollingOutputBuffer(400, spill_path=spill, max_bytes=30_000)
+    for i in range(100_000):
+        buf.write(b"L%06d " % i + line[8:])
+    buf.close()
+    assert shown_bytes(buf) <= 30_000
+    text = buf.render()
+    head, marker, tail = text.split("\n\n")
+    heads, tails = head.split("\n"), tail.split("\n")
+    assert heads[0].startswith("L000000 ") and tails[-1].startswith("L099999 ")
+    assert [int(x[1:7]) for x in heads] == list(range(len(heads)))
+    assert [int(x[1:7]) for x in tails] == list(range(100_000 - len(tails), 100_000))
+    assert marker == truncation_marker(100_000 - len(heads) - len(tails))
+    assert buf.dropped_lines == 100_000 - len(heads) - len(tails)
+    assert buf.shown_head_lines == len(heads) >= 1 and len(tails) > len(heads)
+    assert spill.stat().st_size == 100_000 * 3000        # nothing lost
+    assert RollingOutputBuffer(400).max_bytes is None
+
+
+def test_the_head_gets_what_the_tail_does_not_need():
+    buf = RollingOutputBuffer(400, max_bytes=2_000)
+    for i in range(80):
+        buf.write(b"%02d" % i + b"h" * 97 + b"\n")        # the head: 80 lines of 100 bytes
+    buf.write(b"end\n")
+    buf.close()
+    shown = buf.render()
+    assert len(shown.encode()) <= 2_000
+    assert shown.startswith("00h") and shown.endswith("\nend")
+    # far more than the head's fifth of the budget (400 bytes), since the tail needs 4 bytes
+    assert buf.shown_head_lines == 19 and buf.dropped_lines == 61
+
+
+def test_a_line_bigger_than_what_is_left_is_cut_to_fit():
+    buf = RollingOutputBuffer(60, max_line_bytes=1_000_000, max_bytes=1_000)    # head 50, tail 10
+    buf.write(b"s\n" * 50 + b"z" * 500_000 + b"\n" + b"q" * 500_000)
+    buf.close()
+    text = buf.render()
+    assert len(text.encode()) <= 1_000
+    assert text.startswith("s\ns\n") and text.endswith("… [line cut: %d more bytes]" % (500_000 - len(
+        text.rsplit("\n", 1)[1].split("…")[0])))
+    assert "qqq" in text and "zzz" not in text
+    assert (buf.cut_lines, buf.dropped_lines, buf.shown_head_lines) == (1, 1, 50)
+
+
+def test_invalid_utf8_is_measured_as_shown():
+    buf = RollingOutputBuffer(400, max_bytes=5_000)
+    buf.write((b"\xff" * 200 + b"\n") * 300)                 # each byte shows as a 3-byte U+FFFD
+    buf.close()
+    assert shown_bytes(buf) <= 5_000
+    assert buf.dropped_lines > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=stream_parts, max_lines=st.sampled_from([1, 10, 60, 400]),
+       max_line_bytes=st.sampled_from([4, 16, 4000]), max_bytes=st.sampled_from([256, 300, 1000, 5000]))
+def test_a_budget_keeps_a_prefix_and_a_suffix_of_the_line_caps(parts, max_lines, max_line_bytes, max_bytes):
+    stream = b"".join(bytes([97 + i % 26]) * n + str(i).encode() + end for i, (n, end) in enumerate(parts))
+    free = RollingOutputBuffer(max_lines, max_line_bytes)
+    capped = RollingOutputBuffer(max_lines, max_line_bytes, max_bytes=max_bytes)
+    for buf in (free, capped):
+        buf.write(stream)
+        buf.close()
+    assert shown_bytes(capped) <= max_bytes
+    full, shown = free._snapshot(), capped._snapshot()
+    assert shown.total == full.total
+    assert len(shown.head) + len(shown.tail) + shown.dropped == full.total
+    # whole lines kept as they were, at most one line per end cut further to fit
+    assert shown.head[:-1] == full.head[:len(shown.head) - 1]
+    assert shown.tail[1:] == full.tail[len(full.tail) - len(shown.tail) + 1:]

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from breakwater.tools.spill import SPILL_DIR, safe_component, spill_notice, spill_path
+from breakwater.tools.rolling_buffer import RollingOutputBuffer
+from breakwater.tools.spill import SPILL_DIR, Spill, safe_component, spill_notice, spill_rel
 from breakwater.tools.workspace import Workspace, WorkspaceError
+from support.fixtures import resolver  # noqa: F401 - the fixture
 
 
 @pytest.fixture
@@ -25,11 +27,18 @@ def layout(tmp_path):
 
 
 # -- workspace paths ------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", ["src/main.py", "./src/main.py", "src/../src/main.py", "new/dir/file.txt", "."])
-def test_paths_inside_resolve(layout, path):
+def read(ws: Workspace, path: str) -> bytes:
+    fd = ws.open(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+@pytest.mark.parametrize("path,rel", [("src/main.py", "src/main.py"), ("./src/main.py", "src/main.py"),
+                                      ("src/../src/main.py", "src/main.py"), ("new/dir/file.txt", "new/dir/file.txt"),
+                                      (".", "."), ("src//main.py", "src/main.py")])
+def test_paths_inside_are_named_relative_to_the_root(layout, path, rel):
     ws, _ = layout
-    real = ws.resolve(path)
-    assert real == ws.root or real.is_relative_to(ws.root)
+    assert ws.rel(path) == rel
 
 
 @pytest.mark.parametrize("path", ["..", "../outside/secret.txt", "src/../../outside/secret.txt",
@@ -37,42 +46,65 @@ def test_paths_inside_resolve(layout, path):
 def test_paths_outside_are_refused(layout, path):
     ws, _ = layout
     with pytest.raises(WorkspaceError, match="outside the workspace"):
-        ws.resolve(path)
+        ws.rel(path)
 
 
-def test_absolute_path_inside_is_allowed(layout):
+def test_absolute_path_inside_is_allowed(layout, resolver):
     ws, _ = layout
-    assert ws.resolve(str(ws.root / "src" / "main.py")) == ws.root / "src" / "main.py"
+    assert ws.rel(str(ws.root / "src" / "main.py")) == "src/main.py"
+    assert read(ws, str(ws.root / "src" / "main.py")) == b"print(1)\n"
 
 
 @pytest.mark.parametrize("path", ["", "src/\x00main.py"])
 def test_malformed_paths_are_refused(layout, path):
     ws, _ = layout
     with pytest.raises(WorkspaceError):
-        ws.resolve(path)
+        ws.rel(path)
 
 
-def test_symlinks_are_judged_by_where_they_point(layout):
+def test_symlinks_out_of_the_workspace_are_refused_when_opened(layout, resolver):
     ws, outside = layout
     (ws.root / "to_outside").symlink_to(outside)
     (ws.root / "secret_link").symlink_to(outside / "secret.txt")
     (ws.root / "dangling").symlink_to(outside / "not_yet.txt")
-    (ws.root / "to_src").symlink_to(ws.root / "src")
-    for path in ["to_outside", "to_outside/secret.txt", "to_outside/new_file.txt", "to_outside/a/b/new.txt",
-                 "secret_link", "dangling"]:
+    (ws.root / "up").symlink_to("../outside")
+    for path in ["to_outside/secret.txt", "secret_link", "up/secret.txt"]:
         with pytest.raises(WorkspaceError):
-            ws.resolve(path)
-    assert ws.resolve("to_src/main.py") == ws.root / "src" / "main.py"
-    assert ws.relative("to_src/main.py") == "src/main.py"
+            ws.open(path, os.O_RDONLY)
+    for path in ["to_outside/new_file.txt", "dangling"]:
+        with pytest.raises(WorkspaceError):
+            ws.open(path, os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(WorkspaceError):
+        ws.open_dir("to_outside/a/b", create=True)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_symlinks_inside_are_followed_where_the_kernel_can_check_them(layout, resolver):
+    ws, _ = layout
+    (ws.root / "to_src").symlink_to("src")
+    if resolver == "openat2":
+        assert read(ws, "to_src/main.py") == b"print(1)\n"
+    else:
+        with pytest.raises(WorkspaceError, match="symbolic link"):
+            read(ws, "to_src/main.py")
+
+
+def test_open_dir_creates_what_is_missing(layout, resolver):
+    ws, _ = layout
+    os.close(ws.open_dir("x/y/z", create=True))
+    assert (ws.root / "x" / "y" / "z").is_dir()
+    with pytest.raises(FileNotFoundError):
+        ws.open_dir("p/q")
 
 
 def test_root_itself_may_be_a_symlink(tmp_path):
     real = tmp_path / "real"
     real.mkdir()
+    (real / "a.txt").write_text("a")
     (tmp_path / "link").symlink_to(real)
     ws = Workspace(tmp_path / "link")
     assert ws.root == real
-    assert ws.resolve("a.txt") == real / "a.txt"
+    assert read(ws, "a.txt") == b"a"
 
 
 def test_missing_workspace_is_an_error(tmp_path):
@@ -85,30 +117,37 @@ EVIL_IDS = ["../../x", "/etc/passwd", "a/b", "", ".", "..", "a\x00b", "x" * 5000
             "~root", "name with spaces", "日本語", ".hidden", "call_1/../../../etc"]
 
 
+def make_spill(ws: Workspace, session_id: str, tool_call_id: str) -> Spill:
+    spill = Spill.create_in(ws, session_id, tool_call_id)
+    os.close(spill.fd)
+    spill.close()
+    return spill
+
+
 @pytest.mark.parametrize("session_id", EVIL_IDS)
 @pytest.mark.parametrize("tool_call_id", EVIL_IDS)
 def test_spill_paths_never_leave_the_spill_dir(layout, session_id, tool_call_id):
     ws, _ = layout
-    path = spill_path(ws, session_id, tool_call_id)
+    path = make_spill(ws, session_id, tool_call_id).path
     spill_root = (ws.root / SPILL_DIR).resolve()
     assert path.parent.parent == spill_root
     assert path.name.endswith(".log")
     assert len(path.parent.name) <= 100 and len(path.name) <= 104
     assert not path.parent.name.startswith(".") and not path.name.startswith(".")
-    assert path.parent.is_dir()
+    assert path.is_file()
 
 
 @settings(max_examples=200, deadline=None)
 @given(session_id=st.text(max_size=300), tool_call_id=st.text(max_size=300))
-def test_any_ids_stay_inside(tmp_path_factory, session_id, tool_call_id):
-    ws = Workspace(tmp_path_factory.mktemp("ws"))
-    path = spill_path(ws, session_id, tool_call_id, create_dir=False)
-    assert path.parent.parent == ws.root / ".agent" / "spill"
+def test_any_ids_stay_inside(session_id, tool_call_id):
+    rel = Path(spill_rel(session_id, tool_call_id))
+    assert rel.parent.parent == SPILL_DIR and len(rel.parts) == 4
 
 
 def test_ordinary_ids_are_kept_as_they_are(layout):
     ws, _ = layout
-    assert spill_path(ws, "s1", "call_1") == ws.root / ".agent" / "spill" / "s1" / "call_1.log"
+    spill = make_spill(ws, "s1", "call_1")
+    assert (spill.rel, spill.path) == (".agent/spill/s1/call_1.log", ws.root / ".agent" / "spill" / "s1" / "call_1.log")
     assert safe_component("call_AbC-12.x", "call") == "call_AbC-12.x"
 
 
@@ -121,8 +160,41 @@ def test_symlinked_agent_dir_pointing_outside_is_refused(layout):
     ws, outside = layout
     (ws.root / ".agent").symlink_to(outside)
     with pytest.raises(WorkspaceError):
-        spill_path(ws, "s1", "call_1")
+        Spill.create_in(ws, "s1", "call_1")
     assert not (outside / "spill").exists()
+
+
+@pytest.mark.parametrize("plant", ["hard link", "symlink", "old spill"])
+def test_something_planted_at_the_spill_path_is_never_written_through(layout, plant):
+    ws, outside = layout
+    victim = ws.root / "victim.txt"          # a hard link must share a file system, so it is inside
+    victim.write_bytes(b"precious")
+    spill_dir = ws.root / SPILL_DIR / "s1"
+    spill_dir.mkdir(parents=True)
+    planted = spill_dir / "call_1.log"
+    if plant == "hard link":
+        os.link(victim, planted)
+    elif plant == "symlink":
+        planted.symlink_to(outside / "secret.txt")
+    else:
+        planted.write_bytes(b"an earlier run")
+    with RollingOutputBuffer(10, spill=Spill.create_in(ws, "s1", "call_1"), keep_spill="always") as buf:
+        buf.write(b"new output\n")
+    assert buf.spill_path == spill_dir / "call_1-1.log"
+    assert buf.spill_path.read_bytes() == b"new output\n"
+    assert victim.read_bytes() == b"precious"
+    assert (outside / "secret.txt").read_text() == "secret"
+
+
+def test_a_discarded_spill_removes_only_its_own_file(layout):
+    ws, _ = layout
+    spill = Spill.create_in(ws, "s1", "call_1")
+    os.unlink(spill.path)
+    spill.path.write_bytes(b"someone else's")     # the name now holds another file
+    spill.discard()
+    os.close(spill.fd)
+    spill.close()
+    assert spill.path.read_bytes() == b"someone else's"
 
 
 def test_spill_notice_names_path_counts_and_how_to_read():
@@ -136,7 +208,6 @@ def test_spill_notice_names_path_counts_and_how_to_read():
 
 def test_spill_dir_is_readable_through_the_workspace(layout):
     ws, _ = layout
-    path = spill_path(ws, "s1", "c1")
-    path.write_text("x\n")
-    assert ws.resolve(".agent/spill/s1/c1.log") == path
-    assert Path(os.path.relpath(path, ws.root)).as_posix() == ws.relative(path)
+    spill = make_spill(ws, "s1", "c1")
+    spill.path.write_text("x\n")
+    assert read(ws, spill.rel) == b"x\n"

@@ -69,6 +69,9 @@ class Policy:
     # tier 1 (tool output at the source)
     tool_max_lines: int = 400
     tool_max_line_bytes: int = 4_000
+    # the shown head + tail of one result, in bytes: ~7,500 tokens (Claude Code allows 30,000
+    # characters, Codex 10 KiB); without it 400 lines of 4 KB would reach the model whole
+    tool_max_bytes: int = 30_000
     read_file_default_lines: int = 400
     bash_timeout_s: float = 120.0
 
@@ -147,6 +150,8 @@ def validate(p: Policy) -> Policy:
         raise PolicyError(f"deep_cut must be last-boundary, keep-turns or keep-tokens, got {p.deep_cut!r}")
     if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
         raise PolicyError("shape_keep_last_min must be >= 1 and <= shape_keep_last_max")
+    if p.tool_max_bytes < 256:
+        raise PolicyError(f"tool_max_bytes must be at least 256, got {p.tool_max_bytes}")
     if p.snip_head_chars + p.snip_tail_chars >= p.snip_threshold_chars:
         raise PolicyError("snip_head_chars + snip_tail_chars must be below snip_threshold_chars")
     return p

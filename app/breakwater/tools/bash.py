@@ -17,10 +17,13 @@ from typing import Mapping
 
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
-from breakwater.tools.spill import spill_notice, spill_path
+from breakwater.tools.spill import Spill, spill_notice
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
 DEFAULT_TIMEOUT_S = 120.0
+# What one result may show of the output, head and tail together: about 7,500 tokens, the
+# size Claude Code allows (30,000 characters); the 400-line cap alone lets 1.6 MB through.
+DEFAULT_MAX_BYTES = 30_000
 KILL_GRACE_S = 2.0
 # After the shell exits, background jobs it started may keep the pipe open for ever
 # (`server &`); read what they write for this long, then stop listening.
@@ -30,7 +33,8 @@ DRAIN_S = 1.0
 def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: float = DEFAULT_TIMEOUT_S,
              max_lines: int = 400, session_id: str = "session", tool_call_id: str = "call", *,
              max_line_bytes: int = 4000, read_max_lines: int = 400,
-             kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None) -> ToolResult:
+             kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None,
+             max_bytes: int = DEFAULT_MAX_BYTES) -> ToolResult:
     """Run `bash -c command` in the workspace; the result is what the model sees."""
     if not isinstance(command, str) or not command.strip():
         return error_result("bash", "command is empty")
@@ -40,8 +44,13 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         return error_result("bash", f"timeout must be positive, got {timeout_s}")
     try:
         ws = as_workspace(workspace)
-        path = spill_path(ws, session_id, tool_call_id)
-        buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill_path=path)
+        spill = Spill.create_in(ws, session_id, tool_call_id)
+        try:
+            buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes)
+        except ValueError:
+            spill.discard()
+            spill.close()
+            raise
     except (WorkspaceError, ValueError) as exc:
         return error_result("bash", str(exc))
     except OSError as exc:
@@ -64,8 +73,7 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         buffer.close()
     duration = time.monotonic() - started
 
-    spilled = buffer.spill_path
-    rel_spill = ws.relative(spilled) if spilled is not None else None
+    rel_spill = spill.rel if buffer.spill_path is not None else None
     trailer = []
     if timed_out:
         trailer.append(f"[timed out after {timeout_s:g}s; the command's process group was killed "
@@ -78,7 +86,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
     if rel_spill is not None:
         trailer.append(spill_notice(rel_spill, total_lines=buffer.total_lines, total_bytes=buffer.total_bytes,
                                     dropped_lines=buffer.dropped_lines, cut_lines=buffer.cut_lines,
-                                    first_dropped_line=buffer.head_size + 1, read_max_lines=read_max_lines))
+                                    first_dropped_line=buffer.shown_head_lines + 1, read_max_lines=read_max_lines,
+                                    binary=buffer.binary))
     body = buffer.render() if buffer.total_bytes else "(no output)"
     meta = {
         "tool": "bash",
@@ -88,7 +97,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         "dropped_lines": buffer.dropped_lines,
         "cut_lines": buffer.cut_lines,
         "total_bytes": buffer.total_bytes,
-        "truncated_at_source": buffer.dropped_lines > 0 or buffer.cut_lines > 0,
+        "truncated_at_source": buffer.truncated,
+        "binary": buffer.binary,
         "spill": rel_spill,
         "duration_s": round(duration, 3),
     }

@@ -11,9 +11,10 @@ import argparse
 import sys
 import uuid
 
-from breakwater.tools.bash import DEFAULT_TIMEOUT_S, run_bash
+from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult
+from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES
 from breakwater.tools.workspace import Workspace, WorkspaceError
 from breakwater.tools.write_file import write_file
 
@@ -32,6 +33,8 @@ def register(sub) -> None:
     bash.add_argument("--max-lines", type=int, default=400, metavar="N", help="lines kept, head + tail (default 400)")
     bash.add_argument("--max-line-bytes", type=int, default=4000, metavar="N",
                       help="bytes kept of one line (default 4000)")
+    bash.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
+                      help=f"bytes shown of the output, head and tail together (default {DEFAULT_MAX_BYTES})")
     bash.add_argument("--session-id", default="cli", metavar="ID", help="spill directory name (default cli)")
     bash.add_argument("--tool-call-id", default=None, metavar="ID", help="spill file name (default: a new id)")
     bash.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
@@ -44,6 +47,9 @@ def register(sub) -> None:
     read.add_argument("--end-line", type=int, default=None, metavar="B")
     read.add_argument("--max-lines", type=int, default=DEFAULT_MAX_LINES, metavar="N",
                       help=f"lines per call at most (default {DEFAULT_MAX_LINES})")
+    read.add_argument("--offset", type=int, default=None, metavar="BYTE", help="hex view from this byte (0-based)")
+    read.add_argument("--length", type=int, default=None, metavar="N",
+                      help=f"hex view of N bytes (default {DEFAULT_HEX_BYTES}, at most {MAX_HEX_BYTES})")
     read.set_defaults(func=_read_file)
 
     write = tools.add_parser("write_file", help="atomically write a file in the workspace")
@@ -79,7 +85,7 @@ def _bash(args) -> int:
         return 2
     result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
                       session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
-                      max_line_bytes=args.max_line_bytes)
+                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes)
     return _show(result)
 
 
@@ -87,7 +93,8 @@ def _read_file(args) -> int:
     ws = _open_workspace(args)
     if ws is None:
         return 2
-    return _show(read_file(ws, args.path, args.start_line, args.end_line, max_lines=args.max_lines))
+    return _show(read_file(ws, args.path, args.start_line, args.end_line, max_lines=args.max_lines,
+                           offset=args.offset, length=args.length))
 
 
 def _write_file(args) -> int:

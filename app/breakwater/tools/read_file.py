@@ -9,30 +9,29 @@ and the spill files' notices.
 from __future__ import annotations
 
 import os
+import stat
 
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import display_line, whole_chars
-from breakwater.tools.spill import read_range_hint
+from breakwater.tools.spill import (DEFAULT_HEX_BYTES, MAX_HEX_BYTES, SNIFF, hex_range_hint, looks_binary,
+                                   read_range_hint)
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
 DEFAULT_MAX_LINES = 400
 CHUNK = 256 * 1024
-SNIFF = 8 * 1024
 
 
 def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: int | None = None,
               end_line: int | None = None, max_lines: int = DEFAULT_MAX_LINES,
-              max_line_bytes: int = 4000) -> ToolResult:
+              max_line_bytes: int = 4000, *, offset: int | None = None, length: int | None = None,
+              max_hex_bytes: int = MAX_HEX_BYTES) -> ToolResult:
     """Lines `start_line`..`end_line` (inclusive) of `path`, at most `max_lines` of them.
 
     The text starts with a header `[path: lines a-b of N]`; when lines remain after
-    the slice it ends with how many and the call that reads the next slice.
+    the slice it ends with how many and the call that reads the next slice. A binary
+    file (or any file when `offset`/`length` are given) is shown as a hex dump of
+    `length` bytes from byte `offset` instead.
     """
-    try:
-        ws = as_workspace(workspace)
-        real = ws.resolve(path)
-    except WorkspaceError as exc:
-        return error_result("read_file", str(exc), path=str(path))
     start = 1 if start_line is None else start_line
     if start < 1:
         return error_result("read_file", f"start_line must be 1 or more, got {start}", path=str(path))
@@ -40,27 +39,33 @@ def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: i
         return error_result("read_file", f"end_line {end_line} is before start_line {start}", path=str(path))
     if max_lines < 1:
         return error_result("read_file", "max_lines must be 1 or more", path=str(path))
-    rel = ws.relative(real)
+    if offset is not None and offset < 0 or length is not None and length < 1:
+        return error_result("read_file", "offset must be 0 or more and length 1 or more", path=str(path))
     try:
-        # Checked before opening: opening a FIFO would block, /dev/zero would never end.
-        if real.exists() and not real.is_dir() and not real.is_file():
-            return error_result("read_file", f"{rel} is not a regular file", path=rel)
-        fh = open(real, "rb")
+        ws = as_workspace(workspace)
+        rel = ws.rel(path)
+        # Non-blocking, so a FIFO planted at the path cannot hang the call; it is refused below.
+        fd = ws.open(rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except WorkspaceError as exc:
+        return error_result("read_file", str(exc), path=str(path))
     except FileNotFoundError:
         return error_result("read_file", f"no such file: {rel}", path=rel)
-    except IsADirectoryError:
-        return error_result("read_file", f"{rel} is a directory, not a file", path=rel)
+    except NotADirectoryError:
+        return error_result("read_file", f"a parent of {rel} is not a directory", path=rel)
     except PermissionError:
         return error_result("read_file", f"permission denied: {rel}", path=rel)
     except OSError as exc:
         return error_result("read_file", f"cannot read {rel}: {exc.strerror or exc}", path=rel)
-    with fh:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        what = "a directory, not a file" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        return error_result("read_file", f"{rel} is {what}", path=rel)
+    size = info.st_size
+    with os.fdopen(fd, "rb") as fh:
         try:
-            size = os.fstat(fh.fileno()).st_size
-            sniff = fh.read(SNIFF)
-            if b"\x00" in sniff:
-                return ToolResult(f"[{rel}: binary file, {size} bytes — not shown as text]",
-                                  {"tool": "read_file", "path": rel, "binary": True, "bytes": size})
+            if offset is not None or length is not None or looks_binary(fh.read(SNIFF)):
+                return _hex_view(fh, rel, size, offset or 0, min(length or DEFAULT_HEX_BYTES, max_hex_bytes))
             fh.seek(0)
             wanted_end = start + max_lines - 1 if end_line is None else min(end_line, start + max_lines - 1)
             lines, total, cut = _scan(fh, start, wanted_end, max_line_bytes)
@@ -81,6 +86,27 @@ def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: i
                    f"{read_range_hint(rel, last + 1, min(total, last + max_lines))}]")
     return ToolResult("\n".join(out),
                       {"tool": "read_file", **meta, "start_line": start, "end_line": last, "capped": capped})
+
+
+def _hex_view(fh, rel: str, size: int, offset: int, length: int) -> ToolResult:
+    """`length` bytes from `offset` as `hexdump -C` shows them: offset, 16 bytes in hex, the printable ones."""
+    meta = {"path": rel, "binary": True, "bytes": size}
+    if size == 0:
+        return ToolResult(f"[{rel}: empty file]", {"tool": "read_file", **meta, "offset": 0, "length": 0})
+    if offset >= size:
+        return error_result("read_file", f"offset {offset} is past the end of {rel} ({size} bytes)", **meta)
+    fh.seek(offset)
+    data = fh.read(length)
+    end = offset + len(data)
+    out = [f"[{rel}: binary file, {size} bytes; bytes {offset}-{end - 1} as hex]"]
+    for at in range(0, len(data), 16):
+        row = data[at:at + 16]
+        cells = " ".join(f"{b:02x}" for b in row[:8]) + "  " + " ".join(f"{b:02x}" for b in row[8:])
+        text = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in row)
+        out.append(f"{offset + at:08x}  {cells:<48}  |{text}|")
+    if end < size:
+        out.append(f"[{size - end} more bytes after byte {end - 1}; next: {hex_range_hint(rel, end, length)}]")
+    return ToolResult("\n".join(out), {"tool": "read_file", **meta, "offset": offset, "length": len(data)})
 
 
 def _scan(fh, start: int, end: int, max_line_bytes: int) -> tuple[list[str], int, int]:

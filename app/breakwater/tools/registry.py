@@ -11,9 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from breakwater.tools.bash import DEFAULT_TIMEOUT_S, run_bash
+from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult, error_result
+from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES
 from breakwater.tools.write_file import write_file
 from breakwater.tools.workspace import Workspace
 
@@ -28,6 +29,7 @@ class ToolContext:
     session_id: str = "session"
     max_lines: int = 400
     max_line_bytes: int = 4000
+    max_bytes: int = DEFAULT_MAX_BYTES
     read_max_lines: int = DEFAULT_MAX_LINES
     bash_timeout_s: float = DEFAULT_TIMEOUT_S
     env: Mapping[str, str] | None = None   # the environment bash gets (None: this process's)
@@ -37,7 +39,7 @@ class ToolContext:
                     env: Mapping[str, str] | None = None) -> "ToolContext":
         """Tier-1 sizes from a `breakwater.core.policy.Policy`."""
         return cls(workspace=workspace, session_id=session_id, max_lines=policy.tool_max_lines,
-                   max_line_bytes=policy.tool_max_line_bytes, read_max_lines=policy.read_file_default_lines,
+                   max_line_bytes=policy.tool_max_line_bytes, max_bytes=policy.tool_max_bytes, read_max_lines=policy.read_file_default_lines,
                    bash_timeout_s=policy.bash_timeout_s, env=env)
 
 
@@ -62,12 +64,14 @@ def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 def _run_bash(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
     return run_bash(ctx.workspace, args["command"], timeout_s=args.get("timeout_s", ctx.bash_timeout_s),
                     max_lines=ctx.max_lines, session_id=ctx.session_id, tool_call_id=tool_call_id,
-                    max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env)
+                    max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env,
+                    max_bytes=ctx.max_bytes)
 
 
 def _run_read_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
     return read_file(ctx.workspace, args["path"], args.get("start_line"), args.get("end_line"),
-                     max_lines=ctx.read_max_lines, max_line_bytes=ctx.max_line_bytes)
+                     max_lines=ctx.read_max_lines, max_line_bytes=ctx.max_line_bytes,
+                     offset=args.get("offset"), length=args.get("length"))
 
 
 def _run_write_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
@@ -89,11 +93,15 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
     ToolSpec(
         "read_file",
         "Read lines of a text file in the workspace (1-based, inclusive). Long files come back in "
-        "slices; the reply says how many lines the file has and which range to ask for next.",
+        "slices; the reply says how many lines the file has and which range to ask for next. A binary "
+        "file, or any file when offset or length is given, is shown as a hex dump of a byte range.",
         _object({
             "path": {"type": "string", "description": "File path relative to the workspace."},
             "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (default 1)."},
             "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Hex view: first byte (0-based, default 0)."},
+            "length": {"type": "integer", "minimum": 1, "maximum": MAX_HEX_BYTES,
+                       "description": f"Hex view: bytes to show (default {DEFAULT_HEX_BYTES})."},
         }, ["path"]),
         False, _run_read_file),
     ToolSpec(

@@ -7,8 +7,9 @@ split only if no later block supersedes it, so a flood costs a few C-level scans
 chunk. Memory stays O(max_lines) — also for one giant line, whose kept part is capped
 at `max_line_bytes`.
 
-Unlike the seed, nothing is lost: with a `spill_path` the full raw byte stream is
-teed to disk as it arrives.
+Unlike the seed, nothing is lost: with a spill file the full raw byte stream is
+teed to disk as it arrives. With `max_bytes` the shown head and tail together also
+stay within a byte budget (SPEC §3): 400 lines of 3 KB never reach the model whole.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import threading
 from collections import deque
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
+
+from breakwater.tools.spill import SNIFF, Spill, looks_binary
 
 CHUNK_SIZE = 64 * 1024
 # Writes bigger than the buffer go straight to the file; small ones are coalesced.
@@ -30,6 +33,10 @@ _SPLIT_LIMIT = 4 * 1024 * 1024
 # flood most blocks are superseded by the next one and never split at all.
 _PENDING_MAX = 1024 * 1024
 
+# The budget of shown text must leave room for the truncation marker and a cut line's note.
+_MARKER_ROOM = 64
+MIN_MAX_BYTES = 4 * _MARKER_ROOM
+
 KEEP_SPILL_TRUNCATED = "truncated"
 KEEP_SPILL_ALWAYS = "always"
 
@@ -39,6 +46,26 @@ class _CutLine(NamedTuple):
 
     kept: bytes
     size: int
+
+
+class _Shown(NamedTuple):
+    """What the model is shown: head and tail lines as text, and the counts around them."""
+
+    head: list[str]
+    tail: list[str]
+    dropped: int
+    total: int
+    cut: int
+
+
+def _fitting(sizes: list[int], room: int) -> int:
+    """How many of `sizes`, from the first, fit in `room` together."""
+    used = 0
+    for i, size in enumerate(sizes):
+        used += size
+        if used > room:
+            return i
+    return len(sizes)
 
 
 def head_size_for(max_lines: int) -> int:
@@ -84,17 +111,22 @@ class RollingOutputBuffer:
     """A thread-safe writer that keeps the first `head` and the last `max_lines - head` lines.
 
     Use it as a sink: `write()` bytes or text as they arrive (or `pump()` a pipe into it),
-    then `close()`. `render()` gives what the model sees. With `spill_path`, the whole raw
+    then `close()`. `render()` gives what the model sees. With `spill_path` (created
+    exclusively) or a `Spill` from `Spill.create_in`, the whole raw
     stream is written there byte for byte; on close the file is deleted unless something
     was dropped or cut (`keep_spill="truncated"`, the default) or `keep_spill="always"`.
     """
 
     def __init__(self, max_lines: int, max_line_bytes: int = 4000, spill_path: str | os.PathLike | None = None,
-                 keep_spill: str = KEEP_SPILL_TRUNCATED):
+                 keep_spill: str = KEEP_SPILL_TRUNCATED, *, max_bytes: int | None = None, spill: Spill | None = None):
         if max_lines < 1:
             raise ValueError("max_lines must be at least 1")
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be at least 1")
+        if max_bytes is not None and max_bytes < MIN_MAX_BYTES:
+            raise ValueError(f"max_bytes must be at least {MIN_MAX_BYTES}")
+        if spill is not None and spill_path is not None:
+            raise ValueError("give spill or spill_path, not both")
         if keep_spill not in (KEEP_SPILL_TRUNCATED, KEEP_SPILL_ALWAYS):
             raise ValueError(f"keep_spill must be {KEEP_SPILL_TRUNCATED!r} or {KEEP_SPILL_ALWAYS!r}")
         self.max_lines = max_lines
@@ -102,6 +134,7 @@ class RollingOutputBuffer:
         self.head_size = head_size_for(max_lines)
         self.tail_size = max_lines - self.head_size
         self.keep_spill = keep_spill
+        self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._head: list[bytes | _CutLine] = []
         self._tail: deque[bytes | _CutLine] = deque(maxlen=self.tail_size)
@@ -112,14 +145,15 @@ class RollingOutputBuffer:
         self._partial = bytearray()   # start of the unfinished line, at most max_line_bytes
         self._partial_size = 0        # its full length so far
         self._total_bytes = 0
+        self._sniff = b""             # the first SNIFF bytes: they decide whether the output is binary
         self._closed = False
-        self._spill_path = Path(spill_path) if spill_path is not None else None
+        self._final: _Shown | None = None
+        # Created exclusively: whatever is planted at the path (a symlink, a hard link) is refused.
+        self._spill_file = Spill.create_at(spill_path) if spill_path is not None else spill
         self._spill: BinaryIO | None = None
         self._spill_kept = False
-        if self._spill_path is not None:
-            # O_NOFOLLOW: a symlink planted at the spill path must not redirect our write.
-            fd = os.open(self._spill_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            self._spill = os.fdopen(fd, "wb", buffering=SPILL_BUFFER)
+        if self._spill_file is not None:
+            self._spill = self._spill_file.open_writer(SPILL_BUFFER)
 
     # -- writing ---------------------------------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview | str) -> int:
@@ -140,6 +174,8 @@ class RollingOutputBuffer:
                 raise ValueError("write to a closed RollingOutputBuffer")
             if self._spill is not None:
                 self._spill.write(raw)
+            if self._total_bytes < SNIFF:
+                self._sniff += raw[:SNIFF - self._total_bytes]
             self._total_bytes += len(raw)
             self._ingest(raw)
         return n
@@ -169,18 +205,15 @@ class RollingOutputBuffer:
             self._closed = True
             if self._partial_size:
                 self._finish_partial()
-            self._settle()
+            self._final = self._snapshot()
             if self._spill is not None:
-                self._spill.close()
-                self._spill = None
-                keep = self.keep_spill == KEEP_SPILL_ALWAYS or self._dropped() > 0 or self._cut() > 0
-                if keep:
+                if self.keep_spill == KEEP_SPILL_ALWAYS or self._final.dropped or self._final.cut:
                     self._spill_kept = True
                 else:
-                    try:
-                        os.unlink(self._spill_path)
-                    except FileNotFoundError:
-                        pass
+                    self._spill_file.discard()      # while our descriptor still pins the inode
+                self._spill.close()
+                self._spill = None
+                self._spill_file.close()
 
     def __enter__(self) -> "RollingOutputBuffer":
         return self
@@ -324,8 +357,14 @@ class RollingOutputBuffer:
         return self._head_cut + self._tail_cut
 
     # -- reading ---------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[list, list, int, int, int]:
-        """(head, tail, dropped, total lines, cut lines) as if the stream ended now."""
+    def _snapshot(self) -> "_Shown":
+        """What would be shown if the stream ended now, within the line and byte caps."""
+        if self._final is not None:
+            return self._final
+        return self._fit(*self._lines())
+
+    def _lines(self) -> tuple[list, list, int, int, int]:
+        """(head, tail, dropped, total lines, cut lines) by the line caps, as if the stream ended now."""
         self._settle()
         head = list(self._head)
         tail = list(self._tail)
@@ -352,18 +391,64 @@ class RollingOutputBuffer:
                 dropped += 1
         return head, tail, dropped, total, cut
 
+    def _fit(self, head: list, tail: list, dropped: int, total: int, cut: int) -> "_Shown":
+        """Keep the shown head and tail within `max_bytes` of text (the marker's room included).
+
+        The head gets its share of the budget (as many bytes per line as the tail) or
+        whatever the tail leaves; lines that do not fit join the dropped middle. A single
+        line too big for what is left is cut to fit, so something of each end is shown.
+        """
+        heads = [_decode(x) for x in head]
+        tails = [_decode(x) for x in tail]
+        if self.max_bytes is None:
+            return _Shown(heads, tails, dropped, total, cut)
+        hsz = [len(t.encode("utf-8", "surrogatepass")) + 1 for t in heads]
+        tsz = [len(t.encode("utf-8", "surrogatepass")) + 1 for t in tails]
+        if sum(hsz) + sum(tsz) + (_MARKER_ROOM if dropped else 0) <= self.max_bytes:
+            return _Shown(heads, tails, dropped, total, cut)
+        budget = self.max_bytes - _MARKER_ROOM
+        head_room = max(budget * self.head_size // self.max_lines, budget - sum(tsz))
+        h = _fitting(hsz, head_room)
+        if h == 0 and heads:
+            heads[0], grew = self._shrink(head[0], head_room)
+            cut += grew
+            hsz[0] = len(heads[0].encode("utf-8", "surrogatepass")) + 1
+            h = 1
+        tail_room = budget - sum(hsz[:h])
+        t = _fitting(tsz[::-1], tail_room)
+        if t == 0 and tails and tail_room > _MARKER_ROOM:
+            tails[-1], grew = self._shrink(tail[-1], tail_room)
+            cut += grew
+            t = 1
+        gone = head[h:] + tail[:len(tail) - t]
+        cut -= sum(1 for line in gone if isinstance(line, _CutLine))
+        return _Shown(heads[:h], tails[len(tails) - t:], dropped + len(gone), total, cut)
+
+    def _shrink(self, line: bytes | _CutLine, room: int) -> tuple[str, int]:
+        """`line` cut to about `room` bytes of text; (its text, 1 if it was not cut before)."""
+        raw, size = (line.kept, line.size) if isinstance(line, _CutLine) else (line, len(line))
+        keep = max(0, room - _MARKER_ROOM)
+        for _ in range(4):     # invalid UTF-8 grows threefold when decoded: shrink until it fits
+            text = display_line(whole_chars(raw[:keep]), size)
+            over = len(text.encode("utf-8", "surrogatepass")) + 1 - room
+            if over <= 0 or keep == 0:
+                break
+            keep = max(0, keep - over)
+        return text, 0 if isinstance(line, _CutLine) else 1
+
     def render(self) -> str:
         """What the model sees: head, the truncation marker if lines were dropped, tail."""
         with self._lock:
-            head, tail, dropped, _, _ = self._snapshot()
-        parts = "\n".join(_decode(x) for x in head)
+            shown = self._snapshot()
+        head, tail, dropped = shown.head, shown.tail, shown.dropped
+        parts = "\n".join(head)
         if dropped:
             parts += ("\n\n" if head else "") + truncation_marker(dropped)
             if tail:
                 parts += "\n\n"
         elif head and tail:
             parts += "\n"
-        return parts + "\n".join(_decode(x) for x in tail)
+        return parts + "\n".join(tail)
 
     __str__ = render
 
@@ -375,13 +460,25 @@ class RollingOutputBuffer:
     @property
     def dropped_lines(self) -> int:
         with self._lock:
-            return self._snapshot()[2]
+            return self._snapshot().dropped
+
+    @property
+    def shown_head_lines(self) -> int:
+        """How many lines of the start are shown: the dropped lines begin after them."""
+        with self._lock:
+            return len(self._snapshot().head)
+
+    @property
+    def binary(self) -> bool:
+        """Whether the output looks binary by read_file's rule (a NUL byte near the start)."""
+        with self._lock:
+            return looks_binary(self._sniff)
 
     @property
     def cut_lines(self) -> int:
         """Lines shown shortened to `max_line_bytes` (dropped lines are counted as dropped)."""
         with self._lock:
-            return self._snapshot()[4]
+            return self._snapshot().cut
 
     @property
     def total_bytes(self) -> int:
@@ -396,6 +493,6 @@ class RollingOutputBuffer:
     def spill_path(self) -> Path | None:
         """The spill file, while streaming and after close if it was kept; None otherwise."""
         with self._lock:
-            if self._spill_path is None or (self._closed and not self._spill_kept):
+            if self._spill_file is None or (self._closed and not self._spill_kept):
                 return None
-            return self._spill_path
+            return self._spill_file.path

@@ -2,21 +2,29 @@
 
 Layout (SPEC §3, §11): `<workspace>/.agent/spill/<session_id>/<tool_call_id>.log`.
 Both ids come from outside (a session file, the model's tool call), so they are
-reduced to one safe file-name component each and the final path is checked to
-land inside the spill directory.
+reduced to one safe file-name component each; the directories are opened beneath the
+workspace's descriptor and the file is created exclusively inside them.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 from pathlib import Path
+from typing import BinaryIO
 
-from breakwater.tools.workspace import Workspace, WorkspaceError
+from breakwater.tools.workspace import Workspace
 
 SPILL_DIR = Path(".agent") / "spill"
 SUFFIX = ".log"
 MAX_COMPONENT = 100
+MAX_ATTEMPTS = 1000
+SNIFF = 8 * 1024            # how much of a file decides whether it is binary
+DEFAULT_HEX_BYTES = 1024    # one hex view: 64 rows
+MAX_HEX_BYTES = 4096        # 256 rows, about 20 KB of text
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -37,26 +45,89 @@ def safe_component(raw: str, fallback: str) -> str:
     return f"{stem}-{digest}"
 
 
-def spill_path(workspace: Workspace, session_id: str, tool_call_id: str, create_dir: bool = True) -> Path:
-    """The absolute spill file for one tool call, guaranteed to be inside `.agent/spill/`."""
-    root = workspace.root / SPILL_DIR
-    session_dir = root / safe_component(session_id, "session")
-    path = session_dir / (safe_component(tool_call_id, "call") + SUFFIX)
-    # A symlinked `.agent`, `spill` or session directory must not carry the file elsewhere:
-    # check before creating anything, and again once the directories exist.
-    real = _checked(workspace, root, path, tool_call_id)
-    if create_dir:
-        session_dir.mkdir(parents=True, exist_ok=True)
-        real = _checked(workspace, root, path, tool_call_id)
-    return real
+def spill_rel(session_id: str, tool_call_id: str, attempt: int = 0) -> str:
+    """The workspace-relative spill file for one tool call; `attempt` > 0 gives a fresh name."""
+    stem = safe_component(tool_call_id, "call")
+    name = f"{stem}{SUFFIX}" if attempt == 0 else f"{stem}-{attempt}{SUFFIX}"
+    return f"{SPILL_DIR.as_posix()}/{safe_component(session_id, 'session')}/{name}"
 
 
-def _checked(workspace: Workspace, root: Path, path: Path, tool_call_id: str) -> Path:
-    real_root = workspace.resolve(root)
-    real = workspace.resolve(path)
-    if real.parent.parent != real_root or not real.name.endswith(SUFFIX):
-        raise WorkspaceError(f"spill path for {tool_call_id!r} escapes {SPILL_DIR.as_posix()}/")
-    return real
+class Spill:
+    """A spill file created exclusively (O_EXCL), so nothing planted at its path is written through:
+    a symlink or a hard link to another file there makes the next free name be used instead.
+
+    It is removed through its directory's descriptor, and only while the name still holds
+    the file this object created.
+    """
+
+    def __init__(self, fd: int, dir_fd: int, name: str, path: Path, rel: str | None = None):
+        self.fd = fd
+        self.path = path
+        self.rel = rel
+        self._dir_fd = dir_fd
+        self._name = name
+        info = os.fstat(fd)
+        self._id = (info.st_dev, info.st_ino)
+
+    @classmethod
+    def create_at(cls, path: str | os.PathLike) -> "Spill":
+        """Create `path` exclusively; FileExistsError if anything is there."""
+        path = Path(path)
+        dir_fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = os.open(path.name, _CREATE, 0o644, dir_fd=dir_fd)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return cls(fd, dir_fd, path.name, path)
+
+    @classmethod
+    def create_in(cls, workspace: Workspace, session_id: str, tool_call_id: str) -> "Spill":
+        """The spill file of one tool call under `.agent/spill/<session>/`, under a fresh name if taken."""
+        first = spill_rel(session_id, tool_call_id)
+        dir_rel = first.rsplit("/", 1)[0]
+        dir_fd = workspace.open_dir(dir_rel, create=True)
+        try:
+            for attempt in range(MAX_ATTEMPTS):
+                rel = spill_rel(session_id, tool_call_id, attempt)
+                name = rel.rsplit("/", 1)[1]
+                try:
+                    fd = os.open(name, _CREATE, 0o644, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                return cls(fd, dir_fd, name, workspace.root / rel, rel)
+            raise FileExistsError(errno.EEXIST, f"no free spill file name after {MAX_ATTEMPTS} tries", first)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+
+    def open_writer(self, buffering: int) -> BinaryIO:
+        """The file object that writes the spill (closing it closes the descriptor)."""
+        return os.fdopen(self.fd, "wb", buffering=buffering)
+
+    def discard(self) -> None:
+        """Remove the file, if its name still holds it; call it while `fd` is open, so the
+        inode cannot have been reused by a file planted in the meantime."""
+        try:
+            info = os.stat(self._name, dir_fd=self._dir_fd, follow_symlinks=False)
+            if (info.st_dev, info.st_ino) == self._id:
+                os.unlink(self._name, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+
+def looks_binary(prefix: bytes) -> bool:
+    """The rule read_file and the spill notice share: a NUL byte in the first SNIFF bytes."""
+    return b"\x00" in prefix[:SNIFF]
+
+
+def hex_range_hint(rel_path: str, offset: int, length: int) -> str:
+    return f'read_file(path="{rel_path}", offset={offset}, length={length})'
 
 
 def read_range_hint(rel_path: str, start_line: int, end_line: int) -> str:
@@ -64,18 +135,25 @@ def read_range_hint(rel_path: str, start_line: int, end_line: int) -> str:
 
 
 def spill_notice(rel_path: str, *, total_lines: int, total_bytes: int, dropped_lines: int,
-                 cut_lines: int, first_dropped_line: int, read_max_lines: int) -> str:
-    """The line appended to a truncated tool result; it names the file and how to page it."""
+                 cut_lines: int, first_dropped_line: int, read_max_lines: int, binary: bool = False) -> str:
+    """The line appended to a truncated tool result; it names the file and how to page it.
+
+    Binary output (a NUL byte near the start) gets the call that works on it, the hex
+    view, since read_file does not page a binary file by lines.
+    """
     what = []
     if dropped_lines:
         what.append(f"{dropped_lines} lines were truncated above (lines {first_dropped_line}-"
                     f"{first_dropped_line + dropped_lines - 1})")
     if cut_lines:
         what.append(f"{cut_lines} long lines were cut")
+    saved = (f"[Full output ({total_lines} lines, {total_bytes} bytes) saved to {rel_path}; "
+             f"{' and '.join(what) or 'nothing was truncated'}.")
+    if binary:
+        return (f"{saved} It is binary: read it as hex with {hex_range_hint(rel_path, 0, DEFAULT_HEX_BYTES)} "
+                f"— up to {MAX_HEX_BYTES} bytes per call; or run a command on it (xxd, strings, file).]")
     start = first_dropped_line if dropped_lines else 1
     end = start + read_max_lines - 1
     if dropped_lines:
         end = min(end, first_dropped_line + dropped_lines - 1)
-    return (f"[Full output ({total_lines} lines, {total_bytes} bytes) saved to {rel_path}; "
-            f"{' and '.join(what) or 'nothing was truncated'}. Read any range of it with "
-            f"{read_range_hint(rel_path, start, end)} — up to {read_max_lines} lines per call.]")
+    return f"{saved} Read any range of it with {read_range_hint(rel_path, start, end)} — up to {read_max_lines} lines per call.]"

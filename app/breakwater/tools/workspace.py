@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import weakref
 from pathlib import Path
+
+from breakwater.tools.beneath import open_beneath
+
+DIR_FLAGS = os.O_PATH | os.O_DIRECTORY
 
 
 class WorkspaceError(ValueError):
@@ -13,9 +19,10 @@ class WorkspaceError(ValueError):
 class Workspace:
     """Confines tool paths to `root`.
 
-    A path is checked by where it really lands: `..`, absolute paths and symlinks
-    (dangling ones too, and a symlinked parent of a file not created yet) are
-    followed first, and the result must be the root or below it.
+    The root is opened once; every path is then opened relative to that descriptor by
+    `open`, which refuses whatever leads out of it (`..` above the root, a symlink to
+    elsewhere, an absolute path outside) in the same system call that opens the file.
+    Symlinks that stay inside are followed where the kernel can check that (openat2).
     """
 
     def __init__(self, root: str | os.PathLike):
@@ -23,28 +30,84 @@ class Workspace:
         if not path.is_dir():
             raise WorkspaceError(f"workspace {str(path)!r} is not a directory")
         self.root = path.resolve()
+        try:
+            self.fd = os.open(self.root, DIR_FLAGS | os.O_CLOEXEC)
+        except OSError as exc:
+            raise WorkspaceError(f"cannot open the workspace {str(self.root)!r}: {exc.strerror}") from None
+        weakref.finalize(self, os.close, self.fd)
 
-    def resolve(self, path: str | os.PathLike) -> Path:
-        """The real absolute path for `path` (relative to the root), or WorkspaceError."""
+    def rel(self, path: str | os.PathLike) -> str:
+        """`path` as the model should name it: normalised, relative to the root, forward slashes.
+
+        Only the spelling is judged here (`..` above the root, an absolute path elsewhere);
+        where the path really lands is judged when it is opened.
+        """
         text = os.fspath(path)
+        if not isinstance(text, str):
+            text = os.fsdecode(text)
         if not text:
             raise WorkspaceError("empty path")
         if "\x00" in text:
             raise WorkspaceError(f"path {text!r} contains a NUL byte")
-        candidate = Path(text)
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
-        # realpath follows every symlink that exists (dangling ones included) and keeps the
-        # not-yet-existing rest as written, so a new file under a symlinked parent is caught.
-        real = Path(os.path.realpath(candidate))
-        if real != self.root and not real.is_relative_to(self.root):
+        norm = os.path.normpath(text)
+        if os.path.isabs(norm):
+            root = str(self.root)
+            if norm != root and not norm.startswith(root.rstrip("/") + "/"):
+                raise WorkspaceError(f"path {text!r} is outside the workspace {root!r}")
+            norm = os.path.relpath(norm, root)
+        if norm == ".." or norm.startswith("../"):
             raise WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
-        return real
+        return norm
 
-    def relative(self, path: str | os.PathLike) -> str:
-        """`path` as the model should name it: relative to the root, with forward slashes."""
-        real = self.resolve(path)
-        return "." if real == self.root else real.relative_to(self.root).as_posix()
+    def open(self, path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:
+        """A descriptor for `path` opened beneath the root (the caller closes it).
+
+        WorkspaceError when the path leads out of the workspace; other failures are the
+        OSError of the open (FileNotFoundError, IsADirectoryError, ...).
+        """
+        rel = self.rel(path)
+        try:
+            return open_beneath(self.fd, rel, flags, mode)
+        except OSError as exc:
+            raise self._refusal(exc, path) from None
+
+    def open_dir(self, path: str | os.PathLike, create: bool = False) -> int:
+        """A directory descriptor (O_PATH) for `path`; with `create`, missing directories are made."""
+        rel = self.rel(path)
+        try:
+            return open_beneath(self.fd, rel, DIR_FLAGS)
+        except FileNotFoundError:
+            if not create:
+                raise
+        except OSError as exc:
+            raise self._refusal(exc, path) from None
+        # Make the missing directories one at a time, each inside the one opened before it.
+        parts = rel.split("/")
+        current = os.dup(self.fd)
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS)
+                except FileNotFoundError:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=current)
+                    except FileExistsError:
+                        pass
+                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS)
+                os.close(current)
+                current = step
+        except OSError as exc:
+            os.close(current)
+            raise self._refusal(exc, path) from None
+        return current
+
+    def _refusal(self, exc: OSError, path: str | os.PathLike) -> OSError | WorkspaceError:
+        text = os.fspath(path)
+        if exc.errno == errno.EXDEV:
+            return WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
+        if exc.errno == errno.ELOOP:
+            return WorkspaceError(f"path {text!r} goes through a symbolic link that is not followed here")
+        return exc
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"

@@ -3,54 +3,84 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
 NEW_FILE_MODE = 0o644
+# a symlink at the target is followed (inside the workspace) at most this many times
+MAX_LINKS = 40
 
 
 def write_file(workspace: Workspace | str | os.PathLike, path: str, content: str) -> ToolResult:
     """Write `content` (UTF-8) to `path`, creating parent directories inside the workspace.
 
-    The bytes go to a temporary file beside the target and are moved over it with
-    `os.replace`, so a reader sees the old file or the new one, never half of one.
+    The bytes go to a temporary file created in the target's directory (through that
+    directory's descriptor, so it cannot be moved elsewhere under us) and are renamed
+    over the target, so a reader sees the old file or the new one, never half of one.
     """
     if not isinstance(content, str):
         return error_result("write_file", f"content must be a string, got {type(content).__name__}", path=str(path))
     try:
         ws = as_workspace(workspace)
-        real = ws.resolve(path)
+        rel = ws.rel(path)
     except WorkspaceError as exc:
         return error_result("write_file", str(exc), path=str(path))
-    rel = ws.relative(real)
     data = content.encode("utf-8", "replace")
     try:
-        if real == ws.root or real.is_dir():
-            return error_result("write_file", f"{rel} is a directory", path=rel)
-        existed = real.exists()
-        mode = stat.S_IMODE(real.stat().st_mode) if existed else NEW_FILE_MODE
-        real.parent.mkdir(parents=True, exist_ok=True)
-        # The parent was created after the check: make sure it did not land elsewhere.
-        ws.resolve(real.parent)
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, real)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        for _ in range(MAX_LINKS):
+            if rel == ".":
+                return error_result("write_file", f"{rel} is a directory", path=rel)
+            parent, _, name = rel.rpartition("/")
+            dir_fd = ws.open_dir(parent or ".", create=True)
+            try:
+                try:
+                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    info = None
+                if info is not None and stat.S_ISLNK(info.st_mode):
+                    # Write where the link points, judged like any other path of the workspace.
+                    target = os.readlink(name, dir_fd=dir_fd)
+                    rel = ws.rel(target if os.path.isabs(target) else f"{parent or '.'}/{target}")
+                    continue
+                if info is not None and stat.S_ISDIR(info.st_mode):
+                    return error_result("write_file", f"{rel} is a directory", path=rel)
+                mode = stat.S_IMODE(info.st_mode) if info is not None else NEW_FILE_MODE
+                _replace(dir_fd, name, data, mode)
+            finally:
+                os.close(dir_fd)
+            break
+        else:
+            return error_result("write_file", f"{path} goes through too many symbolic links", path=str(path))
     except WorkspaceError as exc:
         return error_result("write_file", str(exc), path=rel)
+    except NotADirectoryError:
+        return error_result("write_file", f"a parent of {rel} is not a directory", path=rel)
     except OSError as exc:
         return error_result("write_file", f"cannot write {rel}: {exc.strerror or exc}", path=rel)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-    verb = "Replaced" if existed else "Created"
+    verb = "Replaced" if info is not None else "Created"
     return ToolResult(f"{verb} {rel}: {len(data)} bytes, {lines} lines.",
-                      {"tool": "write_file", "path": rel, "bytes": len(data), "lines": lines, "created": not existed})
+                      {"tool": "write_file", "path": rel, "bytes": len(data), "lines": lines,
+                       "created": info is None})
+
+
+def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Write a fresh temporary file in `dir_fd` and rename it over `name`."""
+    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+            os.fchmod(fh.fileno(), mode)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
