@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from breakwater.tools.rolling_buffer import RollingOutputBuffer
-from breakwater.tools.spill import SPILL_DIR, Spill, safe_component, spill_notice, spill_rel
+from breakwater.tools.spill import SPILL_DIR, Spill, safe_component, spill_notice, spill_path, spill_rel
 from breakwater.tools.workspace import Workspace, WorkspaceError
 from support.fixtures import resolver  # noqa: F401 - the fixture
 
@@ -211,3 +211,10 @@ def test_spill_dir_is_readable_through_the_workspace(layout):
     spill = make_spill(ws, "s1", "c1")
     spill.path.write_text("x\n")
     assert read(ws, spill.rel) == b"x\n"
+
+
+def test_spill_path_names_the_first_spill_and_makes_its_directory(layout):
+    ws, _ = layout
+    path = spill_path(ws, "s1", "call_1")
+    assert path == ws.root / ".agent" / "spill" / "s1" / "call_1.log" and path.parent.is_dir()
+    assert not path.exists()

@@ -52,6 +52,14 @@ def spill_rel(session_id: str, tool_call_id: str, attempt: int = 0) -> str:
     return f"{SPILL_DIR.as_posix()}/{safe_component(session_id, 'session')}/{name}"
 
 
+def spill_path(workspace: Workspace, session_id: str, tool_call_id: str) -> Path:
+    """Where the first spill of one tool call goes, its directory made (inside the workspace);
+    for readers and fixtures: the tools themselves create spill files with `Spill.create_in`."""
+    rel = spill_rel(session_id, tool_call_id)
+    os.close(workspace.open_dir(rel.rsplit("/", 1)[0], create=True))
+    return workspace.root / rel
+
+
 class Spill:
     """A spill file created exclusively (O_EXCL), so nothing planted at its path is written through:
     a symlink or a hard link to another file there makes the next free name be used instead.
