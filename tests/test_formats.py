@@ -1,6 +1,4 @@
-"""Format detection on the real transcripts in shared/fixtures (never edited)."""
-
-from pathlib import Path
+"""Format detection on the real transcripts (copies in tests/fixtures/real, see its SOURCES.md)."""
 
 import pytest
 
@@ -10,11 +8,9 @@ from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import preset
 from breakwater.formats import detect_format, load_session
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
-needs_fixtures = pytest.mark.skipif(not REAL.exists(), reason="shared fixtures not present")
+from support.transcripts import REAL
 
 
-@needs_fixtures
 @pytest.mark.parametrize("path", sorted(REAL.glob("openai-chat/*.json")) + sorted(REAL.glob("mini-swe-agent/*.json")),
                          ids=lambda p: p.name)
 def test_openai_message_files_load_and_give_valid_requests(path):
@@ -27,8 +23,7 @@ def test_openai_message_files_load_and_give_valid_requests(path):
     assert api_problems(view.to_api()) == [] and view.sent_tokens <= 16_000
 
 
-@needs_fixtures
-@pytest.mark.parametrize("sub,fmt", [("claude-code", "claude-code"), ("codex", "codex"), ("pi", "pi"),
+@pytest.mark.parametrize("sub,fmt", [("codex", "codex"), ("pi", "pi"),
                                      ("swe-agent", "swe-agent")])
 def test_other_agents_are_recognised_and_refused_with_a_clear_reason(sub, fmt):
     for path in sorted((REAL / sub).iterdir()):

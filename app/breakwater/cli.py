@@ -17,11 +17,13 @@ def build_parser() -> argparse.ArgumentParser:
     from breakwater.tools import commands as tool_commands
     from breakwater.memory import commands as memory_commands
     from breakwater.agent import commands as agent_commands
+    from breakwater.formats import commands as format_commands
 
     core_commands.register(sub)
     tool_commands.register(sub)
     memory_commands.register(sub)
     agent_commands.register(sub)
+    format_commands.register(sub)
     return parser
 
 
