@@ -18,6 +18,7 @@ from synth import session_messages, write_session  # noqa: E402
 from breakwater.core.message import Message, ToolCall  # noqa: E402
 from breakwater.core.pipeline import Pipeline  # noqa: E402
 from breakwater.core.policy import PRESETS  # noqa: E402
+from breakwater.core.sanitize import sanitize  # noqa: E402
 from breakwater.core.simulate import make_pipeline, simulate  # noqa: E402
 from breakwater.core.tokens import TokenCounter, heuristic_message, heuristic_text  # noqa: E402
 from breakwater.formats import load_session  # noqa: E402
@@ -97,6 +98,14 @@ def main() -> None:
     t0 = time.perf_counter()
     view = pipe.materialize(pipe.plan())
     print(f"materialize that request ({len(view.messages)} messages): {(time.perf_counter() - t0) * 1000:.2f} ms")
+
+    # sanitize: a run of same-role messages merges in linear time
+    for count in (100_000, 1_000_000):
+        run = [Message(f"u{i}", "user", "one more note from the user") for i in range(count)]
+        t0 = time.perf_counter()
+        out, _ = sanitize(run)
+        print(f"sanitize {count:,} same-role messages: {time.perf_counter() - t0:.2f} s ({len(out)} message out)")
+        del run, out
 
     # heuristic counting speed
     mixed = "".join(m.content for m in msgs)

@@ -53,7 +53,7 @@ def test_overflow_is_reported(tmp_path):
     for turn in range(50):
         store.append(f"- [FILE] f{turn}.py", turn)
     r = bw("add", "[FILE] one-too-many.py", "--workspace", str(tmp_path))
-    assert r.returncode == 0 and r.stdout.startswith("MEMORY.md is full (151 lines): entry written to auto-")
+    assert r.returncode == 0 and r.stdout.startswith("MEMORY.md is full (150 lines): entry written to auto-")
     r = bw("search", "one-too-many.py", "--json", "--workspace", str(tmp_path))
     assert json.loads(r.stdout)["hits"][0]["source"].startswith("auto-")
 

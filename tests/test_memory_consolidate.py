@@ -76,8 +76,10 @@ def test_consolidation_bounds_memory_and_keeps_every_fact(tmp_path):
     facts = fill(store)
     old_fragments = store.fragment_paths()
     assert len(old_fragments) >= 12
+    assert store.index_path.exists()  # MEMORY.md filled up with pointers too
     report = consolidate(store, now=NOW)
     assert report.ran and report.fragments_removed == len(old_fragments)
+    assert not store.index_path.exists()
     assert report.bullets_before == 240 and report.bullets_after == len(facts)
     assert not any(p.exists() for p in old_fragments)
     assert store.gc_path.exists()

@@ -37,7 +37,10 @@ def test_the_150_line_boundary(tmp_path):
     assert len(lines_of(store.memory_path)) == 150
     result = store.append("- [FILE] f50.py", 50, now=NOW)
     assert result.overflow and FRAGMENT_RE.match(result.path.name)
-    assert lines_of(store.memory_path)[-1] == f"- [overflow] see {result.path.name} (Turn 50)"
+    # MEMORY.md is full: not even the pointer fits, it goes to the fragment index
+    assert len(lines_of(store.memory_path)) == 150 and result.memory_lines == 150
+    assert lines_of(store.index_path) == [f"- [overflow] see {result.path.name} (Turn 50)"]
+    assert [e.turn for e in store.snapshot().entries] == list(range(51))
     assert result.path.read_text() == "---\n[Turn 50 | 14:05:09]\n- [FILE] f50.py\n"
 
 
@@ -52,14 +55,18 @@ def test_an_entry_that_does_not_fit_overflows_whole(tmp_path):
     assert len(lines_of(store.memory_path)) == 149
 
 
-def test_once_full_only_pointers_are_added_and_nothing_is_dropped(tmp_path):
+def test_once_full_pointers_go_to_the_index_and_nothing_is_dropped(tmp_path):
     store = MemoryStore(tmp_path, max_lines=10)
     for turn in range(40):
-        store.append(f"- [FILE] f{turn}.py\n- [PROGRESS] step {turn}", turn, now=NOW)
+        result = store.append(f"- [FILE] f{turn}.py\n- [PROGRESS] step {turn}", turn, now=NOW)
+        assert result.memory_lines <= 10
     memory = lines_of(store.memory_path)
     head, pointers = memory[:8], memory[8:]
-    assert len(pointers) == 38 and all(p.startswith("- [overflow] see auto-") for p in pointers)
+    assert len(memory) == 10, "the bound counts the pointers"
+    assert len(pointers) == 2 and all(p.startswith("- [overflow] see auto-") for p in pointers)
     assert len(head) == 8 and head[0] == "---"
+    index = lines_of(store.index_path)
+    assert len(index) == 36 and all(p.startswith("- [overflow] see auto-") for p in index)
     assert len(store.fragment_paths()) == 38
     snap = store.snapshot()
     assert [e.turn for e in snap.entries] == list(range(40)), "entries come back in write order"
@@ -128,7 +135,8 @@ def test_two_processes_appending_500_entries_each_lose_none(tmp_path):
         assert [e.lines for e in mine] == [(f"- [FILE] {name}/file{i}.py", f"- [DECISION] {name} decided {i}")
                                            for i in range(count)], "every entry, whole, in its writer's order"
     memory = store.read_memory()
-    pointers = re.findall(r"^- \[overflow\] see (auto-\S+\.md)", memory, re.M)
+    assert memory.count("\n") <= 150
+    pointers = re.findall(r"^- \[overflow\] see (auto-\S+\.md)", memory + store.index_path.read_text(), re.M)
     assert sorted(pointers) == sorted(p.name for p in store.fragment_paths()), "one pointer per fragment"
     before_first_pointer = memory.split("- [overflow]", 1)[0]
     assert before_first_pointer.count("\n") <= 150

@@ -112,8 +112,9 @@ def test_snip_keeps_head_and_tail():
 
 
 def test_mask_outside_working_memory_and_head_tail_inside():
-    p = preset("seed-001").with_changes(window=32_000)
-    msgs = soft_zone_history(n=12, size=8_000)
+    # working memory alone is over the soft limit: masking needs all of its reach
+    p = preset("seed-001").with_changes(window=16_000)
+    msgs = soft_zone_history(n=12, size=16_000)
     v = view_of(msgs, p)
     tools = [(i, m) for i, m in enumerate(v.messages) if m.role == "tool"]
     n = len(v.messages)
@@ -126,6 +127,25 @@ def test_mask_outside_working_memory_and_head_tail_inside():
     # tool calls are never altered
     sent_calls = [c for m in v.messages for c in m.tool_calls]
     assert sent_calls == [c for m in msgs for c in m.tool_calls]
+
+
+def test_soft_zone_stages_apply_oldest_first_only_as_far_as_needed():
+    p = preset("seed-001").with_changes(window=32_000)
+    msgs = soft_zone_history(n=12, size=8_000)  # masking 2-3 old results is enough
+    pipe = Pipeline(p)
+    pipe.feed_all(msgs)
+    v = pipe.view()[0]
+    tools = [m for m in v.messages if m.role == "tool"]
+    masked = [m.content.startswith("[early tool output cleared") for m in tools]
+    assert masked[0] and not all(masked)
+    assert masked == sorted(masked, reverse=True)  # a masked prefix, then untouched results
+    # 3,100 tokens over: 3 of the 9 far results (plus the hysteresis margin), not all of them
+    assert v.base_tokens - p.soft_limit > 3_000 and sum(masked) == 3 and v.sent_tokens <= p.soft_limit
+    # the next turn still fits without moving the boundary: the sent prefix stays byte-identical
+    before = v.to_api()
+    pipe.feed_all(exchange(99, "small output", text="ok"))
+    after = pipe.view()[0].to_api()
+    assert after[: len(before)] == before
 
 
 def test_microcompact_skeleton_names_the_call():
@@ -181,13 +201,15 @@ def test_deep_compaction_cuts_at_a_safe_point_and_keeps_the_goal():
     v = view_of(long_history(), p)
     assert api_problems(v.to_api()) == []
     roles = [m.role for m in v.messages]
-    assert roles[:3] == ["system", "user", "user"]
-    assert v.messages[1].content == "Fix the build."
-    assert v.messages[2].content.startswith("[Summary of prior conversation]")
+    # [System][First user + Summary]: one user message, so turns alternate
+    assert roles[:3] == ["system", "user", "assistant"]
+    first, summary = v.messages[1].content.split("\n\n", 1)
+    assert first == "Fix the build." and v.messages[1].id == "u0"
+    assert summary.startswith("[Summary of prior conversation]")
     for section in ("## Original goal", "## Key decisions", "## Files read or changed",
                     "## Progress and next steps", "## Errors and resolutions"):
-        assert section in v.messages[2].content
-    assert v.messages[3].role != "tool"
+        assert section in summary
+    assert any(e.kind == "merged" and e.message_id.startswith("summary:") for e in v.edits)
     assert v.sent_tokens <= p.hard_limit
     assert any(e.kind == "summarized" for e in v.edits)
 
@@ -287,7 +309,7 @@ def test_undo_removes_a_compaction_and_a_manual_trigger_sticks():
     assert before.zone == "safe"
     view, comp = pipe.view(force_deep="manual")
     assert comp is not None and comp.trigger == "manual"
-    assert view.messages[2].content.startswith("[Summary of prior conversation]")
+    assert "\n\n[Summary of prior conversation]" in view.messages[1].content
     pipe.feed(Event("undo", "e9", {"target": comp.id}))
     assert pipe.view()[0].to_api() == before.to_api()
     pipe.feed(Event("trigger", "e10", {"stage": "mask"}))
@@ -333,3 +355,24 @@ def test_the_fingerprint_ignores_settings_that_never_change_a_view():
     assert p.fingerprint() == p.with_changes(memory_max_lines=80, tool_max_lines=100, bash_timeout_s=5.0).fingerprint()
     assert p.fingerprint() != p.with_changes(snip_threshold_chars=4000).fingerprint()
     assert p.fingerprint() != p.with_changes(window=64_000).fingerprint()
+
+
+# -- sanitizer: duplicate call ids, long same-role runs ----------------------------------------------
+def test_two_calls_sharing_an_id_leave_one_valid_call():
+    msgs = [Message("u", "user", "go"),
+            Message("a", "assistant", "", (ToolCall("call_1", "bash", '{"command": "ls"}'),
+                                           ToolCall("call_1", "bash", '{"command": "pwd"}'))),
+            Message("t", "tool", "out", tool_call_id="call_1")]
+    out, edits = sanitize(msgs)
+    api = [o.message.to_api() for o in out]
+    assert api_problems(api) == []
+    assert [c["function"]["arguments"] for c in api[1]["tool_calls"]] == ['{"command": "ls"}']
+    assert [(e.message_id, e.kind) for e in edits] == [("a", "stripped")]
+
+
+def test_a_run_of_same_role_messages_merges_into_one():
+    msgs = [Message(f"u{i}", "user", f"part {i}") for i in range(5_000)]
+    out, edits = sanitize(msgs)
+    assert len(out) == 1 and out[0].sources == tuple(f"u{i}" for i in range(5_000))
+    assert out[0].message.content == "\n\n".join(f"part {i}" for i in range(5_000))
+    assert len(edits) == 4_999 and all(e.kind == "merged" for e in edits)

@@ -30,7 +30,7 @@ def text(draw, huge=False):
 def history(draw):
     items = draw(st.lists(st.sampled_from(
         ["user", "assistant", "calls", "calls", "calls", "orphan_result", "placeholder", "legacy_tool",
-         "cancelled", "system", "odd_role", "user", "calls"]), min_size=1, max_size=40))
+         "cancelled", "system", "odd_role", "user", "calls", "dup_calls", "user_run"]), min_size=1, max_size=40))
     huge_at = draw(st.integers(min_value=-1, max_value=len(items) - 1)) if draw(st.booleans()) else -2
     msgs = [Message("m00000", "system", "You are an agent.")] if draw(st.booleans()) else []
     n_call = 0
@@ -55,6 +55,16 @@ def history(draw):
             answered = draw(st.lists(st.sampled_from([c.id for c in calls]), max_size=k + 1))
             for cid in answered:
                 add("tool", draw(text(huge=(i == huge_at))), tool_call_id=cid)
+        elif kind == "dup_calls":  # two calls sharing one id, answered once or twice
+            n_call += 1
+            cid = f"call_{n_call}"
+            add("assistant", "", tool_calls=(ToolCall(cid, "bash", '{"command": "ls"}'),
+                                             ToolCall(cid, "bash", '{"command": "pwd"}')))
+            for _ in range(draw(st.integers(1, 2))):
+                add("tool", body, tool_call_id=cid)
+        elif kind == "user_run":
+            for _ in range(draw(st.integers(2, 4))):
+                add("user", body or "more")
         elif kind == "orphan_result":
             add("tool", body, tool_call_id="call_missing")
         elif kind == "placeholder":
@@ -78,11 +88,14 @@ def origin_map(msgs):
     return {m.id: m for m in msgs}
 
 
-def check_view(view, msgs, policy):
+def check_view(view, msgs, policy, seen=None):
     api = view.to_api()
     if not api:  # nothing valid in the history yet: there is no request to make
         return
+    # valid, with unique call ids and user/assistant turns that alternate
     assert api_problems(api) == [], api_problems(api)
+    if seen is not None:
+        assert_covered(view, seen, policy)
     # a request that exceeds the window is never produced (a valid one always fits here)
     assert view.fits and view.sent_tokens <= policy.window
     originals = origin_map(msgs)
@@ -95,17 +108,28 @@ def check_view(view, msgs, policy):
             assert m.content.startswith(original[: policy.user_keep_chars])
 
 
+def assert_covered(view, seen, policy):
+    """Every message that left the context is covered by a summary (seed-001 alone drops by design)."""
+    present = set()
+    for m in view.messages:
+        present.add(m.id)
+        present.update((m.meta or {}).get("joined", ()))
+    accounted = {e.message_id for e in view.edits if e.kind in ("summarized", "merged", "stripped")
+                 or (e.kind == "dropped" and (e.stage == "sanitize" or not policy.deep_compact))}
+    assert [m.id for m in seen if m.id not in present and m.id not in accounted] == []
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(msgs=history(), name=POLICIES, window=WINDOWS)
 def test_every_request_is_valid_fits_and_keeps_calls_and_user_heads(msgs, name, window):
     policy = preset(name).with_changes(window=window)
     frozen = copy.deepcopy(msgs)
     pipe = Pipeline(policy)
-    for m in msgs:
+    for i, m in enumerate(msgs):
         if m.role == "assistant":
-            check_view(pipe.view()[0], msgs, policy)
+            check_view(pipe.view()[0], msgs, policy, seen=msgs[:i])
         pipe.feed(m)
-    check_view(pipe.view()[0], msgs, policy)
+    check_view(pipe.view()[0], msgs, policy, seen=msgs)
     assert msgs == frozen and [m.meta for m in msgs] == [m.meta for m in frozen]  # the log is never modified
 
 

@@ -1,3 +1,5 @@
+import json
+
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.summarize import (SECTIONS, ExtractiveSummarizer, pretruncate, summary_request,
@@ -67,3 +69,18 @@ def test_extractive_summary_fills_five_sections_deterministically():
     assert "app/db/pool.py (changed)" in c.text and "cmd/worker/main.go (read)" in c.text
     assert "连接池超时" in c.text and "(none)" not in c.text.split("## Errors")[0]
     assert validate_summary(f"<summary>{c.text}</summary>", P).ok
+
+
+def test_extractive_summary_keeps_every_changed_path_and_counts_the_read_ones_left_out():
+    msgs = [Message("u", "user", "Refactor the services.")]
+    for i in range(120):
+        name = "write_file" if i % 4 == 0 else "read_file"
+        call = ToolCall(f"c{i}", name, json.dumps({"path": f"src/early/mod{i:03d}.py"}))
+        msgs += [Message(f"a{i}", "assistant", "", (call,)), Message(f"t{i}", "tool", "ok", tool_call_id=call.id)]
+    body = ExtractiveSummarizer().summarize(msgs, None, Policy()).text
+    changed = [f"src/early/mod{i:03d}.py (changed)" for i in range(0, 120, 4)]
+    assert all(line in body for line in changed)  # the earliest ones too
+    assert "(50 more files read, not listed)" in body
+    # the count survives the next compaction, which starts from this summary
+    again = ExtractiveSummarizer().summarize([Message("u2", "user", "go on")], body, Policy()).text
+    assert "(50 more files read, not listed)" in again and changed[0] in again

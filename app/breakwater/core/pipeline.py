@@ -31,6 +31,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
 from breakwater.core.session_log import Entry, Event
+from breakwater.core.shape import join_users, squeeze
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
@@ -100,6 +101,29 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     api_tokens: int | None = None
     built: View | None = None  # the request, when planning already had to build it (squeeze)
+    # the soft zone applies `level` to the far messages before `boundary`, `lower` to the rest
+    lower: int = 0
+    boundary: int = 0
+    drop_to: int = 0           # shape history dropped out[cut:drop_to] (none when equal to cut)
+    joined: tuple[str, ...] = ()  # ids of user messages joined into the one before them
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """One candidate request: the head, the region sent and the stage level of each part."""
+
+    head: list[Message]
+    cut: int
+    start: int
+    drop_to: int
+    level: int
+    lower: int
+    boundary: int
+    near_start: int
+    sent: int
+    counted: str
+    kept_fu: int | None
+    joined: tuple[str, ...]
 
 
 class Pipeline:
@@ -134,7 +158,8 @@ class Pipeline:
         self.compactions_applied = 0
         self._compacted_since_view = False
         self._undone_since_view = False         # the user took a compaction back: do not redo it at once
-        self._last_failure: str | None = None   # why the last deep compaction produced no summary
+        self._last_failure: str | None = None   # why the summarizer's last summary was rejected
+        self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -335,23 +360,26 @@ class Pipeline:
         return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * p.hard_limit)
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
-                 extra: list[int] = ()) -> tuple[int, str]:
-        """Tokens of head + extra indices + out[start:n] at `level` (working memory from near_start)."""
+                 lower: int | None = None, boundary: int | None = None) -> tuple[int, str]:
+        """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
+        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`."""
+        partial = boundary is not None and lower is not None and boundary < near_start
+        if not partial:
+            lower, boundary = level, near_start
+        near_level = lower if partial else level
+        P = self.P
         h = sum(heuristic_message(m) for m in head)
-        h += sum(self.P[level][i + 1] - self.P[level][i] for i in extra)
-        h += self.P[level][near_start] - self.P[level][start]
-        near = [self._near_cached(i, level) for i in range(near_start, n)]
+        h += P[level][boundary] - P[level][start] + P[lower][near_start] - P[lower][boundary]
+        near = [self._near_cached(i, near_level) for i in range(near_start, n)]
         h += sum(t for _, t in near)
-        near = [r for r, _ in near]
         est = self.calibration.apply(h)
         if not self._in_band(est):
             return est, "estimate"
         c = self.counter
         x = sum(c.exact_message(m) for m in head)
-        x += sum(self._exact_sum(level, i, i + 1) for i in extra)
-        x += self._exact_sum(level, start, near_start)
+        x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
         x += sum(c.exact_message(r[0] if r else self.san.out[i].message)
-                 for i, r in zip(range(near_start, n), near))
+                 for i, (r, _) in zip(range(near_start, n), near))
         return x, "exact"
 
     def _raw_tokens(self) -> int:
@@ -422,6 +450,11 @@ class Pipeline:
             kept.update(j for j in range(start, min(end, cut)) if j != fu)
         return sorted(kept)
 
+    def _tail_tokens(self, c: int, n: int) -> int:
+        """Tokens of out[c:n] with every enabled stage applied: what is left after a cut at c."""
+        top = max(self._levels() or [0])
+        return self._measure([], top, c, self._near_start(top, c, n), n)[0]
+
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
         p = self.policy
         gs = self.group_starts
@@ -439,45 +472,56 @@ class Pipeline:
                     return min(i, last)
                 if m.role == "assistant" and not m.tool_calls:
                     return min(i + 1, last)
+                if m.role == "assistant" and out[i - 1].message.role == "tool":
+                    return i  # after all results of a call group: a single-prompt agent run compacts too
             return start
+        head = self.calibration.apply(head_tokens)
+
+        def fits(c: int) -> bool:
+            return head + self._tail_tokens(c, n) <= p.hard_limit
+
         if p.deep_cut == "keep-turns":       # seed 003: keep the last N turns, N = 20 -> 3
-            top = self.P[max(self._levels() or [0])]
             for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
-                if keep > len(cands):
-                    continue
-                c = cands[-keep]
-                if head_tokens + top[n] - top[c] <= p.hard_limit:
-                    return c
+                if keep <= len(cands) and fits(cands[-keep]):
+                    return cands[-keep]
             return cands[-min(p.shape_keep_last_min, len(cands))]
         budget = int(p.deep_keep_ratio * p.window)   # keep-tokens
-        c = last
-        for g in reversed(cands):
-            if self.P[0][n] - self.P[0][g] > budget:
-                break
-            c = g
-        return c
+        k = len(cands) - 1
+        while k > 0 and self.calibration.apply(self.P[0][n] - self.P[0][cands[k - 1]]) <= budget:
+            k -= 1
+        while k < len(cands) - 1 and not fits(cands[k]):
+            k += 1  # the kept tail must fit, or shaping would drop messages no summary covers
+        return cands[k]
 
-    def _deep_compact(self, trigger: str, base_tokens: int) -> Compaction | None:
+    def _deep_compact(self, trigger: str, base_tokens: int, cut: int | None = None) -> Compaction | None:
         out = self.san.out
         n = len(out)
         start = self.active[-1].cut if self.active else self._base_start()
-        head, _ = self._head()
-        est_summary = 600
-        cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
+        if cut is None:
+            head, _ = self._head()
+            est_summary = 600
+            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
         if cut <= start:
             return None
         previous = self.active[-1].comp.summary if self.active else None
         covered = [out[i].message for i in range(start, cut)]
         result = self.summarizer.summarize(covered, previous, self.policy)
         if not result.ok or not result.text:
-            self._last_failure = result.reason
-            return None
+            # history must not leave the context unsummarized: the offline summary stands in
+            self._last_failure = result.reason or "empty summary"
+            result = ExtractiveSummarizer().summarize(covered, previous, self.policy)
         comp = Compaction(id=f"c{self.turn:05d}-{self.compactions_applied + 1}",
                           cut_id=out[cut].sources[0] if cut < n else None, summary=result.text,
                           summarizer=result.summarizer, trigger=trigger, policy=self.policy.fingerprint(),
                           turn=self.turn + 1, tokens_before=base_tokens, covered=cut - start)
         self._apply(comp)
         return comp
+
+    def _retract(self, comp: Compaction) -> None:
+        """Take back a compaction decided in this plan, to replace it by one that covers more."""
+        if self.active and self.active[-1].comp.id == comp.id:
+            self.active.pop()
+            self.compactions_applied -= 1
 
     def _near_start(self, level: int, start: int, n: int) -> int:
         """First index treated as working memory: only masking (level 2 and up) tells near from far."""
@@ -495,37 +539,34 @@ class Pipeline:
         p = self.policy
         notes: list[str] = []
         new_comp: Compaction | None = None
-        out = self.san.out
-        n = len(out)
+        n = len(self.san.out)
         raw_tokens = self._raw_tokens()
+        trigger_level = max(self.triggers.values(), default=0)
 
-        head, fu = self._head()
-        cut = self.active[-1].cut if self.active else self._base_start()
-        base, counted = self._measure(head, 0, cut, n, n)
-        level = max(self.triggers.values(), default=0)
+        def base_of() -> tuple[int, str]:
+            head, _ = self._head()
+            cut = self.active[-1].cut if self.active else self._base_start()
+            jh, js, _ = self._seam(head, cut, n)
+            return self._measure(jh, 0, js, n, n)
+
+        base, counted = base_of()
         over = base > p.hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
-            cheapest, _ = self._measure(head, top, cut, self._near_start(top, cut, n), n)
-            over = cheapest > p.hard_limit
-        if force_deep or (over and p.deep_compact and not self._compacted_since_view
-                          and not self._undone_since_view):
+            head, _ = self._head()
+            cut = self.active[-1].cut if self.active else self._base_start()
+            jh, js, _ = self._seam(head, cut, n)
+            over = self._measure(jh, top, js, self._near_start(top, js, n), n)[0] > p.hard_limit
+        undone = self._undone_since_view
+        if force_deep or (over and p.deep_compact and not self._compacted_since_view and not undone):
             new_comp = self._deep_compact(force_deep or "auto", base)
             if new_comp is None:
-                failure = self._last_failure
-                notes.append(f"summary rejected ({failure}); falling back to masking" if failure
-                             else "deep compaction found nothing to summarize")
-                self._last_failure = None
+                notes.append("deep compaction found nothing to summarize")
         if self._compacted_since_view:
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
-            head, fu = self._head()
-            cut = self.active[-1].cut
-            base, counted = self._measure(head, 0, cut, n, n)
-            if new_comp is not None:
-                new_comp = replace(new_comp, tokens_after=base)
-                self.active[-1].comp = new_comp
+            base, counted = base_of()
         else:
             base_reported = base
         zone_counted = counted
@@ -533,81 +574,161 @@ class Pipeline:
         zone = "safe" if base_reported <= p.soft_limit else ("soft" if base_reported <= p.hard_limit else "hard")
         fast = base <= p.soft_limit or n < p.fast_path_min_messages
 
-        def measure(lv: int, start: int, extra: list[int]) -> tuple[int, str, int]:
-            ns = self._near_start(lv, start, n)
-            t, how = self._measure(head, lv, start, ns, n, extra)
-            return t, how, ns
-
-        sent, counted, near_start = measure(level, cut, [])
-        if not fast or level:
-            for lv in self._levels():
-                if sent <= p.soft_limit:
-                    break
-                if lv <= level:
-                    continue
-                level = lv
-                sent, counted, near_start = measure(level, cut, [])
-
-        # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
-        start, extra_fu = cut, None
-        target = p.hard_limit
-        if sent > target:
-            fu_i = self._first_user() if p.keep_first_user else None
-            lo = bisect.bisect_right(self.group_starts, cut)
-            cands = self.group_starts[lo:bisect.bisect_left(self.group_starts, n)]
-            best = None
-            for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
-                if keep > len(cands):
-                    continue
-                s = cands[-keep]
-                extra = [fu_i] if fu_i is not None and cut <= fu_i < s else []
-                t, how, ns = measure(level, s, extra)
-                best = (s, extra, t, how, ns)
-                if t <= target:
-                    break
-            if best is not None:
-                start, extra, sent, counted, near_start = best
-                extra_fu = extra[0] if extra else None
-                notes.append(f"shape history kept the last {len([g for g in cands if g >= start])} turns")
-
-        plan = Plan(turn=self.turn + 1, n=n, cut=cut, start=start, level=level, near_start=near_start,
-                    keep_first_user=extra_fu if extra_fu is not None else fu, head=head,
-                    raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=sent, zone=zone, counted=counted,
-                    fits=sent <= p.window, zone_counted=zone_counted, squeeze=sent > target,
-                    new_compaction=new_comp, notes=notes, api_tokens=self.api_tokens)
-        plan.counts = self._counts(plan, extra_fu)
+        shape = self._fit(n, trigger_level, fast)
+        if shape.drop_to > shape.cut and p.deep_compact and not undone:
+            # shaping would drop turns: they leave the context through a summary instead
+            if new_comp is not None:
+                self._retract(new_comp)
+            new_comp = self._deep_compact(new_comp.trigger if new_comp else (force_deep or "auto"), base_reported,
+                                          cut=shape.drop_to) or new_comp
+            self._compacted_since_view = False
+            shape = self._fit(n, trigger_level, fast)
+        if new_comp is not None:
+            new_comp = replace(new_comp, tokens_after=base_of()[0])
+            self.active[-1].comp = new_comp
+        if self._last_failure:
+            notes.append(f"summary rejected ({self._last_failure}); the extractive summary stands in")
+            self._last_failure = None
+        if shape.drop_to > shape.cut:
+            kept = len([g for g in self.group_starts if shape.drop_to <= g < n])
+            notes.append(f"shape history kept the last {kept} turns")
+        plan = Plan(turn=self.turn + 1, n=n, cut=shape.cut, start=shape.start, level=shape.level,
+                    near_start=shape.near_start, keep_first_user=shape.kept_fu, head=shape.head,
+                    raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=shape.sent, zone=zone,
+                    counted=shape.counted, fits=shape.sent <= p.window, zone_counted=zone_counted,
+                    squeeze=shape.sent > p.hard_limit, new_compaction=new_comp, notes=notes,
+                    api_tokens=self.api_tokens, lower=shape.lower, boundary=shape.boundary,
+                    drop_to=shape.drop_to, joined=shape.joined)
+        plan.counts = self._counts(plan)
         if plan.squeeze:
             view = plan.built = self.materialize(plan)
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
             plan.counts = view.edit_counts()
         return plan
 
-    def _counts(self, plan: Plan, extra_fu: int | None) -> dict[str, int]:
+    def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
+        """The head with user messages in a row joined, also with the first kept message, so turns alternate."""
+        msgs = list(head)
+        if start < n and self.san.out[start].message.role == "user" and msgs and msgs[-1].role == "user":
+            msgs.append(self.san.out[start].message)
+            start += 1
+        if sum(1 for m in msgs if m.role == "user") < 2:
+            return msgs, start, ()
+        joined, absorbed = join_users(msgs)
+        return joined, start, tuple(absorbed)
+
+    def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
+        """Soft zone then shape history: the cheapest request from the current cut that fits."""
+        p = self.policy
+        head0, fu = self._head()
+        cut = self.active[-1].cut if self.active else self._base_start()
+        fu_i = self._first_user() if p.keep_first_user else None
+
+        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
+            head = head0
+            kept_fu = fu
+            if s > cut and fu_i is not None and cut <= fu_i < s:
+                head, kept_fu = head0 + [self.san.out[fu_i].message], fu_i
+            jh, js, joined = self._seam(head, s, n)
+            ns = self._near_start(lv, js, n)
+            if boundary is not None:
+                boundary = max(js, min(boundary, ns))
+            t, how = self._measure(jh, lv, js, ns, n, lower, boundary)
+            partial = boundary is not None and lower is not None and boundary < ns
+            return _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns, ns,
+                          t, how, kept_fu, joined)
+
+        shape = at(level, cut)
+        if not fast or level:
+            below = level
+            for lv in self._levels():
+                if shape.sent <= p.soft_limit:
+                    break
+                if lv <= level:
+                    continue
+                whole = at(lv, cut)
+                if whole.sent <= p.soft_limit:
+                    shape = self._oldest_first(at, lv, below, cut, whole)
+                    break
+                shape, below = whole, lv
+
+        if shape.sent > p.hard_limit:
+            # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
+            lo = bisect.bisect_right(self.group_starts, cut)
+            cands = self.group_starts[lo:bisect.bisect_left(self.group_starts, n)]
+            for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
+                if keep > len(cands):
+                    continue
+                shape = at(shape.level, cands[-keep])
+                if shape.sent <= p.hard_limit:
+                    break
+        return shape
+
+    def _oldest_first(self, at, lv: int, below: int, cut: int, whole: "_Shape") -> "_Shape":
+        """Apply stage `lv` from the oldest message on, only as far as needed to get under the soft limit.
+
+        The boundary overshoots by a small hysteresis and then stays where it is while the request
+        still fits, so the compacted prefix does not change every turn (prompt caching)."""
+        p = self.policy
+        lo, hi = whole.start, whole.near_start
+        key = (cut, lv, below)
+        kept = self._soft_boundary.get(key)
+        if kept is not None and lo <= kept <= hi:
+            shape = at(lv, cut, below, kept)
+            if shape.sent <= p.soft_limit:
+                return shape
+        if at(lv, cut, below, hi).sent > p.soft_limit:
+            return whole  # even every far message is not enough: the stage applies to working memory too
+        goal = p.soft_limit - int(p.soft_hysteresis_ratio * p.soft_limit)
+        if at(lv, cut, below, hi).sent > goal:
+            goal = p.soft_limit
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at(lv, cut, below, mid).sent <= goal:
+                hi = mid
+            else:
+                lo = mid + 1
+        self._soft_boundary = {key: lo}
+        return at(lv, cut, below, lo)
+
+    def _counts(self, plan: Plan) -> dict[str, int]:
         counts = dict(self.san.counts)
+        kept_fu = plan.keep_first_user
         if self.active:
             covered = plan.cut - self._base_start()
-            if plan.keep_first_user is not None and plan.keep_first_user < plan.cut:
+            if kept_fu is not None and kept_fu < plan.cut:
                 covered -= 1
-            covered -= len(self._pinned_kept(plan.cut, plan.keep_first_user if plan.keep_first_user is not None
-                                             and plan.keep_first_user < plan.cut else None))
+            covered -= len(self._pinned_kept(plan.cut, kept_fu if kept_fu is not None and kept_fu < plan.cut
+                                             else None))
             counts["summarized"] = counts.get("summarized", 0) + max(0, covered)
-        dropped = plan.start - plan.cut - (1 if extra_fu is not None else 0)
+        if plan.joined:
+            counts["merged"] = counts.get("merged", 0) + len(plan.joined)
+        dropped = plan.drop_to - plan.cut - (1 if kept_fu is not None and plan.cut <= kept_fu < plan.drop_to else 0)
         if dropped > 0:
             counts["dropped"] = counts.get("dropped", 0) + dropped
-        if plan.level:
-            for k in FAR_KINDS:
-                arr = self.KP[(plan.level, k)]
-                c = arr[plan.near_start] - arr[plan.start]
-                if c:
-                    counts[k] = counts.get(k, 0) + c
+        for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
+            if lv and b > a:
+                for k in FAR_KINDS:
+                    arr = self.KP[(lv, k)]
+                    c = arr[b] - arr[a]
+                    if c:
+                        counts[k] = counts.get(k, 0) + c
+        near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
+        if near_level:
             for i in range(plan.near_start, plan.n):
-                res = self._transform(i, plan.level, near=True)
+                res = self._transform(i, near_level, near=True)
                 if res:
                     counts[res[2]] = counts.get(res[2], 0) + 1
         src = self.srcP[plan.n] - self.srcP[plan.start]
         if src:
             counts["truncated-at-source"] = src
         return {k: v for k, v in counts.items() if v}
+
+    def level_of(self, plan: Plan, i: int) -> tuple[int, bool]:
+        """The stage level message i of the sent region gets, and whether it counts as working memory."""
+        if i >= plan.near_start:
+            return (plan.level if plan.boundary >= plan.near_start else plan.lower), True
+        return (plan.level if i < plan.boundary else plan.lower), False
 
     # -- building the request -------------------------------------------------------------------------
     def materialize(self, plan: Plan) -> View:
@@ -617,28 +738,29 @@ class Pipeline:
         msgs: list[Message] = list(plan.head)
         edits: list[Edit] = list(self.san.edits)
         base_start = self._base_start()
+        kept_fu = plan.keep_first_user
         if self.active:
-            kept_fu = plan.keep_first_user if plan.keep_first_user is not None and plan.keep_first_user < plan.cut else None
-            pinned = set(self._pinned_kept(plan.cut, kept_fu))
+            fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
+            pinned = set(self._pinned_kept(plan.cut, fu_before))
             why = f"hard limit {p.hard_limit}"
             tok0 = self.tok0
             for i in range(base_start, plan.cut):
-                if i == kept_fu or i in pinned:
+                if i == fu_before or i in pinned:
                     continue
                 m = out[i].message
                 edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),), tok0[i], 0, why))
-        indices = list(range(plan.start, plan.n))
-        if plan.keep_first_user is not None and plan.cut <= plan.keep_first_user < plan.start:
-            indices.insert(0, plan.keep_first_user)
+        for mid in plan.joined:
+            edits.append(Edit(mid, "shape_history", "merged", (), 0, 0,
+                              "user messages in a row joined so that turns alternate"))
         why = f"keep last turns to fit {p.hard_limit}"
-        for i in range(plan.cut, plan.start):
-            if i != plan.keep_first_user:
+        for i in range(plan.cut, plan.drop_to):
+            if i != kept_fu:
                 m = out[i].message
                 edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), self.tok0[i], 0, why))
-        for i in indices:
+        for i in range(plan.start, plan.n):
             m = out[i].message
-            near = i >= plan.near_start
-            res = self._transform(i, plan.level, near) if plan.level else None
+            level, near = self.level_of(plan, i)
+            res = self._transform(i, level, near) if level else None
             src = (m.meta or {}).get("source") if m.role == "tool" and m.meta else None
             if isinstance(src, dict) and src.get("dropped_lines"):
                 edits.append(Edit(m.id, "source", "truncated-at-source", (),
@@ -646,8 +768,8 @@ class Pipeline:
                                   f"tool output over {src.get('max_lines', p.tool_max_lines)} lines"))
             if res:
                 new, spans, kind = res
-                stage = {"snipped": "snip" if not near or plan.level < 2 else "working_memory",
-                         "masked": "mask", "folded": "mask" if plan.level < 3 else "microcompact",
+                stage = {"snipped": "snip" if not near or level < 2 else "working_memory",
+                         "masked": "mask", "folded": "mask" if level < 3 else "microcompact",
                          "microcompacted": "microcompact"}[kind]
                 edits.append(Edit(m.id, stage, kind, spans, heuristic_message(m), heuristic_message(new),
                                   self._threshold(kind, near)))
@@ -685,43 +807,3 @@ class Pipeline:
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)
         return plan.built or self.materialize(plan), plan.new_compaction
-
-
-def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], list[Edit]]:
-    """Last resort: head/tail the largest messages until the request fits under the hard limit.
-
-    Never touches the system prompt or tool calls; user messages keep their first
-    `user_keep_chars` characters unless nothing else is left to cut.
-    """
-    msgs = list(msgs)
-    edits: list[Edit] = []
-    target = policy.hard_limit
-    total = count(msgs)
-    for allow_user in (False, True):
-        while total > target:
-            best, best_room = None, 0
-            for i, m in enumerate(msgs):
-                if m.role == "system" or (m.role == "user" and not allow_user):
-                    continue
-                floor = policy.user_keep_chars if m.role == "user" else 200
-                room = len(m.content) - floor
-                if room > best_room and room > 64:
-                    best, best_room = i, room
-            if best is None:
-                break
-            m = msgs[best]
-            floor = policy.user_keep_chars if m.role == "user" else 200
-            keep = max(floor, len(m.content) - (total - target) * 4 - 256)
-            head = max(keep * 3 // 5, min(floor, keep))
-            tail = max(0, keep - head)
-            new_text, span = snip_stage.head_tail(m.content, head, tail,
-                                                  lambda r: f"\n...[{r} chars cut so the request fits the window]...\n")
-            new = m.with_content(new_text)
-            before, after = heuristic_message(m), heuristic_message(new)
-            if after >= before:
-                break
-            edits.append(Edit(m.id, "shape_history", "snipped", (span,), before, after,
-                              f"request over hard limit {target} after keeping {policy.shape_keep_last_min} turns"))
-            msgs[best] = new
-            total = count(msgs)
-    return msgs, edits

@@ -30,6 +30,9 @@ class Policy:
     small_window_buffer_ratio: float = 0.15  # buffer cap when soft and hard would collide
     precise_ratio: float = 0.9            # seed 000 §8.6: exact count once estimate > 0.9 x soft
     fast_path_min_messages: int = 4       # seed 003: too few messages -> send as is
+    # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
+    # stays put while the request fits, so the compacted prefix (and the provider cache) holds
+    soft_hysteresis_ratio: float = 0.05
 
     sanitize: bool = True
 
@@ -133,6 +136,17 @@ PRESETS: dict[str, Policy] = {
 
 DEFAULT_PRESET = "breakwater"
 
+PRESET_DESCRIPTIONS: dict[str, str] = {
+    "seed-000": "dual threshold: snip tool output past the soft limit, summarize everything before the last "
+                "safe boundary past the hard limit",
+    "seed-001": "observation masking and working-memory head/tail, no model: a sliding window that drops "
+                "the oldest turns without a summary when masking is not enough",
+    "seed-003": "shape history [System][First user][Summary][Last N turns], keep-last 20 down to 3; "
+                "compacts often, as the seed does, because it keeps as much as just fits",
+    "breakwater": "snip, mask and microcompact oldest first, summarize only when they are not enough, "
+                  "keeping a quarter of the window verbatim",
+}
+
 
 def preset(name: str) -> Policy:
     try:
@@ -188,5 +202,5 @@ def load_toml(path: Path) -> Policy:
     return from_mapping(data)
 
 
-__all__ = ["Policy", "PolicyError", "PRESETS", "DEFAULT_PRESET", "preset", "from_mapping", "load_toml",
+__all__ = ["Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "DEFAULT_PRESET", "preset", "from_mapping", "load_toml",
            "validate"]

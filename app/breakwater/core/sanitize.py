@@ -6,6 +6,9 @@ It runs incrementally: messages are fed one at a time and earlier decisions
 never change, except that the last message may absorb the next one (merge) and
 an open tool-call group is closed (unanswered calls stripped) when the next
 non-tool message arrives or a request is about to be made.
+
+A run of same-role messages is gathered as parts and joined once, when the run
+ends or `out` is read (`take_dirty`), so a run of any length costs linear time.
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ def _merge(a: Message, b: Message) -> Message:
     return replace(a, content=content, tool_calls=a.tool_calls + b.tool_calls)
 
 
+@dataclass(slots=True)
+class _Run:
+    """The last output message while it absorbs same-role messages: joined on `flush`."""
+
+    base: Message
+    parts: list[str]
+    calls: list
+    sources: list[str]
+
+
 class Sanitizer:
     def __init__(self) -> None:
         self.out: list[SanitizedMessage] = []
@@ -70,6 +83,7 @@ class Sanitizer:
         self._pending: set[str] = set()     # its calls still unanswered
         self._answered: set[str] = set()
         self.dirty_from: int = 0            # lowest index of `out` changed since last `take_dirty`
+        self._run: _Run | None = None       # out[-1] while a same-role run is being merged into it
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _edit(self, msg: Message, kind: str, reason: str, before: int, after: int) -> None:
@@ -80,7 +94,18 @@ class Sanitizer:
     def _touch(self, index: int) -> None:
         self.dirty_from = min(self.dirty_from, index)
 
+    def flush(self) -> None:
+        """Join the open same-role run into out[-1]."""
+        run = self._run
+        if run is None:
+            return
+        self._run = None
+        content = "\n\n".join(p for p in run.parts if p)
+        self.out[-1] = SanitizedMessage(replace(run.base, content=content, tool_calls=tuple(run.calls)),
+                                        tuple(run.sources))
+
     def take_dirty(self) -> int:
+        self.flush()
         d = self.dirty_from
         self.dirty_from = len(self.out)
         return d
@@ -99,21 +124,48 @@ class Sanitizer:
             self._edit(msg, "merged", "system message after the first is sent as a user note",
                        heuristic_message(msg), heuristic_message(msg))
             msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
+        if msg.role == "assistant" and msg.tool_calls:
+            msg = self._unique_calls(msg)
+            if not msg.tool_calls and not msg.content.strip():
+                return
         if self.out and self.out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
             last = self.out[-1]
-            merged = _merge(last.message, msg)
-            self._edit(msg, "merged", f"consecutive {msg.role} messages merged into {last.message.id}",
+            run = self._run
+            if run is None:
+                run = self._run = _Run(last.message, [last.message.content], list(last.message.tool_calls),
+                                       list(last.sources))
+            self._edit(msg, "merged", f"consecutive {msg.role} messages merged into {run.base.id}",
                        heuristic_message(msg), 0)
-            self.out[-1] = SanitizedMessage(merged, last.sources + (msg.id,))
+            run.parts.append(msg.content)
+            run.calls.extend(msg.tool_calls)
+            run.sources.append(msg.id)
             self._touch(len(self.out) - 1)
         else:
+            self.flush()
             self.out.append(SanitizedMessage(msg, (msg.id,)))
             self._touch(len(self.out) - 1)
         if msg.role == "assistant" and msg.tool_calls:
+            self.flush()
             self._group = len(self.out) - 1
             calls = self.out[-1].message.tool_calls
             self._pending = {c.id for c in calls}
             self._answered = set()
+
+    def _unique_calls(self, msg: Message) -> Message:
+        """A second call with the same id in one message could never get its own result: strip it."""
+        seen: set[str] = set()
+        kept = []
+        for c in msg.tool_calls:
+            if c.id and c.id not in seen:
+                seen.add(c.id)
+                kept.append(c)
+        if len(kept) == len(msg.tool_calls):
+            return msg
+        stripped = replace(msg, tool_calls=tuple(kept))
+        gone = len(msg.tool_calls) - len(kept)
+        self._edit(msg, "stripped", f"{gone} tool call(s) with a missing or repeated id",
+                   heuristic_message(msg), heuristic_message(stripped))
+        return stripped
 
     def _feed_tool(self, msg: Message) -> None:
         cid = msg.tool_call_id
@@ -123,6 +175,7 @@ class Sanitizer:
             return
         self._pending.discard(cid)
         self._answered.add(cid)
+        self.flush()
         self.out.append(SanitizedMessage(msg, (msg.id,)))
         self._touch(len(self.out) - 1)
 
@@ -161,4 +214,5 @@ def sanitize(messages: list[Message]) -> tuple[list[SanitizedMessage], list[Edit
     for m in messages:
         s.feed(m)
     s.close_group()
+    s.flush()
     return s.out, s.edits

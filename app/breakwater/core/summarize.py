@@ -152,7 +152,9 @@ _DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?
                        r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
 _SECTION_LINE = re.compile(r"^- (.*)$")
 
-MAX_ITEMS = {"Key decisions": 8, "Files read or changed": 25, "Errors and resolutions": 10}
+MAX_ITEMS = {"Key decisions": 8, "Errors and resolutions": 10}
+MAX_READ_PATHS = 40  # every changed path is kept; read ones up to this many, the most recent
+_MORE_PATHS = re.compile(r"^\((\d+) more files? read, not listed\)$")
 CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Write", "Edit", "MultiEdit")
 
 
@@ -212,7 +214,12 @@ class ExtractiveSummarizer:
         goal = prev["Original goal"][:]
         decisions = prev["Key decisions"][:]
         files: dict[str, str] = {}
+        left_out = 0
         for line in prev["Files read or changed"]:
+            more = _MORE_PATHS.match(line)
+            if more:
+                left_out += int(more.group(1))
+                continue
             path, _, verb = line.partition(" (")
             files[path] = verb.rstrip(")") or "read"
         errors = prev["Errors and resolutions"][:]
@@ -247,14 +254,30 @@ class ExtractiveSummarizer:
         sections = {
             "Original goal": _dedupe(goal)[:4],
             "Key decisions": _dedupe(decisions)[-MAX_ITEMS["Key decisions"]:],
-            "Files read or changed": [f"{p} ({v})" for p, v in list(files.items())[-MAX_ITEMS["Files read or changed"]:]],
+            "Files read or changed": file_lines(files, left_out),
             "Progress and next steps": progress,
             "Errors and resolutions": _dedupe(errors)[-MAX_ITEMS["Errors and resolutions"]:],
         }
         body = render_sections(sections)
+        for budget in (MAX_READ_PATHS // 2, MAX_READ_PATHS // 8, 0):  # read paths give way before the rest
+            if len(body) <= policy.summary_max_chars:
+                break
+            sections["Files read or changed"] = file_lines(files, left_out, budget)
+            body = render_sections(sections)
         if len(body) > policy.summary_max_chars:
             body = body[: policy.summary_max_chars - 20].rsplit("\n", 1)[0] + "\n- …"
         return SummaryResult(body, True, self.name)
+
+
+def file_lines(files: dict[str, str], left_out: int = 0, budget: int = MAX_READ_PATHS) -> list[str]:
+    """Every changed path, and the most recent read ones up to a budget; says how many were left out."""
+    read = [p for p, v in files.items() if v != "changed"]
+    shown = set(read[max(0, len(read) - budget):]) if budget else set()
+    lines = [f"{p} ({v})" for p, v in files.items() if v == "changed" or p in shown]
+    left_out += len(read) - len(shown)
+    if left_out:
+        lines.append(f"({left_out} more file{'s' if left_out != 1 else ''} read, not listed)")
+    return lines
 
 
 def _dedupe(items: list[str]) -> list[str]:

@@ -1,4 +1,8 @@
-"""What the chat-completions API accepts, as a check the pipeline's output must always pass."""
+"""What the chat-completions API accepts, as a check the pipeline's output must always pass.
+
+Stricter than OpenAI itself: user and assistant turns must alternate, as strict chat templates
+(and seed 003's funnel) require.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,16 @@ def api_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
     if not messages:
         return ["no messages"]
     pending: dict[str, str] = {}
+    previous = None
     for i, m in enumerate(messages):
         role = m.get("role")
         if role not in ("system", "user", "assistant", "tool"):
             problems.append(f"#{i}: invalid role {role!r}")
             continue
+        # strict chat templates want user and assistant turns to alternate
+        if role == previous and role in ("user", "assistant"):
+            problems.append(f"#{i}: two {role} messages in a row")
+        previous = role
         if role == "system" and i != 0:
             problems.append(f"#{i}: system message not first")
         if role == "tool":

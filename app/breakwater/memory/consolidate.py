@@ -162,6 +162,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             fragment.unlink(missing_ok=True)
             if n == 0:
                 _checkpoint("mid_delete")
+        store.index_path.unlink(missing_ok=True)  # its pointers named the fragments just folded in
         fsync_dir(store.root)
         _checkpoint("before_gc")
         with open(store.gc_path, "w", encoding="utf-8") as fh:

@@ -2,7 +2,9 @@
 
 Bounded append (seed 003 §3.1): under the lock, `MEMORY.md` takes an entry while it stays
 within `max_lines` lines; beyond, the entry goes to `auto-YYYY-MM-DD-xxx.md` and `MEMORY.md`
-gets a one-line pointer. Nothing is ever dropped: once full, pointers keep being appended.
+gets a one-line pointer. The bound counts the pointers too: once `MEMORY.md` has no line left
+even for a pointer, pointers go to the fragment index `MEMORY-index.md`, read right after it.
+Nothing is ever dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from breakwater.memory.entries import (
 )
 
 MEMORY_NAME = "MEMORY.md"
+INDEX_NAME = "MEMORY-index.md"
 AGENT_DIR = ".agent"
 
 
@@ -57,6 +60,7 @@ class MemoryStore:
         self.workspace = Path(workspace)
         self.root = self.workspace / AGENT_DIR
         self.memory_path = self.root / MEMORY_NAME
+        self.index_path = self.root / INDEX_NAME
         self.gc_path = self.root / ".memory_gc"
         self.lock_path = self.root / "memory.lock"
         self.max_lines = max_lines
@@ -98,8 +102,13 @@ class MemoryStore:
             # Fragment first, pointer second: a crash in between leaves an orphan fragment,
             # which readers still find, never a pointer to nothing.
             fragment = create_unique(self.root, f"auto-{now:%Y-%m-%d}-", entry)
-            append_durably(self.memory_path, lead + overflow_pointer(fragment.name, turn) + "\n")
-            return AppendResult(fragment, True, count + 1)
+            pointer = overflow_pointer(fragment.name, turn) + "\n"
+            if count + 1 <= self.max_lines:
+                append_durably(self.memory_path, lead + pointer)
+                return AppendResult(fragment, True, count + 1)
+            index = _read_bytes(self.index_path)
+            append_durably(self.index_path, ("\n" if index and not index.endswith(b"\n") else "") + pointer)
+            return AppendResult(fragment, True, count)
 
     def fragment_paths(self) -> list[Path]:
         if not self.root.is_dir():
@@ -127,6 +136,8 @@ class MemoryStore:
         so it comes first.
         """
         items = parse(self.read_memory(), MEMORY_NAME)
+        items += [i for i in parse(_read_bytes(self.index_path).decode("utf-8", errors="replace"), INDEX_NAME)
+                  if isinstance(i, Pointer)]
         fragments = {p.name: p for p in self.fragment_paths()}
         named = {i.name for i in items if isinstance(i, Pointer)}
         orphans = sorted((n for n in fragments if n not in named), key=lambda n: (_mtime(fragments[n]), n))
