@@ -5,6 +5,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test bench test-model clean
 
 $(STAMP): pyproject.toml
+	@scripts/install_bwrap.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

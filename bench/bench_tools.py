@@ -21,6 +21,7 @@ try:
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "app"))
 
+from breakwater.tools import sandbox
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, run_bash
 from breakwater.tools.read_file import read_file
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
@@ -154,15 +155,26 @@ def bench_big_stream(chunks: list[bytes], tmp: Path) -> None:
 
 def bench_bash(tmp: Path) -> None:
     ws = Workspace(tmp)
-    times = []
-    for i in range(3):
-        started = time.perf_counter()
-        r = run_bash(ws, "seq 1 5000000", session_id="bench", tool_call_id=f"seq{i}")
-        times.append(time.perf_counter() - started)
-        (tmp / r.meta["spill"]).unlink()
-    size = r.meta["total_bytes"]
-    print(f"bash 'seq 1 5000000' end to end: {statistics.median(times) * 1000:.0f} ms "
-          f"({size / statistics.median(times) / MB:.0f} MB/s through pipe, buffer and spill; median of 3)")
+    box = sandbox.resolve("auto")
+    runs = [("direct", None)] + ([("in bubblewrap", box)] if box.kind == "bwrap" else [])
+    if box.kind != "bwrap":
+        print(f"bash in bubblewrap: not measured ({box.notice})")
+    for label, where in runs:
+        times = []
+        for i in range(3):
+            started = time.perf_counter()
+            r = run_bash(ws, "seq 1 5000000", session_id="bench", tool_call_id=f"seq{i}", sandbox=where)
+            times.append(time.perf_counter() - started)
+            (tmp / r.meta["spill"]).unlink()
+        size = r.meta["total_bytes"]
+        print(f"bash 'seq 1 5000000' end to end, {label}: {statistics.median(times) * 1000:.0f} ms "
+              f"({size / statistics.median(times) / MB:.0f} MB/s through pipe, buffer and spill; median of 3)")
+        starts = []
+        for _ in range(11):
+            started = time.perf_counter()
+            run_bash(ws, "true", sandbox=where)
+            starts.append(time.perf_counter() - started)
+        print(f"bash 'true' round trip, {label}: {statistics.median(starts) * 1000:.1f} ms (median of 11)")
 
 
 def main() -> None:

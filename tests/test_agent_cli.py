@@ -96,7 +96,8 @@ def test_a_headless_run_survives_floods_and_a_deep_compaction_and_feeds_the_next
         first = breakwater(workspace, home, "--base-url", server.base_url, "--window", str(WINDOW), "--yes",
                            prompt="Write notes/part1-4.md and check the counter output.")
         assert first.returncode == 0, first.stderr
-        assert first.stderr == ""
+        # nothing but, where bubblewrap cannot run, the one line that says so
+        assert [line for line in first.stderr.splitlines() if "bubblewrap is not usable" not in line] == []
         assert first.stdout.startswith("Done: notes/part1-4.md written")
         path = session_path(first.stdout)
         first_requests = len(agent_requests(server))

@@ -19,6 +19,15 @@ def test_defaults_without_any_file_or_variable(tmp_path, monkeypatch):
     cfg = load_config({"workspace": tmp_path}, env={})
     assert cfg.base_url == DEFAULT_BASE_URL and cfg.api_key == NO_KEY and cfg.model is None
     assert cfg.auto_approve is False and cfg.summarizer_model is None
+    assert cfg.sandbox == "auto"
+
+
+def test_sandbox_comes_from_the_file_unless_a_flag_says_otherwise(tmp_path):
+    config = write(tmp_path / "c.toml", 'sandbox = "none"\n')
+    env = {"BREAKWATER_CONFIG": str(config)}
+    assert load_config({"workspace": tmp_path}, env=env).sandbox == "none"
+    assert load_config({"workspace": tmp_path, "sandbox": "bwrap"}, env=env).sandbox == "bwrap"
+    assert load_config({"workspace": tmp_path, "sandbox": None}, env=env).sandbox == "none"
 
 
 def test_flags_beat_environment_beat_config_file(tmp_path):
@@ -41,6 +50,8 @@ def test_flags_beat_environment_beat_config_file(tmp_path):
     ("window = true", "window must be int"),
     ("summary_temperature = 0.7", "summary_temperature must be between 0 and 0.2"),
     ("base_url = 'ftp://x'", "base_url must start with http"),
+    ("sandbox = 'docker'", "sandbox must be one of auto, bwrap, none, got 'docker'"),
+    ("sandbox = false", "sandbox must be str"),
     ("not toml [", "is not valid TOML"),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, text, message):

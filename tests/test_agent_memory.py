@@ -102,7 +102,9 @@ async def test_the_api_key_is_never_written_to_the_log_spill_or_memory(tmp_path,
         Reply(text="I read the config file."),
     ])
     with serve(script) as server:
-        result = await run_agent(agent_config(server, workspace), "Show me the config.")
+        # unsandboxed, so the tool can read the config file and redaction is what keeps the key
+        # out (under bubblewrap the file is hidden: tests/test_tools_sandbox.py)
+        result = await run_agent(agent_config(server, workspace, sandbox="none"), "Show me the config.")
     assert os.environ["OPENAI_API_KEY"] == KEY  # this process keeps it; the tools never get it
     log = load(result.session_path)
     env_result, cat_result = [m for m in log.messages if m.role == "tool"][:2]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
+from breakwater.tools import sandbox
 
 
 def register(sub) -> None:
@@ -29,21 +30,23 @@ def register(sub) -> None:
                    help="approve every tool call (bash, write_file) without asking")
     p.add_argument("--max-steps", type=int, help="model requests allowed before giving up (default 50)")
     p.add_argument("--preset", choices=sorted(PRESETS), help=f"compaction policy (default {DEFAULT_PRESET})")
+    sandbox.add_argument(p)
     p.set_defaults(func=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from breakwater.agent.approval import TerminalApprover
-    from breakwater.agent.config import ConfigError, load_config
+    from breakwater.agent.config import ConfigError, load_config, resolve_sandbox
     from breakwater.agent.session import AgentError, run_agent
     from breakwater.core.policy import PolicyError
 
     flags = {"base_url": args.base_url, "model": args.model, "summary_model": args.summary_model,
              "workspace": args.workspace, "window": args.window, "auto_approve": args.auto_approve,
-             "max_steps": args.max_steps, "preset": args.preset}
+             "max_steps": args.max_steps, "preset": args.preset, "sandbox": args.sandbox}
     try:
         config = load_config(flags)
-    except (ConfigError, PolicyError) as exc:
+        sandbox.say_once(resolve_sandbox(config), prefix="breakwater run")
+    except (ConfigError, PolicyError, sandbox.SandboxError) as exc:
         print(f"breakwater run: {exc}", file=sys.stderr)
         return 2
     approve = TerminalApprover() if sys.stdin is not None and sys.stdin.isatty() else None

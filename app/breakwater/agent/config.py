@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.tools import sandbox as tool_sandbox
+from breakwater.tools.sandbox import DEFAULT_MODE as DEFAULT_SANDBOX, MODES as SANDBOX_MODES
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # the openai client insists on a key; local servers (llama.cpp, Ollama, vLLM) ignore it
 NO_KEY = "no-key"
@@ -43,6 +46,7 @@ class AgentConfig:
     max_tokens: int | None = None      # cap on one reply; None: the server's default
     summary_temperature: float = 0.1
     summary_max_tokens: int = 2048
+    sandbox: str = DEFAULT_SANDBOX     # where bash runs: auto | bwrap | none (breakwater.tools.sandbox)
 
     @property
     def summarizer_model(self) -> str | None:
@@ -55,7 +59,7 @@ _FILE_KEYS: dict[str, tuple[type, ...]] = {
     "auto_approve": (bool,), "workspace": (str,), "preset": (str,), "max_steps": (int,), "max_retries": (int,),
     "retry_base_s": (int, float), "retry_cap_s": (int, float), "request_timeout_s": (int, float),
     "temperature": (int, float), "max_tokens": (int,), "summary_temperature": (int, float),
-    "summary_max_tokens": (int,),
+    "summary_max_tokens": (int,), "sandbox": (str,),
 }
 
 
@@ -138,6 +142,16 @@ def validate(cfg: AgentConfig) -> AgentConfig:
         raise ConfigError(f"summary_max_tokens must be at least 64, got {cfg.summary_max_tokens}")
     if cfg.max_tokens is not None and cfg.max_tokens < 1:
         raise ConfigError("max_tokens must be positive")
+    if cfg.sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {cfg.sandbox!r}")
     if not cfg.workspace.is_dir():
         raise ConfigError(f"workspace {str(cfg.workspace)!r} is not a directory")
     return cfg
+
+
+def resolve_sandbox(cfg: AgentConfig, *, network: bool = False,
+                    env: Mapping[str, str] | None = None) -> tool_sandbox.Sandbox:
+    """The sandbox bash runs in under these settings, with the config file (it may hold the
+    key) hidden; SandboxError when `sandbox = bwrap` cannot be honoured here."""
+    path, _ = config_path(env)
+    return tool_sandbox.resolve(cfg.sandbox, hide=[path], network=network)

@@ -35,7 +35,7 @@ from breakwater.agent.chat import (
     one_line,
     stream_chat,
 )
-from breakwater.agent.config import AgentConfig
+from breakwater.agent.config import AgentConfig, resolve_sandbox
 from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
 from breakwater.agent.review import Reviewer, SummaryDecision, SummaryProposal
@@ -63,6 +63,7 @@ from breakwater.memory.scribe import Scribe
 from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
+from breakwater.tools.sandbox import Sandbox, SandboxError
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
@@ -128,6 +129,7 @@ class AgentSession:
         self.summarizer: LLMSummarizer | None = None
         self._workspace: Workspace | None = None
         self._ctx: ToolContext | None = None
+        self.sandbox: Sandbox | None = None
         self._store: MemoryStore | None = None
         self._scribe: Scribe | None = None
         self._scribe_from = 0
@@ -169,6 +171,10 @@ class AgentSession:
             raise AgentError(str(exc)) from None
         root = self._workspace.root
         self._tool_env, scrubbed = self.redact.tool_environment()
+        try:
+            self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network)
+        except SandboxError as exc:
+            raise AgentError(str(exc)) from None
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
                                           timeout=cfg.request_timeout_s)
         try:
@@ -201,7 +207,8 @@ class AgentSession:
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
-        self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env)
+        self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env,
+                                            sandbox=self.sandbox)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
 
     def _begin(self, root: Path, scrubbed: list[str]) -> None:
@@ -214,6 +221,9 @@ class AgentSession:
             history_error = f"cannot read PROJECT_MEMORY.md: {exc.strerror or exc}"
         system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
+        self._note({"kind": "sandbox", "sandbox": self.sandbox.kind, "network": self.sandbox.network,
+                    "hidden": [str(p) for p in self.sandbox.hide], "notice": self.sandbox.notice,
+                    "undumpable": self.sandbox.undumpable})
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
                         "why": "they hold the API key; tools run without them"})

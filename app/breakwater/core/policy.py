@@ -77,6 +77,7 @@ class Policy:
     tool_max_bytes: int = 30_000
     read_file_default_lines: int = 400
     bash_timeout_s: float = 120.0
+    bash_network: bool = False            # the bash sandbox has no network unless this allows it
 
     # tier 3 (memory)
     scribe_every_turns: int = 5

@@ -17,6 +17,7 @@ from typing import Mapping
 
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
+from breakwater.tools.sandbox import Sandbox
 from breakwater.tools.spill import Spill, spill_notice
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
@@ -34,8 +35,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
              max_lines: int = 400, session_id: str = "session", tool_call_id: str = "call", *,
              max_line_bytes: int = 4000, read_max_lines: int = 400,
              kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None,
-             max_bytes: int = DEFAULT_MAX_BYTES) -> ToolResult:
-    """Run `bash -c command` in the workspace; the result is what the model sees."""
+             max_bytes: int = DEFAULT_MAX_BYTES, sandbox: Sandbox | None = None) -> ToolResult:
+    """Run `bash -c command` in the workspace (inside `sandbox` if given); the result is what the model sees."""
     if not isinstance(command, str) or not command.strip():
         return error_result("bash", "command is empty")
     if "\x00" in command:
@@ -57,12 +58,15 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(["bash", "-c", command], cwd=ws.root, stdin=subprocess.DEVNULL,
+        argv = ["bash", "-c", command]
+        proc = subprocess.Popen(sandbox.command(argv, ws.root) if sandbox else argv, cwd=ws.root,
+                                stdin=subprocess.DEVNULL,
                                 env=None if env is None else dict(env),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         buffer.close()
-        return error_result("bash", f"cannot start bash: {exc.strerror or exc}")
+        return error_result("bash", f"cannot start bash{' in bubblewrap' if sandbox and sandbox.kind == 'bwrap' else ''}: "
+                                    f"{exc.strerror or exc}")
     try:
         timed_out, abandoned = _stream(proc, buffer, timeout_s, kill_grace_s)
     finally:
@@ -101,6 +105,7 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         "binary": buffer.binary,
         "spill": rel_spill,
         "duration_s": round(duration, 3),
+        "sandbox": sandbox.kind if sandbox else "none",
     }
     return ToolResult(body + "\n\n" + "\n".join(trailer), meta)
 

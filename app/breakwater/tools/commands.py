@@ -11,6 +11,7 @@ import argparse
 import sys
 import uuid
 
+from breakwater.tools import sandbox
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult
@@ -37,6 +38,8 @@ def register(sub) -> None:
                       help=f"bytes shown of the output, head and tail together (default {DEFAULT_MAX_BYTES})")
     bash.add_argument("--session-id", default="cli", metavar="ID", help="spill directory name (default cli)")
     bash.add_argument("--tool-call-id", default=None, metavar="ID", help="spill file name (default: a new id)")
+    sandbox.add_argument(bash)
+    bash.add_argument("--network", action="store_true", help="let the sandboxed command use the network")
     bash.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
     bash.set_defaults(func=_bash)
 
@@ -83,9 +86,21 @@ def _bash(args) -> int:
     ws = _open_workspace(args)
     if ws is None:
         return 2
+    # The same environment and sandbox as the agent's bash: without the key, the config hidden.
+    from breakwater.agent.config import ConfigError, load_config, resolve_sandbox
+    from breakwater.agent.redact import Redactor
+
+    try:
+        config = load_config({"workspace": ws.root, "sandbox": args.sandbox})
+        box = resolve_sandbox(config, network=args.network)
+    except (ConfigError, sandbox.SandboxError) as exc:
+        print(f"breakwater tool bash: {exc}", file=sys.stderr)
+        return 2
+    sandbox.say_once(box, prefix="breakwater tool bash")
+    env, _ = Redactor(config.api_key).tool_environment()
     result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
                       session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
-                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes)
+                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box)
     return _show(result)
 
 

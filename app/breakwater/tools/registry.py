@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult, error_result
+from breakwater.tools.sandbox import Sandbox
 from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES
 from breakwater.tools.write_file import write_file
 from breakwater.tools.workspace import Workspace
@@ -33,14 +34,16 @@ class ToolContext:
     read_max_lines: int = DEFAULT_MAX_LINES
     bash_timeout_s: float = DEFAULT_TIMEOUT_S
     env: Mapping[str, str] | None = None   # the environment bash gets (None: this process's)
+    sandbox: Sandbox | None = None          # where bash runs (None: directly)
 
     @classmethod
     def from_policy(cls, workspace: Workspace, session_id: str, policy: Any,
-                    env: Mapping[str, str] | None = None) -> "ToolContext":
+                    env: Mapping[str, str] | None = None, sandbox: Sandbox | None = None) -> "ToolContext":
         """Tier-1 sizes from a `breakwater.core.policy.Policy`."""
         return cls(workspace=workspace, session_id=session_id, max_lines=policy.tool_max_lines,
-                   max_line_bytes=policy.tool_max_line_bytes, max_bytes=policy.tool_max_bytes, read_max_lines=policy.read_file_default_lines,
-                   bash_timeout_s=policy.bash_timeout_s, env=env)
+                   max_line_bytes=policy.tool_max_line_bytes, max_bytes=policy.tool_max_bytes,
+                   read_max_lines=policy.read_file_default_lines, bash_timeout_s=policy.bash_timeout_s,
+                   env=env, sandbox=sandbox)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,7 @@ def _run_bash(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> T
     return run_bash(ctx.workspace, args["command"], timeout_s=args.get("timeout_s", ctx.bash_timeout_s),
                     max_lines=ctx.max_lines, session_id=ctx.session_id, tool_call_id=tool_call_id,
                     max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env,
-                    max_bytes=ctx.max_bytes)
+                    max_bytes=ctx.max_bytes, sandbox=ctx.sandbox)
 
 
 def _run_read_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:

@@ -1,0 +1,145 @@
+"""Where bash runs: inside bubblewrap where the machine allows it (SPEC §3, issue 8 item 1).
+
+Scrubbing the key from the child's environment is not enough: `/proc/$PPID/environ`
+still holds breakwater's original environment. Under bubblewrap the command gets
+
+- its own PID namespace, so no other process's `/proc` is visible (its parent is the
+  sandbox's init, whose environment is the scrubbed one);
+- the workspace read-write, a fresh /tmp, everything else read-only;
+- the config file that may hold the key replaced by an unreadable node;
+- no network unless the policy allows it, and no capabilities even when run as root.
+
+`sandbox = auto` uses bubblewrap when a trial run works (it may be missing, or user
+namespaces may be disabled) and otherwise says so once and falls back; `bwrap` insists;
+`none` runs bash directly. Without bubblewrap breakwater marks itself non-dumpable
+(prctl PR_SET_DUMPABLE 0), so a tool running as the same user cannot read its
+`/proc/<pid>/environ`; root, or another process of the user that holds the key, still can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, TextIO
+
+MODES = ("auto", "bwrap", "none")
+DEFAULT_MODE = "auto"
+PR_SET_DUMPABLE = 4
+PROBE_TIMEOUT_S = 10.0
+
+_probe_cache: dict[str, str | None] = {}
+_said: set[str] = set()
+
+
+class SandboxError(ValueError):
+    """`sandbox = bwrap` was asked for and bubblewrap cannot run here; one line for the user."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How bash is started. `kind` is what is used ("bwrap" or "none"); `notice` says why
+    bubblewrap is not, when it was wanted (auto) and is missing."""
+
+    kind: str
+    bwrap: str | None = None
+    hide: tuple[Path, ...] = ()
+    network: bool = False
+    notice: str | None = None
+    undumpable: bool = field(default=False, compare=False)
+
+    def command(self, argv: list[str], workspace: Path) -> list[str]:
+        """`argv` as it must be started to run in this sandbox with `workspace` as its directory."""
+        if self.kind != "bwrap":
+            return argv
+        ws = str(workspace)
+        args = [self.bwrap, *_BASE_ARGS, "--bind", ws, ws]
+        for path in self.hide:
+            args += ["--ro-bind", "/dev/null", str(path)]
+        if not self.network:
+            args.append("--unshare-net")
+        return [*args, "--chdir", ws, "--", *argv]
+
+
+# Order matters: /tmp is a fresh tmpfs, then the workspace (which may live under /tmp) is
+# bound over it, then the hidden files over that.
+_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+              "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+              "--cap-drop", "ALL", "--die-with-parent")
+
+
+def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (), network: bool = False) -> Sandbox:
+    """The sandbox for `mode`; SandboxError when `bwrap` is demanded and cannot run.
+
+    Hidden paths that do not exist are skipped; a symlink is hidden at both ends.
+    """
+    if mode not in MODES:
+        raise SandboxError(f"sandbox must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "none":
+        bwrap, problem = _usable_bwrap()
+        if bwrap is not None:
+            return Sandbox("bwrap", bwrap, _existing(hide), network)
+        if mode == "bwrap":
+            raise SandboxError(f"sandbox = bwrap, but bubblewrap cannot run here: {problem}")
+        notice = (f"bubblewrap is not usable here ({problem}); bash runs without a sandbox, and breakwater "
+                  "made itself non-dumpable so tools cannot read its environment from /proc")
+        return Sandbox("none", notice=notice, undumpable=make_undumpable())
+    return Sandbox("none", undumpable=make_undumpable())
+
+
+def say_once(sandbox: Sandbox, stream: TextIO | None = None, prefix: str = "breakwater") -> None:
+    """Print the sandbox's notice, once per process."""
+    if sandbox.notice and sandbox.notice not in _said:
+        _said.add(sandbox.notice)
+        print(f"{prefix}: {sandbox.notice}", file=stream or sys.stderr)
+
+
+def make_undumpable() -> bool:
+    """prctl(PR_SET_DUMPABLE, 0): /proc/<our pid>/environ becomes root's to read. True if it took."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def add_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """`--sandbox auto|bwrap|none`, the same on every command that runs tools."""
+    parser.add_argument("--sandbox", choices=MODES, default=default,
+                        help="where bash runs: bubblewrap when it works here (auto, the default), "
+                             "bubblewrap or fail (bwrap), or directly (none)")
+
+
+def _usable_bwrap() -> tuple[str | None, str | None]:
+    """(path to bwrap, None) if a trial sandbox runs, else (None, why not). Probed once."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None, "bwrap is not installed"
+    if exe not in _probe_cache:
+        trial = Sandbox("bwrap", exe).command(["true"], Path("/"))
+        try:
+            done = subprocess.run(trial, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _probe_cache[exe] = f"a trial run failed: {exc}"
+        else:
+            error = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            _probe_cache[exe] = None if done.returncode == 0 else \
+                f"a trial run failed: {error[-1] if error else f'exit code {done.returncode}'}"
+    problem = _probe_cache[exe]
+    return (exe, None) if problem is None else (None, problem)
+
+
+def _existing(paths: Iterable[str | os.PathLike]) -> tuple[Path, ...]:
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser().absolute()
+        for each in (path, path.resolve()):
+            if each.exists() and each not in out and not each.is_dir():
+                out.append(each)
+    return tuple(out)

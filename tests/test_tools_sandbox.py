@@ -1,0 +1,225 @@
+"""bash in bubblewrap: the key is nowhere a tool can look, the workspace is the only place it writes.
+
+The probing command is what an attacker's tool call would run: breakwater's own
+environment through /proc/$PPID/environ, every /proc/*/environ, the config file and
+$OPENAI_API_KEY. It knows the key only reversed (so the text of the command never
+contains it and redaction cannot hide a find) and prints FOUND for each hit.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from agent_support import KEY, Script, load, serve
+from support.fake_openai import Reply, ScriptedToolCall
+
+from breakwater.tools import sandbox
+from breakwater.tools.bash import run_bash
+from breakwater.tools.workspace import Workspace
+
+PROBE = (f'needle=$(printf %s {KEY[::-1]} | rev); '
+         'for f in /proc/$PPID/environ /proc/*/environ "$BREAKWATER_CONFIG" "$HOME/.config/breakwater/config.toml"; do '
+         '  grep -q -a -e "$needle" "$f" 2>/dev/null && echo "FOUND in $f"; done; '
+         '[ -n "$OPENAI_API_KEY" ] && echo "FOUND in \\$OPENAI_API_KEY"; '
+         'env | grep -q -e "$needle" && echo "FOUND in env"; '
+         'echo "probed from pid $$, parent $PPID"')
+
+BWRAP = sandbox.resolve("auto")
+needs_bwrap = pytest.mark.skipif(BWRAP.kind != "bwrap", reason=f"bubblewrap cannot run here: {BWRAP.notice}")
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BREAKWATER_"))}
+    env.update(HOME=str(home), BREAKWATER_CONFIG=str(home / "config.toml"), **extra)
+    return env
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    workspace, home = tmp_path / "ws", tmp_path / "home"
+    workspace.mkdir()
+    (home / ".config" / "breakwater").mkdir(parents=True)
+    config = f'model = "fake-model"\nretry_base_s = 0.01\napi_key = "{KEY}"\n'
+    (home / "config.toml").write_text(config)
+    (home / ".config" / "breakwater" / "config.toml").write_text(config)
+    return workspace, home
+
+
+# -- the key (issue 8 items 1 and 2) ------------------------------------------------------------------
+@needs_bwrap
+def test_the_agents_bash_finds_the_key_nowhere(dirs):
+    workspace, home = dirs
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": PROBE})), Reply(text="probed")])
+    with serve(script) as server:
+        done = subprocess.run([sys.executable, "-m", "breakwater", "run", "--prompt", "probe", "--workspace",
+                               str(workspace), "--base-url", server.base_url, "--yes"],
+                              env=cli_env(home, OPENAI_API_KEY=KEY), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    log = load(Path(done.stdout.strip().splitlines()[-1].removeprefix("session: ")))
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert "probed from pid 2, parent 1" in result.content          # its own PID namespace
+    assert "FOUND" not in result.content, result.content
+    assert result.meta["source"]["sandbox"] == "bwrap"
+    note = next(e.data for e in log.entries if getattr(e, "type", None) == "note" and e.data.get("kind") == "sandbox")
+    assert note["sandbox"] == "bwrap" and str(home / "config.toml") in note["hidden"]
+
+
+@needs_bwrap
+def test_tool_bash_runs_like_the_agents_bash(dirs):
+    workspace, home = dirs
+    done = subprocess.run([sys.executable, "-m", "breakwater", "tool", "bash", "--workspace", str(workspace),
+                           "--", PROBE + "; seq 1 100000"],
+                          env=cli_env(home, OPENAI_API_KEY=KEY), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "FOUND" not in done.stdout and KEY not in done.stdout
+    spills = list((workspace / ".agent" / "spill").rglob("*.log"))
+    assert len(spills) == 1 and KEY.encode() not in spills[0].read_bytes()
+    assert "probed from pid 2, parent 1" in spills[0].read_text()
+
+
+def test_tool_bash_without_a_sandbox_still_gets_no_key_in_its_environment(dirs):
+    workspace, home = dirs
+    done = subprocess.run([sys.executable, "-m", "breakwater", "tool", "bash", "--sandbox", "none",
+                           "--workspace", str(workspace), "--", 'echo "key=[$OPENAI_API_KEY]"; env | grep -c sk-test'],
+                          env=cli_env(home, OPENAI_API_KEY=KEY), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("key=[]\n0\n")
+
+
+def test_without_bubblewrap_breakwater_is_not_dumpable():
+    """The fallback, as an ordinary user: a same-user tool cannot read /proc/<breakwater>/environ.
+
+    Run as root the test becomes `nobody` first (root reads any environ); the control run
+    shows the probe finds the key when breakwater stays dumpable.
+    """
+    with tempfile.TemporaryDirectory(prefix="bw-undumpable-") as tmp:
+        os.chmod(tmp, 0o777)
+        _undumpable_runs(Path(tmp))
+
+
+def _undumpable_runs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    ws.chmod(0o777)
+    code = f"""
+import ctypes, os, sys
+from breakwater.tools import sandbox
+from breakwater.tools.bash import run_bash
+if os.geteuid() == 0:
+    os.setgid(65534); os.setuid(65534)
+ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)          # dumpable, as an ordinary process is
+box = sandbox.resolve("auto") if sys.argv[1] == "fallback" else sandbox.Sandbox("none")
+r = run_bash({str(ws)!r}, {PROBE!r}, sandbox=box, env={{"PATH": os.environ["PATH"]}})
+print(box.notice)
+print(r.content)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["OPENAI_API_KEY"] = KEY
+    # bwrap lives in /usr/bin: leave it off PATH, and keep bash and the probe's tools reachable
+    (tmp_path / "bin").mkdir()
+    for tool in ("bash", "grep", "rev", "env", "printf", "cat"):
+        found = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if found.startswith("/"):
+            os.symlink(found, tmp_path / "bin" / tool)
+    env["PATH"] = f"{tmp_path / 'bin'}:/nonexistent-bin-dir"
+    runs = {}
+    for mode in ("control", "fallback"):
+        done = subprocess.run([sys.executable, "-c", code, mode], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        runs[mode] = done.stdout
+    assert "FOUND in /proc/" in runs["control"]
+    assert "FOUND" not in runs["fallback"], runs["fallback"]
+    assert "bubblewrap is not usable here (bwrap is not installed)" in runs["fallback"]
+
+
+# -- what the sandbox lets a command do ------------------------------------------------------------
+@needs_bwrap
+def test_workspace_is_writable_and_the_rest_read_only(tmp_path):
+    ws = Workspace(tmp_path)
+    outside = Path.home() / f"breakwater-probe-{os.getpid()}.txt"
+    scratch = f"breakwater-probe-{os.getpid()}"
+    r = run_bash(ws, f"echo in > inside.txt && cat inside.txt; (echo x > {outside}) 2>/dev/null || echo refused; "
+                     "touch /usr/breakwater-probe 2>&1 | grep -c Read-only; "
+                     f"echo t > /tmp/{scratch} && cat /tmp/{scratch}", sandbox=BWRAP)
+    assert r.content.split("\n")[:4] == ["in", "refused", "1", "t"], r.content
+    assert (tmp_path / "inside.txt").read_text() == "in\n"
+    assert not outside.exists() and not Path("/tmp", scratch).exists()       # /tmp was the sandbox's own
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [False, True])
+def test_network_is_off_unless_allowed(tmp_path, network):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        box = sandbox.resolve("bwrap", network=network)
+        r = run_bash(Workspace(tmp_path), f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected "
+                                          "|| echo no-network", sandbox=box)
+    assert r.content.split("\n")[0] == ("connected" if network else "no-network")
+
+
+@needs_bwrap
+def test_timeout_and_leftovers_die_with_the_sandbox(tmp_path):
+    ws = Workspace(tmp_path)
+    r = run_bash(ws, "sleep 300 & echo started; sleep 300", timeout_s=1, kill_grace_s=0.5, sandbox=BWRAP)
+    assert r.meta["timed_out"] is True and r.content.startswith("started")
+    left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+    assert left == []
+    # a background job outlives neither its shell nor the namespace
+    r = run_bash(ws, "sleep 301 & echo $!", sandbox=BWRAP)
+    assert r.meta["exit_code"] == 0
+    assert subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout == b""
+
+
+# -- choosing -----------------------------------------------------------------------------------------
+def test_bwrap_demanded_where_it_cannot_run_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent-bin-dir")
+    with pytest.raises(sandbox.SandboxError, match="sandbox = bwrap, but bubblewrap cannot run here: bwrap is not installed"):
+        sandbox.resolve("bwrap")
+    with pytest.raises(sandbox.SandboxError, match="sandbox must be one of auto, bwrap, none"):
+        sandbox.resolve("docker")
+
+
+def test_auto_falls_back_when_the_trial_run_fails(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    box = sandbox.resolve("auto")
+    assert box.kind == "none"
+    assert "a trial run failed: bwrap: No permissions to creating new namespace" in box.notice
+    sandbox.say_once(box)
+    sandbox.say_once(box)
+    assert capsys.readouterr().err.count("bubblewrap is not usable here") == 1
+
+
+@needs_bwrap
+def test_hidden_files_are_unreadable_inside(tmp_path):
+    secret = tmp_path / "ws" / "config.toml"
+    secret.parent.mkdir()
+    secret.write_text(f'api_key = "{KEY}"\n')
+    (tmp_path / "link.toml").symlink_to(secret)
+    box = sandbox.resolve("bwrap", hide=[tmp_path / "link.toml", tmp_path / "missing.toml"])
+    assert box.hide == (tmp_path / "link.toml", secret)
+    r = run_bash(Workspace(tmp_path / "ws"), "cat config.toml; cat ../link.toml", sandbox=box)
+    assert KEY not in r.content and r.content.count("Permission denied") == 2
+
+
+@pytest.mark.parametrize("command,rest", [(["run"], ["--prompt", "hi", "--base-url", "http://127.0.0.1:9/v1"]),
+                                          (["tool", "bash"], ["--", "true"])])
+def test_sandbox_flag_demanding_bwrap_fails_in_one_line_where_it_cannot_run(dirs, command, rest):
+    workspace, home = dirs
+    env = cli_env(home, PATH="/nonexistent-bin-dir")
+    done = subprocess.run([sys.executable, "-m", "breakwater", *command, "--workspace", str(workspace),
+                           "--sandbox", "bwrap", *rest], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"breakwater {' '.join(command)}: sandbox = bwrap, but bubblewrap cannot run here: bwrap is not installed"]
