@@ -187,6 +187,9 @@ class Pipeline:
         if ev.type == "compaction":
             comp = Compaction.from_event(ev)
             if comp.trigger != "auto" or comp.policy == self.policy.fingerprint():
+                # the summary ends the open call group: a call still unanswered is stripped now, not
+                # after the cut was measured (the cut would then point past the end)
+                self.san.close_group()
                 self._sync()
                 self._apply(comp)
         elif ev.type == "trigger":
