@@ -17,13 +17,17 @@ REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
 def every_view_problems(log: SessionLog, window: int = 16_000) -> list[str]:
     """Problems of the request built before each assistant message (and the next one), under a
-    window small enough that the soft and hard zones are reached."""
+    window small enough that the soft and hard zones are reached. A cut-down file may open with
+    a reply: nothing precedes it, so there is no request to check."""
     pipe = Pipeline(preset("breakwater").with_changes(window=window))
     problems: list[str] = []
+    seen_message = False
     for entry in log.entries:
-        if isinstance(entry, Message) and entry.role == "assistant":
-            view, _ = pipe.view()
-            problems += [f"turn {view.turn}: {p}" for p in api_problems(view.to_api())]
+        if isinstance(entry, Message):
+            if entry.role == "assistant" and seen_message:
+                view, _ = pipe.view()
+                problems += [f"turn {view.turn}: {p}" for p in api_problems(view.to_api())]
+            seen_message = True
         pipe.feed(entry)
     view, _ = pipe.view()
     return problems + [f"next: {p}" for p in api_problems(view.to_api())]

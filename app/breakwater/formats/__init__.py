@@ -13,50 +13,75 @@ __all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", 
 FORMATS = ("native", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 
 
-def _first_object(path: Path) -> object | None:
+MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+
+
+def _sniff(path: Path) -> tuple[object | None, bool]:
+    """(the first record, whether the file is one JSON list): enough to tell the formats apart."""
     with open_session_file(path) as fh:
         head = fh.read(65536)
     text = head.decode("utf-8", errors="replace").lstrip()
     if not text:
-        return None
-    if text.startswith("["):
-        return []
-    first_line = text.split("\n", 1)[0]
-    try:
-        return json.loads(first_line)
-    except ValueError:
-        pass
-    try:  # several objects glued on the first line: the first one decides
-        return json.JSONDecoder().raw_decode(first_line)[0]
-    except ValueError:
-        pass
-    if text.startswith("{") and path.stat().st_size < 256 * 1024 * 1024:
-        try:  # one pretty-printed JSON document
-            return json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        return None, False
+    if text.startswith("[") and path.stat().st_size < MAX_DOCUMENT_BYTES:
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
         except ValueError:
-            return None
-    return None
+            return None, True
+        return (data[0] if isinstance(data, list) and data else None), True
+    first_line = text.split("\n", 1)[0]
+    try:  # the first line; several objects glued on it: the first one decides
+        return json.JSONDecoder().raw_decode(first_line)[0], False
+    except ValueError:
+        pass
+    if text.startswith("{") and path.stat().st_size < MAX_DOCUMENT_BYTES:
+        try:  # one pretty-printed JSON document
+            return json.loads(path.read_bytes().decode("utf-8", errors="replace")), False
+        except ValueError:
+            return None, False
+    return None, False
 
 
 def detect_format(path: Path) -> str:
+    """The format of a session file, from its content (never its name)."""
     from breakwater.formats.claude_code import looks_like_claude_code
+    from breakwater.formats.codex import looks_like_codex
+    from breakwater.formats.openhands import looks_like_openhands_eval, looks_like_openhands_event
+    from breakwater.formats.pi import looks_like_pi
+    from breakwater.formats.swe_agent import looks_like_mini_swe_agent, looks_like_swe_agent
 
-    obj = _first_object(path)
-    if obj == [] or (isinstance(obj, dict) and looks_like_openai(obj)):
-        return "openai"
-    if isinstance(obj, dict):
-        kind = obj.get("type")
-        if kind == "session" and "cwd" in obj and "created" not in obj:
-            return "pi"
-        if kind in ("session_meta", "turn_context", "response_item", "event_msg") or "payload" in obj:
-            return "codex"
-        if looks_like_claude_code(obj):
-            return "claude-code"
-        if "trajectory" in obj:
-            return "swe-agent"
-    if obj is None and path.suffix in (".traj", ".json"):
-        return "swe-agent"
+    obj, is_list = _sniff(Path(path))
+    if is_list:
+        return "openhands" if looks_like_openhands_event(obj) else "openai"
+    if not isinstance(obj, dict):
+        return "native"
+    if obj.get("type") == "session" and "created" in obj:
+        return "native"
+    for fmt, test in (("mini-swe-agent", looks_like_mini_swe_agent), ("swe-agent", looks_like_swe_agent),
+                      ("openai", looks_like_openai), ("pi", looks_like_pi), ("codex", looks_like_codex),
+                      ("openhands", looks_like_openhands_event), ("openhands", looks_like_openhands_eval),
+                      ("claude-code", looks_like_claude_code)):
+        if test(obj):
+            return fmt
     return "native"
+
+
+def _importer(fmt: str):
+    if fmt == "claude-code":
+        from breakwater.formats.claude_code import load_claude_code as load
+    elif fmt == "codex":
+        from breakwater.formats.codex import load_codex as load
+    elif fmt == "pi":
+        from breakwater.formats.pi import load_pi as load
+    elif fmt == "swe-agent":
+        from breakwater.formats.swe_agent import load_swe_agent as load
+    elif fmt == "mini-swe-agent":
+        from breakwater.formats.swe_agent import load_mini_swe_agent as load
+    elif fmt == "openhands":
+        from breakwater.formats.openhands import load_openhands as load
+    else:
+        raise SessionLogError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    return load
 
 
 def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
@@ -69,12 +94,7 @@ def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
         return [load_native(path)]
     if fmt == "openai":
         return [load_openai_messages(path)]
-    if fmt == "claude-code":
-        from breakwater.formats.claude_code import load_claude_code
-
-        logs = load_claude_code(path)
-    else:
-        raise SessionLogError(f"{path}: looks like a {fmt} transcript; this build does not read {fmt} yet")
+    logs = _importer(fmt)(path)
     if not any(log.entries for log in logs):
         reason = logs[0].issues[0] if logs and logs[0].issues else "no messages"
         raise SessionLogError(f"{path}: nothing to import as {fmt} ({reason})")

@@ -24,6 +24,13 @@ from breakwater.core.tokens import heuristic_message, heuristic_text
 RECORDED = "recorded"  # trigger of a compaction the original agent did (the pipeline always re-applies it)
 
 
+def ref(value: Any) -> str | None:
+    """An id as a string key, whatever type a damaged or future file gives it."""
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
 @dataclass(slots=True)
 class _Node:
     kind: str                                 # message | event
@@ -159,8 +166,12 @@ class SessionBuilder:
         owner = self._open_calls.get(source_id) if source_id else None
         if owner is None:
             unique = self._call_ids.get(source_id or "")
-            self.warn(line, f"tool result for {source_id!r}, a call this transcript does not hold"
-                      if unique is None else f"a second result for tool call {source_id!r}")
+            if source_id is None:
+                self.warn(line, "tool result without a call id, and no single open call it could answer")
+            elif unique is None:
+                self.warn(line, f"tool result for {source_id!r}, a call this transcript does not hold")
+            else:
+                self.warn(line, f"a second result for tool call {source_id!r}")
             self.nodes.append(_Node("message", role="tool", content=content, call_id=unique or source_id,
                                     name=name, meta=m))
             return

@@ -12,11 +12,12 @@ compaction and become a recorded compaction event.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.session_log import LoadIssue, SessionLog, iter_json_lines
-from breakwater.formats.builder import SessionBuilder, Turn
+from breakwater.formats.builder import SessionBuilder, Turn, ref
 
 FORMAT = "claude-code"
 CONTINUED = "This session is being continued from a previous conversation"
@@ -31,7 +32,7 @@ ERROR_SUBTYPES = frozenset(("api_error", "error", "api_refusal", "model_refusal_
 
 
 def looks_like_claude_code(obj: Mapping[str, Any]) -> bool:
-    kind = obj.get("type")
+    kind = ref(obj.get("type"))
     if "sessionId" in obj and ("parentUuid" in obj or kind in METADATA_TYPES or kind in ("user", "assistant")):
         return True
     return kind in ("summary", "file-history-snapshot") or ("parentUuid" in obj and "uuid" in obj)
@@ -43,8 +44,8 @@ def _text_of_blocks(blocks: Iterable[Any], turn_meta: dict[str, int]) -> str:
     for b in blocks:
         if isinstance(b, str):
             parts.append(b)
-        elif isinstance(b, Mapping):
-            kind = b.get("type")
+        elif isinstance(b, dict):
+            kind = ref(b.get("type"))
             if kind == "text" and isinstance(b.get("text"), str):
                 parts.append(b["text"])
             elif kind in ("image", "document"):
@@ -54,7 +55,7 @@ def _text_of_blocks(blocks: Iterable[Any], turn_meta: dict[str, int]) -> str:
 
 
 def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, dict):
         return
     ints = {k: v for k, v in usage.items() if isinstance(v, int)}
     prompt = ints.get("input_tokens", 0) + ints.get("cache_creation_input_tokens", 0) + \
@@ -89,7 +90,7 @@ class _Session:
         self.b.compaction("", line, **data)
 
     def feed(self, line: int, obj: Mapping[str, Any]) -> None:
-        kind = obj.get("type")
+        kind = ref(obj.get("type"))
         if kind == "assistant":
             self._assistant(line, obj)
         elif kind == "user":
@@ -102,22 +103,22 @@ class _Session:
             self.b.warn(line, "line has no \"type\", skipped")
 
     def _system(self, line: int, obj: Mapping[str, Any]) -> None:
-        sub = obj.get("subtype")
+        sub = ref(obj.get("subtype"))
         if sub == "compact_boundary":
             self._flush_boundary("another boundary follows")
             self._close_turn()
-            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), Mapping) else {}
+            meta = obj.get("compactMetadata") if isinstance(obj.get("compactMetadata"), dict) else {}
             data: dict[str, Any] = {"original_trigger": meta.get("trigger") or obj.get("trigger") or "auto"}
             if isinstance(meta.get("preTokens"), int):
                 data["tokens_before"] = meta["preTokens"]
             seg = meta.get("preservedSegment")
-            head = seg.get("headUuid") if isinstance(seg, Mapping) else None
+            head = ref(seg.get("headUuid")) if isinstance(seg, dict) else None
             if head in self.by_uuid:
                 data["preserved_from"] = head
             self.boundary = (line, data)
         elif sub in ERROR_SUBTYPES:
             err = obj.get("error")
-            message = err.get("message") if isinstance(err, Mapping) else err
+            message = err.get("message") if isinstance(err, dict) else err
             self.b.event("error", line, kind=sub, message=str(message or obj.get("content") or sub),
                          ts=obj.get("timestamp"))
         else:
@@ -125,7 +126,7 @@ class _Session:
 
     def _user(self, line: int, obj: Mapping[str, Any]) -> None:
         msg = obj.get("message")
-        if not isinstance(msg, Mapping):
+        if not isinstance(msg, dict):
             self.b.warn(line, "user line without a message, skipped")
             return
         content = msg.get("content")
@@ -143,7 +144,7 @@ class _Session:
         if isinstance(content, str):
             self._close_turn()
             node = self.b.user(content, line, meta)
-            self.by_uuid.setdefault(obj.get("uuid"), node)
+            self.by_uuid.setdefault(ref(obj.get("uuid")), node)
             return
         if not isinstance(content, list):
             self.b.warn(line, "user message content is neither text nor a list of blocks, skipped")
@@ -151,11 +152,11 @@ class _Session:
         texts: list[str] = []
         counts: dict[str, int] = {}
         for block in content:
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 if isinstance(block, str):
                     texts.append(block)
                 continue
-            bkind = block.get("type")
+            bkind = ref(block.get("type"))
             if bkind == "tool_result":
                 res_meta: dict[str, Any] = {"ts": obj.get("timestamp")}
                 raw = block.get("content")
@@ -178,7 +179,7 @@ class _Session:
         if texts:
             self._close_turn()
             node = self.b.user("\n".join(texts), line, {**meta, **counts})
-            self.by_uuid.setdefault(obj.get("uuid"), node)
+            self.by_uuid.setdefault(ref(obj.get("uuid")), node)
 
     def _summary(self, line: int, text: str) -> None:
         self._close_turn()
@@ -194,7 +195,7 @@ class _Session:
 
     def _assistant(self, line: int, obj: Mapping[str, Any]) -> None:
         msg = obj.get("message")
-        if not isinstance(msg, Mapping):
+        if not isinstance(msg, dict):
             self.b.warn(line, "assistant line without a message, skipped")
             return
         self._flush_boundary("a message came first")
@@ -210,16 +211,16 @@ class _Session:
             text = _text_of_blocks(blocks, {})
             self.b.event("note", line, kind="synthetic_reply", text=text, ts=obj.get("timestamp"))
             return
-        mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+        mid = ref(msg.get("id"))
         if self.turn is None or mid is None or mid != self.turn_mid:
             self.turn = self.b.assistant(line, meta={"ts": obj.get("timestamp"), "model": model})
             self.turn_mid = mid
-            self.by_uuid.setdefault(obj.get("uuid"), self.turn.node)
+            self.by_uuid.setdefault(ref(obj.get("uuid")), self.turn.node)
         turn = self.turn
         for block in blocks:
-            if not isinstance(block, Mapping):
+            if not isinstance(block, dict):
                 continue
-            bkind = block.get("type")
+            bkind = ref(block.get("type"))
             if bkind == "text":
                 turn.add_text(str(block.get("text") or ""))
             elif bkind == "thinking":
@@ -245,13 +246,13 @@ class _Session:
         return self.b.build()
 
 
-def _session_key(obj: Mapping[str, Any], parents: Mapping[str, Any], sidechain_uuids: set[str]) -> str:
-    uid = obj.get("uuid")
+def _session_key(uid: str, parents: dict[str, str | None], sidechain_uuids: set[str]) -> str:
+    """The root of a sidechain line's chain: one session per root."""
     seen = set()
     while True:
         parent = parents.get(uid)
         if parent not in sidechain_uuids or parent in seen:
-            return str(uid)
+            return uid
         seen.add(parent)
         uid = parent
 
@@ -265,14 +266,15 @@ def load_claude_code(path: Path, with_subagents: bool = True) -> list[SessionLog
     for lineno, obj, problem in iter_json_lines(path):
         if problem:
             parse_issues.append(LoadIssue(str(path), lineno, problem))
-        if isinstance(obj, Mapping):
+        if isinstance(obj, dict):
             records.append((lineno, obj))
         elif obj is not None:
             parse_issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}"))
-    conv = [(n, o) for n, o in records if o.get("type") in ("user", "assistant")]
+    conv = [(n, o) for n, o in records if ref(o.get("type")) in ("user", "assistant")]
     has_main = any(not o.get("isSidechain") for _, o in conv)
-    sidechain = {o.get("uuid") for _, o in records if o.get("isSidechain") and o.get("uuid")} if has_main else set()
-    parents = {o.get("uuid"): o.get("parentUuid") for _, o in records if o.get("uuid")}
+    sidechain = {ref(o.get("uuid")) for _, o in records if o.get("isSidechain") and ref(o.get("uuid"))} \
+        if has_main else set()
+    parents = {ref(o.get("uuid")): ref(o.get("parentUuid")) for _, o in records if ref(o.get("uuid"))}
     first = next((o for _, o in conv), records[0][1] if records else {})
     base_id = str(first.get("sessionId") or path.stem)
     header: dict[str, Any] = {"source": str(path)}
@@ -280,7 +282,7 @@ def load_claude_code(path: Path, with_subagents: bool = True) -> list[SessionLog
     if version:
         header["cli_version"] = version
     for _, o in records:
-        if o.get("type") in ("custom-title", "ai-title"):
+        if ref(o.get("type")) in ("custom-title", "ai-title"):
             header.setdefault("title", o.get("customTitle") or o.get("aiTitle"))
         if isinstance(o.get("cwd"), str):
             header.setdefault("cwd", o["cwd"])
@@ -291,8 +293,9 @@ def load_claude_code(path: Path, with_subagents: bool = True) -> list[SessionLog
     sessions: dict[str, _Session] = {"": _Session(path, main_id, dict(header))}
     for lineno, obj in records:
         key = ""
-        if obj.get("uuid") in sidechain:
-            key = _session_key(obj, parents, sidechain)
+        uid = ref(obj.get("uuid"))
+        if uid in sidechain:
+            key = _session_key(uid, parents, sidechain)
             if key not in sessions:
                 sid = f"agent-{obj['agentId']}" if obj.get("agentId") else f"{base_id}/sidechain-{key[:8]}"
                 sessions[key] = _Session(path, sid, {**header, "parent_session": main_id, "sidechain": True})
@@ -312,6 +315,8 @@ def load_claude_code(path: Path, with_subagents: bool = True) -> list[SessionLog
 def _subagent_files(path: Path, session_id: str, main_id: str) -> list[SessionLog]:
     """Claude Code 2.1 writes `<sessionId>/subagents/agent-*.jsonl`; 2.0 wrote `agent-*.jsonl`
     beside the session, holding the parent's `sessionId`."""
+    if not re.fullmatch(r"[\w.-]+", session_id) or session_id.strip(".") == "":
+        return []   # not a name Claude Code gives; never look outside the transcript's folder
     found = sorted((path.parent / session_id / "subagents").glob("agent-*.jsonl"))
     for other in sorted(path.parent.glob("agent-*.jsonl")):
         if other == path:
@@ -321,7 +326,7 @@ def _subagent_files(path: Path, session_id: str, main_id: str) -> list[SessionLo
                 head = json.loads(fh.readline() or b"{}")
         except (OSError, ValueError):
             continue
-        if isinstance(head, Mapping) and head.get("sessionId") == session_id:
+        if isinstance(head, dict) and head.get("sessionId") == session_id:
             found.append(other)
     logs = []
     for f in found:
@@ -333,7 +338,7 @@ def _subagent_files(path: Path, session_id: str, main_id: str) -> list[SessionLo
                     info = json.loads(meta.read_text(encoding="utf-8"))
                 except (OSError, ValueError):
                     info = None
-                if isinstance(info, Mapping):
+                if isinstance(info, dict):
                     log.header.update({k: info[k] for k in ("agentType", "description") if k in info})
             logs.append(log)
     return logs

@@ -1,0 +1,111 @@
+"""pi sessions: the real v1 large session (pi-mono's own test fixture) and a v3 file with two
+compactions, plus hand-written files for v1 compaction by index, glued lines and branches."""
+
+import json
+
+from breakwater.core.policy import preset
+from breakwater.core.simulate import view_at
+from breakwater.formats import load_session, load_sessions
+from support.transcripts import REAL, calls_and_results, imported_chars
+
+LARGE = REAL / "pi" / "large-session.jsonl"
+V3 = REAL / "pi" / "agentsessions_pi_v3_fixture_model_small.jsonl"
+
+
+def source_counts(path):
+    chars = calls = results = 0
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        m = json.loads(raw).get("message")
+        if not m:
+            continue
+        for b in m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]:
+            if b["type"] == "text":
+                chars += len(b["text"])
+            elif b["type"] == "thinking":
+                chars += len(b["thinking"])
+            elif b["type"] == "toolCall":
+                calls += 1
+                chars += len(b["name"]) + len(json.dumps(b["arguments"], ensure_ascii=False))
+        results += m["role"] == "toolResult"
+    return chars, calls, results
+
+
+def test_large_v1_session_keeps_every_message_call_and_result():
+    log = load_session(LARGE)
+    chars, calls, results = source_counts(LARGE)
+    got_calls, got_results, answered = calls_and_results([log])
+    assert (got_calls, got_results, answered) == (calls, results, results) == (391, 373, 373)
+    joins = sum(m.content.count("\n\n") for m in log.messages)
+    assert chars <= imported_chars([log]) <= chars + 2 * joins
+    roles = [m.role for m in log.messages]
+    assert roles.count("user") == 88 and roles.count("assistant") == 453
+    assert log.header["pi_version"] == 1 and log.header["model"] == "claude-sonnet-4-5"
+    # the calls left without a result are those of replies the user aborted
+    unanswered = [m for m in log.messages if m.role == "assistant" and m.tool_calls and
+                  not any(r.tool_call_id == m.tool_calls[0].id for r in log.messages if r.role == "tool")]
+    assert unanswered and all(m.meta["stop_reason"] in ("aborted", "error") for m in unanswered)
+    assert sum(1 for e in log.events if e.type == "usage") == 439   # replies with non-zero usage
+
+
+def test_v3_compactions_keep_from_the_first_kept_entry():
+    log = load_session(V3)
+    comps = [e for e in log.events if e.type == "compaction"]
+    first_user = log.messages[0]
+    assert [c.get("cut_id") for c in comps] == [first_user.id, first_user.id]
+    assert comps[0].get("tokens_before") == 19 and comps[0].get("trigger") == "recorded"
+
+
+def write(path, entries):
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+
+
+def msg(role, text, **extra):
+    m = {"role": role, "content": [{"type": "text", "text": text}], **extra}
+    return {"type": "message", "timestamp": "2025-11-20T10:00:00Z", "message": m}
+
+
+def test_v1_compaction_by_index_and_two_objects_glued_on_one_line(tmp_path):
+    path = tmp_path / "v1.jsonl"
+    entries = [
+        {"type": "session", "id": "s1", "timestamp": "2025-11-20T10:00:00Z", "cwd": "/w"},
+        msg("user", "old question"),
+        msg("assistant", "old answer"),
+        msg("user", "kept question"),                                        # entry index 3
+        msg("assistant", "kept answer"),
+        {"type": "compaction", "timestamp": "t", "summary": "they asked an old question",
+         "firstKeptEntryIndex": 3, "tokensBefore": 5000},
+        msg("user", "next"),
+        msg("assistant", "", content=[{"type": "toolCall", "id": "t1", "name": "bash",
+                                       "arguments": {"command": "ls"}}]),
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in entries)
+    result = {"type": "message", "message": {"role": "toolResult", "toolCallId": "t1",
+                                             "content": [{"type": "text", "text": "a.txt"}]}}
+    text += json.dumps(result) + json.dumps(msg("assistant", "done")) + "\n"    # two objects, one line
+    path.write_text(text, encoding="utf-8")
+    log = load_session(path)
+    assert [m.content for m in log.messages] == ["old question", "old answer", "kept question", "kept answer",
+                                                 "next", "", "a.txt", "done"]
+    comp = next(e for e in log.events if e.type == "compaction")
+    assert comp.get("cut_id") == log.messages[2].id and comp.get("tokens_before") == 5000
+    assert [(i.line, i.reason) for i in log.issues] == [(9, "2 JSON objects glued on one line, loaded each")]
+    sent = [m["content"] for m in view_at(log, preset("breakwater"), 3).to_api()]
+    assert "old answer" not in sent and "kept answer" in sent and any("old question" in s for s in sent)
+
+
+def test_v3_tree_active_path_first_and_an_abandoned_branch_as_its_own_session(tmp_path):
+    path = tmp_path / "v3.jsonl"
+
+    def e(eid, parent, role, text):
+        return {**msg(role, text), "id": eid, "parentId": parent}
+
+    write(path, [
+        {"type": "session", "version": 3, "id": "s3", "timestamp": "t", "cwd": "/w"},
+        e("a1", None, "user", "q"),
+        e("a2", "a1", "assistant", "first try"),
+        e("b2", "a1", "assistant", "second try"),
+        e("b3", "b2", "user", "thanks"),
+    ])
+    main, branch = load_sessions(path)
+    assert [m.content for m in main.messages] == ["q", "second try", "thanks"]
+    assert [m.content for m in branch.messages] == ["q", "first try"] and branch.id == "s3/branch-a2"
