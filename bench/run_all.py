@@ -6,7 +6,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent", "bench_spill"):
+for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats"):
     path = HERE / f"{name}.py"
     if not path.exists():
         continue

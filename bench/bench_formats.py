@@ -1,0 +1,40 @@
+"""Import speed of every real transcript in tests/fixtures/real (SPEC §9; target ≥ 20 MB/s).
+
+Prints figures; asserts nothing. Each file is imported 5 times; the median is quoted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+from breakwater.formats import detect_format, load_sessions
+
+REAL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real"
+RUNS = 5
+
+
+def seconds(path: Path) -> float:
+    t0 = time.perf_counter()
+    load_sessions(path)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    total_bytes = total_s = 0.0
+    for path in sorted(p for p in REAL.glob("*/*") if p.name != "SOURCES.md"):
+        size = path.stat().st_size
+        med = statistics.median(seconds(path) for _ in range(RUNS))
+        logs = load_sessions(path)
+        msgs = sum(len(log.messages) for log in logs)
+        total_bytes += size
+        total_s += med
+        print(f"import {detect_format(path):<14} {path.name[:52]:<52} {size / 1e6:6.2f} MB  {msgs:5,} msgs  "
+              f"{med * 1000:7.1f} ms  {size / 1e6 / med:6.1f} MB/s")
+    print(f"import all {len(list(REAL.glob('*/*'))) - 1} files: {total_bytes / 1e6:.2f} MB in {total_s:.3f} s "
+          f"(sum of medians of {RUNS}): {total_bytes / 1e6 / total_s:.1f} MB/s")
+
+
+if __name__ == "__main__":
+    main()
