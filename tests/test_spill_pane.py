@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from textual.app import App, ComposeResult
 from breakwater.tools.spill import spill_path
 from breakwater.tools.workspace import Workspace
 from breakwater.ui.spill import SpillPane, SpillView
+from breakwater.ui.spill import view as view_module
 from breakwater.ui.spill.view import TAIL_LINES
 
 SIZE = (100, 20)
@@ -200,3 +202,68 @@ async def test_a_rewritten_file_is_indexed_again(tmp_path):
         tmp.replace(path)
         await until(pilot, lambda: "[REDACTED]" in screen_text(app))
         assert "sk-123" not in screen_text(app)
+
+
+async def test_jump_and_search_asked_while_the_head_is_indexed_wait_for_it(tmp_path, monkeypatch):
+    write_spill(tmp_path, "call_1", [f"entry {i + 1}" for i in range(3 * TAIL_LINES)])
+    gate = threading.Event()
+    real_scan = view_module.scan_line_ends
+
+    def gated_scan(fd, start, stop, **kwargs):
+        if start == 0:  # the head: held back until the test has asked for the jump
+            gate.wait(10)
+        yield from real_scan(fd, start, stop, **kwargs)
+
+    monkeypatch.setattr(view_module, "scan_line_ends", gated_scan)
+    app = Host(tmp_path)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            view = app.query_one(SpillView)
+            await until(pilot, lambda: view.index is not None)
+            assert not view.index.has_head and f"{2 * TAIL_LINES + 1}" not in screen_text(app)
+            view.focus()
+            await pilot.press("colon", *"42", "enter")
+            await pilot.pause()
+            assert view.status.message == "line 42 once indexing is done"
+            assert "once indexing is done" in screen_text(app)
+            gate.set()
+            await until(pilot, lambda: "entry 42" in screen_text(app))
+            assert "entry 6000" not in screen_text(app) and "indexing" not in screen_text(app)
+    finally:
+        gate.set()
+
+
+async def test_without_a_workspace_the_pane_says_how_to_name_one():
+    app = Host(None)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert "pass --workspace DIR" in screen_text(app)
+
+
+async def test_a_narrow_pane_puts_the_list_above_the_file(tmp_path):
+    write_spill(tmp_path, "call_1", ["narrow"])
+    app = Host(tmp_path)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await until(pilot, lambda: "narrow" in screen_text(app))
+        pane = app.query_one(SpillPane)
+        assert pane.has_class("-narrow")
+        file_list, view = pane.query_one("#spill-files"), pane.query_one(SpillView)
+        assert file_list.region.bottom <= view.region.y
+
+
+async def test_the_newest_file_is_followed_until_one_is_picked(tmp_path):
+    first = write_spill(tmp_path, "call_1", ["first output"])
+    app = Host(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.path == first)
+        time.sleep(0.01)
+        second = write_spill(tmp_path, "call_2", ["second output"])
+        await until(pilot, lambda: view.path == second and "second output" in screen_text(app))
+        app.query_one(SpillPane).query_one("#spill-files").focus()
+        await pilot.press("end", "enter")
+        await until(pilot, lambda: view.path == first)
+        time.sleep(0.01)
+        write_spill(tmp_path, "call_3", ["third output"])
+        await until(pilot, lambda: "call_3" in screen_text(app))
+        assert view.path == first

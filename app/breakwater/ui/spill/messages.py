@@ -29,6 +29,7 @@ class TailIndexed(Message):
     """The last lines of the opened file are indexed: it can be shown at its tail now."""
 
     generation: int
+    identity: tuple[int, int]
     origin: int
     end: int
     ends: array

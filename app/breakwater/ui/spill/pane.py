@@ -30,6 +30,8 @@ WATCH_STEP_MS = 20
 WATCH_DEBOUNCE_MS = 200
 """Longest the watcher groups a steady stream of writes before reporting them."""
 RELIST_MS = 1000
+NARROW = 90
+"""Below this many columns the file list goes above the file instead of beside it."""
 
 
 class SpillFileList(OptionList, inherit_bindings=False):
@@ -50,7 +52,9 @@ class SpillFileList(OptionList, inherit_bindings=False):
 class SpillPane(Widget):
     """The spill files of one session's workspace (`<workspace>/.agent/spill/<session>/`).
 
-    With `session_id=None` every session's spill files are listed.
+    With `session_id=None` every session's spill files are listed; with `workspace=None`
+    (not known yet) the pane says how to name one. Until the user picks a file, the newest
+    one is open, so a live session's latest tool output is the one followed.
     """
 
     BINDINGS = [
@@ -72,20 +76,31 @@ class SpillPane(Widget):
         & > .spill-pane--following { color: $success; text-style: bold; }
         & > .spill-pane--paused { color: $warning; text-style: bold; }
         & > .spill-pane--message { color: $accent; }
-        SpillFileList { width: 30%; max-width: 48; min-width: 16; height: 1fr; border: none; border-right: solid $panel; }
-        SpillFileList:focus { border: none; border-right: solid $accent; }
+        SpillFileList {
+            width: 30%; max-width: 48; min-width: 16; height: 1fr;
+            border: none; border-right: solid $panel;
+            &:focus { border-right: solid $accent; }
+        }
+        &.-narrow {
+            layout: vertical;
+            SpillFileList {
+                width: 1fr; max-width: 100%; height: auto; max-height: 6;
+                border-right: none; border-bottom: solid $panel;
+                &:focus { border-right: none; border-bottom: solid $accent; }
+            }
+        }
         #spill-main { width: 1fr; height: 1fr; }
-        #spill-status { height: 1; background: $panel; color: $foreground; padding: 0 1; }
+        #spill-status { height: auto; max-height: 3; background: $panel; color: $foreground; padding: 0 1; }
         SpillView { height: 1fr; }
         #spill-input { dock: bottom; display: none; }
         #spill-input.-shown { display: block; }
     }
     """
 
-    def __init__(self, workspace: Path, session_id: str | None = None, *, name: str | None = None,
+    def __init__(self, workspace: Path | None, session_id: str | None = None, *, name: str | None = None,
                  id: str | None = None, classes: str | None = None):
         super().__init__(name=name, id=id, classes=classes)
-        self.workspace = Path(workspace)
+        self.workspace = Path(workspace) if workspace is not None else None
         self.session_id = session_id
         self.files: tuple[SpillFile, ...] = ()
         self._auto_open = True
@@ -105,20 +120,30 @@ class SpillPane(Widget):
 
     def on_mount(self) -> None:
         self._show_status(self.view.status)
-        self._watch(self.workspace, self.session_id)
+        if self.workspace is not None:
+            self._watch(self.workspace, self.session_id)
 
-    def show_session(self, workspace: Path, session_id: str | None) -> None:
+    def on_resize(self) -> None:
+        # No container queries in TCSS: a pane squeezed into a side column stacks the list on top.
+        self.set_class(self.size.width < NARROW, "-narrow")
+
+    def show_session(self, workspace: Path | None, session_id: str | None) -> None:
         """Switch to another session's spill files (the replay opened another log)."""
-        self.workspace, self.session_id = Path(workspace), session_id
+        self.workspace = Path(workspace) if workspace is not None else None
+        self.session_id = session_id
         self.files, self._auto_open = (), True
         self.query_one(SpillFileList).clear_options()
         self.view.close()
-        self._watch(self.workspace, session_id)
+        if self.workspace is not None:
+            self._watch(self.workspace, session_id)
+        else:
+            self.workers.cancel_group(self, "spill-watch")
 
-    def open(self, path: Path) -> None:
-        """Open `path` at its tail and follow it."""
+    def open(self, path: Path, *, chosen: bool = True) -> None:
+        """Open `path` at its tail and follow it; `chosen`: the user picked it, so a newer
+        spill file no longer takes its place."""
         self.view.open(path)
-        self._auto_open = False
+        self._auto_open = self._auto_open and not chosen
         self._fill_list()
 
     # -- watching the directory -----------------------------------------------------------
@@ -164,8 +189,8 @@ class SpillPane(Widget):
             self.files = event.files
             self._fill_list()
         view = self.view
-        if self._auto_open and event.files and view.path is None:
-            self.open(event.files[0].path)
+        if self._auto_open and event.files and view.path != event.files[0].path:
+            self.open(event.files[0].path, chosen=False)
             return
         if view.path is None or view.index is None:
             return
@@ -209,10 +234,14 @@ class SpillPane(Widget):
 
     def _status_text(self, status: SpillStatus) -> Text:
         if status.path is None:
+            style = self.get_component_rich_style("spill-pane--message")
+            if self.workspace is None:
+                return Text("No workspace known for this session: pass --workspace DIR to see its spill files.",
+                            style=style)
             where = (session_spill_dir(self.workspace, self.session_id) if self.session_id is not None
                      else self.workspace / SPILL_DIR)
             return Text(status.message or f"No spill file open — spill files appear in {where} when a tool's "
-                        "output is cut.", style=self.get_component_rich_style("spill-pane--message"))
+                        "output is cut.", style=style)
         text = Text(status.path.name, style="bold")
         text.append(f"  {status.lines:,}{'' if status.numbered else '+'} lines · {human_size(status.size)}")
         if status.indexed < 1:

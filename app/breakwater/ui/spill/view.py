@@ -130,6 +130,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self._more = False
         self._searching: str | None = None
         self._message = ""
+        self._pending: Callable[[], None] | None = None
 
     # -- opening and indexing -------------------------------------------------------------
 
@@ -162,6 +163,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self._widest = 0
         self._extending = self._more = False
         self._searching = None
+        self._pending = None
         self._strips.clear()
 
     def on_unmount(self) -> None:
@@ -176,10 +178,10 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
             self.post_message(FileFailed(generation, f"cannot open {path.name}: {exc.strerror or exc}"))
             return
         try:
-            size = os.fstat(fd).st_size
-            origin = tail_origin(fd, size, TAIL_LINES)
-            end, ends = _scan(fd, origin, size, lambda: worker.is_cancelled)
-            self.post_message(TailIndexed(generation, origin, end, ends))
+            st = os.fstat(fd)
+            origin = tail_origin(fd, st.st_size, TAIL_LINES)
+            end, ends = _scan(fd, origin, st.st_size, lambda: worker.is_cancelled)
+            self.post_message(TailIndexed(generation, (st.st_dev, st.st_ino), origin, end, ends))
             head = array("q")
             for scanned, chunk in scan_line_ends(fd, 0, origin, cancelled=lambda: worker.is_cancelled):
                 head.extend(chunk)
@@ -201,7 +203,10 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         except OSError as exc:
             self._failed(f"cannot open {self.path.name}: {exc.strerror or exc}")
             return
-        self._identity = (st.st_dev, st.st_ino)
+        if (st.st_dev, st.st_ino) != event.identity:  # replaced since the worker read it
+            self.open(self.path)
+            return
+        self._identity = event.identity
         self.index = LineIndex(event.origin)
         self.index.extend(event.ends, event.end)
         self._indexed = 1.0 if event.origin == 0 else 0.0
@@ -225,6 +230,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
             return
         shift = self.index.prepend(event.ends)
         self._indexed = 1.0
+        self._message = ""
         self._strips.clear()
         top = self.scroll_y
         self._resize_virtual()
@@ -234,6 +240,9 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to(y=top + shift, animate=False, force=True)
         self.refresh()
         self._post_status()
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending()
 
     @on(FileFailed)
     def _file_failed(self, event: FileFailed) -> None:
@@ -344,6 +353,8 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         """Put line `number` (1-based, as the gutter shows it) at the top of the screen."""
         if self.index is None or not len(self.index):
             return
+        if self._wait_for_head(lambda: self.goto_line(number), f"line {number:,}"):
+            return
         line = min(max(number - 1, 0), len(self.index) - 1)
         self.following = False
         self.scroll_to(y=line, animate=False, force=True)
@@ -352,6 +363,8 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         """Search for `text` from the current hit (or the top line on screen), in a worker."""
         query = Query.parse(text)
         if self.index is None or self.path is None or query is None:
+            return
+        if self._wait_for_head(lambda: self.find(text, backward=backward, again=again), f"“{text}”"):
             return
         if again and self.hit is not None and query == self.query:
             at = self.hit.offset if backward else self.hit.offset + 1
@@ -400,6 +413,16 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
             self._show_line(line, self._hit_column(line))
             self.refresh()
         self._post_status()
+
+    def _wait_for_head(self, then: Callable[[], None], what: str) -> bool:
+        """Line numbers and the head's text are unknown until the head is indexed: do `then`
+        once it is (a second request replaces the first)."""
+        if self.index is None or self.index.has_head:
+            return False
+        self._pending = then
+        self._message = f"{what} once indexing is done"
+        self._post_status()
+        return True
 
     def clear_search(self) -> None:
         self.query = self.hit = None
