@@ -34,6 +34,9 @@ from breakwater.ui.spill.messages import (FileFailed, FileReplaced, HeadIndexed,
 TAIL_LINES = 2000
 """Lines indexed before the file is first shown: more than any screen holds."""
 
+INLINE_SCAN = 256 << 10
+"""Growth up to this many bytes is scanned on the UI thread; more goes to a worker."""
+
 _MARKS = re.compile("[\u2400-\u2421\ufffd]+")
 
 
@@ -56,6 +59,22 @@ def _scan(fd: int, start: int, stop: int, cancelled: Callable[[], bool]) -> tupl
     for end, chunk in scan_line_ends(fd, start, stop, cancelled=cancelled):
         ends.extend(chunk)
     return end, ends
+
+
+def _appended(path: Path, generation: int, start: int, identity: tuple[int, int] | None) -> Message:
+    """What became of the file since byte `start`: lines appended, replaced, or gone."""
+    try:
+        fd = open_spill(path)
+    except OSError as exc:
+        return FileFailed(generation, f"{path.name} is gone: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != identity or st.st_size < start:
+            return FileReplaced(generation)
+        end, ends = _scan(fd, start, st.st_size, lambda: False)
+        return LinesAppended(generation, start, end, ends)
+    finally:
+        os.close(fd)
 
 
 class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
@@ -266,24 +285,20 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
             self._more = True
             return
         self._extending, self._more = True, False
-        self._extend_file(self.path, self._generation, self.index.end, self._identity)
+        try:
+            grown = os.stat(self.path, follow_symlinks=False).st_size - self.index.end
+        except OSError:
+            grown = INLINE_SCAN + 1  # the worker reports why
+        if grown <= INLINE_SCAN:
+            # A few lines, the usual case while a tool streams: scanning them here costs less
+            # than the hop to a thread and back.
+            self.post_message(_appended(self.path, self._generation, self.index.end, self._identity))
+        else:
+            self._extend_file(self.path, self._generation, self.index.end, self._identity)
 
     @work(thread=True, group="spill-extend")
     def _extend_file(self, path: Path, generation: int, start: int, identity: tuple[int, int] | None) -> None:
-        try:
-            fd = open_spill(path)
-        except OSError as exc:
-            self.post_message(FileFailed(generation, f"{path.name} is gone: {exc.strerror or exc}"))
-            return
-        try:
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != identity or st.st_size < start:
-                self.post_message(FileReplaced(generation))
-                return
-            end, ends = _scan(fd, start, st.st_size, lambda: False)
-            self.post_message(LinesAppended(generation, start, end, ends))
-        finally:
-            os.close(fd)
+        self.post_message(_appended(path, generation, start, identity))
 
     @on(LinesAppended)
     def _lines_appended(self, event: LinesAppended) -> None:
