@@ -93,7 +93,6 @@ class SpillPane(Widget):
         #spill-status { height: auto; max-height: 3; background: $panel; color: $foreground; padding: 0 1; }
         SpillView { height: 1fr; }
         #spill-input { dock: bottom; display: none; }
-        #spill-input.-shown { display: block; }
     }
     """
 
@@ -263,12 +262,14 @@ class SpillPane(Widget):
         self._prompt = kind
         prompt.placeholder = placeholder
         prompt.value = value
-        prompt.add_class("-shown")
-        prompt.focus()
+        # Shown by its own style and focused at once (focus() would wait for the queue), so keys
+        # typed right after "/" already go to the prompt, not to the view.
+        prompt.display = True
+        self.app.set_focus(prompt)
 
     def _close_prompt(self) -> None:
         self._prompt = None
-        self.query_one("#spill-input", Input).remove_class("-shown")
+        self.query_one("#spill-input", Input).display = False
         self.view.focus()
 
     def action_search(self) -> None:
