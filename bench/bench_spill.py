@@ -28,10 +28,9 @@ sys.path.insert(0, str(HERE))
 
 from bench_tools import log_chunks  # noqa: E402
 
-from breakwater.tools.spill import spill_path  # noqa: E402
+from breakwater.tools.spill import SPILL_DIR  # noqa: E402
 from breakwater.tools.spill_index import open_spill, scan_line_ends, tail_origin  # noqa: E402
 from breakwater.tools.spill_search import Query, find_forward  # noqa: E402
-from breakwater.tools.workspace import Workspace  # noqa: E402
 
 MB = 1_000_000
 SIZE = 1024 * 1024 * 1024
@@ -139,7 +138,8 @@ def bench_headless(path: Path, size: int) -> None:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        path = spill_path(Workspace(tmp), SESSION, "call_big")
+        path = Path(tmp) / SPILL_DIR / SESSION / "call_big.log"
+        path.parent.mkdir(parents=True)
         size = make_file(path)
         bench_headless(path, size)
         runs = []

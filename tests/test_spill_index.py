@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.tools.spill import spill_path
 from breakwater.tools.spill_index import (LineIndex, display_text, list_spill_files, open_spill, read_line,
                                           scan_line_ends, tail_origin)
 from breakwater.tools.spill_search import Query, find_backward, find_forward, search
-from breakwater.tools.workspace import Workspace
+from support.spills import write_spill
 
 
 def build_index(fd: int, size: int, tail_lines: int, chunk: int) -> LineIndex:
@@ -120,12 +119,10 @@ def test_display_text_of_a_cut_line_drops_the_split_character():
 
 
 def test_list_spill_files_of_a_session_skips_symlinks_and_other_sessions(tmp_path):
-    ws = Workspace(tmp_path)
-    first = spill_path(ws, "s1", "call_a")
-    first.write_text("a\n")
+    first = write_spill(tmp_path, "s1", "call_a", b"a\n")
     os.utime(first, (1, 1))
-    spill_path(ws, "s1", "call_b").write_text("bb\n")
-    spill_path(ws, "s2", "call_c").write_text("c\n")
+    write_spill(tmp_path, "s1", "call_b", b"bb\n")
+    write_spill(tmp_path, "s2", "call_c", b"c\n")
     (first.parent / "evil.log").symlink_to(tmp_path / "secret")
     (first.parent / "notes.txt").write_text("x")
     mine = list_spill_files(tmp_path, "s1")

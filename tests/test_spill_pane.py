@@ -6,10 +6,9 @@ import threading
 import time
 from pathlib import Path
 
+from support.spills import write_spill
 from textual.app import App, ComposeResult
 
-from breakwater.tools.spill import spill_path
-from breakwater.tools.workspace import Workspace
 from breakwater.ui.spill import SpillPane, SpillView
 from breakwater.ui.spill import view as view_module
 from breakwater.ui.spill.view import TAIL_LINES
@@ -39,10 +38,8 @@ async def until(pilot, predicate, timeout: float = 10.0):
         await pilot.pause(0.02)
 
 
-def write_spill(workspace: Path, call_id: str, lines: list[str], session: str = "s1") -> Path:
-    path = spill_path(Workspace(workspace), session, call_id)
-    path.write_text("".join(line + "\n" for line in lines))
-    return path
+def spill_lines(workspace: Path, call_id: str, lines: list[str], session: str = "s1") -> Path:
+    return write_spill(workspace, session, call_id, "".join(line + "\n" for line in lines).encode())
 
 
 def hooked(app: Host):
@@ -53,9 +50,9 @@ def hooked(app: Host):
 
 
 async def test_opens_the_newest_spill_file_at_its_tail(tmp_path):
-    write_spill(tmp_path, "call_old", ["old output"])
+    spill_lines(tmp_path, "call_old", ["old output"])
     time.sleep(0.01)
-    path = write_spill(tmp_path, "call_new", [f"row {i:05d}" for i in range(5000)])
+    path = spill_lines(tmp_path, "call_new", [f"row {i:05d}" for i in range(5000)])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE, message_hook=hooked(app)) as pilot:
         view = app.query_one(SpillView)
@@ -72,7 +69,7 @@ async def test_opens_the_newest_spill_file_at_its_tail(tmp_path):
 
 
 async def test_follows_the_file_as_it_grows(tmp_path):
-    path = write_spill(tmp_path, "call_1", [f"first {i}" for i in range(50)])
+    path = spill_lines(tmp_path, "call_1", [f"first {i}" for i in range(50)])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
@@ -88,12 +85,13 @@ async def test_follows_the_file_as_it_grows(tmp_path):
 
 
 async def test_scrolling_up_pauses_following_and_end_resumes_it(tmp_path):
-    path = write_spill(tmp_path, "call_1", [f"line {i}" for i in range(200)])
+    path = spill_lines(tmp_path, "call_1", [f"line {i}" for i in range(200)])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
         await until(pilot, lambda: view.index is not None)
         view.focus()
+        await pilot.pause()  # the first frame is painted and focus has moved before keys come
         await pilot.press("pageup")
         assert not view.following and "‖ paused" in screen_text(app)
         with path.open("a") as f:
@@ -106,12 +104,13 @@ async def test_scrolling_up_pauses_following_and_end_resumes_it(tmp_path):
 
 
 async def test_jump_to_line(tmp_path):
-    write_spill(tmp_path, "call_1", [f"entry {i + 1}" for i in range(10_000)])
+    spill_lines(tmp_path, "call_1", [f"entry {i + 1}" for i in range(10_000)])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
         await until(pilot, lambda: view.index is not None and view.index.has_head)
         view.focus()
+        await pilot.pause()  # the first frame is painted and focus has moved before keys come
         await pilot.press("colon", *"1234", "enter")
         await pilot.pause()
         lines = screen_text(app).splitlines()
@@ -127,12 +126,13 @@ async def test_search_forward_and_back_highlights_the_hit(tmp_path):
     lines = [f"line {i}" for i in range(3000)]
     lines[100] = "the NEEDLE is here"
     lines[2500] = "another needle"
-    write_spill(tmp_path, "call_1", lines)
+    spill_lines(tmp_path, "call_1", lines)
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
         await until(pilot, lambda: view.index is not None and view.index.has_head)
         view.focus()
+        await pilot.pause()  # the first frame is painted and focus has moved before keys come
         await pilot.press("g", "slash", *"needle", "enter")
         await until(pilot, lambda: view.hit is not None)
         assert "the NEEDLE is here" in screen_text(app)
@@ -158,14 +158,13 @@ async def test_a_new_spill_file_appears_in_the_list(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert "No spill file open" in screen_text(app)
-        write_spill(tmp_path, "call_late", ["late output"])
+        spill_lines(tmp_path, "call_late", ["late output"])
         await until(pilot, lambda: "late output" in screen_text(app))
         assert "call_late" in screen_text(app)
 
 
 async def test_binary_and_long_lines_are_shown_safely(tmp_path):
-    path = spill_path(Workspace(tmp_path), "s1", "call_bin")
-    path.write_bytes(b"\x1b[2J\x1b]0;pwned\x07 \xff\xfe\n" + b"z" * 3_000_000 + b"\nend\n")
+    write_spill(tmp_path, "s1", "call_bin", b"\x1b[2J\x1b]0;pwned\x07 \xff\xfe\n" + b"z" * 3_000_000 + b"\nend\n")
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
@@ -180,8 +179,8 @@ async def test_binary_and_long_lines_are_shown_safely(tmp_path):
 
 
 async def test_all_sessions_and_switching_session(tmp_path):
-    write_spill(tmp_path, "call_a", ["from a"], session="sa")
-    write_spill(tmp_path, "call_b", ["from b"], session="sb")
+    spill_lines(tmp_path, "call_a", ["from a"], session="sa")
+    spill_lines(tmp_path, "call_b", ["from b"], session="sb")
     app = Host(tmp_path, session_id=None)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: "sa/call_a" in screen_text(app) and "sb/call_b" in screen_text(app))
@@ -192,7 +191,7 @@ async def test_all_sessions_and_switching_session(tmp_path):
 
 
 async def test_a_rewritten_file_is_indexed_again(tmp_path):
-    path = write_spill(tmp_path, "call_1", ["secret sk-123 here", "more"])
+    path = spill_lines(tmp_path, "call_1", ["secret sk-123 here", "more"])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
@@ -205,7 +204,7 @@ async def test_a_rewritten_file_is_indexed_again(tmp_path):
 
 
 async def test_jump_and_search_asked_while_the_head_is_indexed_wait_for_it(tmp_path, monkeypatch):
-    write_spill(tmp_path, "call_1", [f"entry {i + 1}" for i in range(3 * TAIL_LINES)])
+    spill_lines(tmp_path, "call_1", [f"entry {i + 1}" for i in range(3 * TAIL_LINES)])
     gate = threading.Event()
     real_scan = view_module.scan_line_ends
 
@@ -222,6 +221,7 @@ async def test_jump_and_search_asked_while_the_head_is_indexed_wait_for_it(tmp_p
             await until(pilot, lambda: view.index is not None)
             assert not view.index.has_head and f"{2 * TAIL_LINES + 1}" not in screen_text(app)
             view.focus()
+            await pilot.pause()  # the first frame is painted and focus has moved before keys come
             await pilot.press("colon", *"42", "enter")
             await pilot.pause()
             assert view.status.message == "line 42 once indexing is done"
@@ -241,29 +241,29 @@ async def test_without_a_workspace_the_pane_says_how_to_name_one():
 
 
 async def test_a_narrow_pane_puts_the_list_above_the_file(tmp_path):
-    write_spill(tmp_path, "call_1", ["narrow"])
+    spill_lines(tmp_path, "call_1", ["narrow"])
     app = Host(tmp_path)
     async with app.run_test(size=(60, 20)) as pilot:
         await until(pilot, lambda: "narrow" in screen_text(app))
         pane = app.query_one(SpillPane)
-        assert pane.has_class("-narrow")
         file_list, view = pane.query_one("#spill-files"), pane.query_one(SpillView)
-        assert file_list.region.bottom <= view.region.y
+        await until(pilot, lambda: pane.has_class("-narrow") and file_list.region.bottom <= view.region.y)
+        assert view.region.width == pane.region.width
 
 
 async def test_the_newest_file_is_followed_until_one_is_picked(tmp_path):
-    first = write_spill(tmp_path, "call_1", ["first output"])
+    first = spill_lines(tmp_path, "call_1", ["first output"])
     app = Host(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         view = app.query_one(SpillView)
         await until(pilot, lambda: view.path == first)
         time.sleep(0.01)
-        second = write_spill(tmp_path, "call_2", ["second output"])
+        second = spill_lines(tmp_path, "call_2", ["second output"])
         await until(pilot, lambda: view.path == second and "second output" in screen_text(app))
         app.query_one(SpillPane).query_one("#spill-files").focus()
         await pilot.press("end", "enter")
         await until(pilot, lambda: view.path == first)
         time.sleep(0.01)
-        write_spill(tmp_path, "call_3", ["third output"])
+        spill_lines(tmp_path, "call_3", ["third output"])
         await until(pilot, lambda: "call_3" in screen_text(app))
         assert view.path == first
