@@ -71,7 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
     p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--view", type=int, metavar="TURN", help="print the exact request of one turn as JSON")
+    p.add_argument("--view", type=int, metavar="TURN", help="print the exact request of one turn as JSON "
+                   "(with --compare: the turn whose messages are compared, default the last)")
+    p.add_argument("--compare", metavar="P2", help="also simulate under P2 (a preset name or a policy file) "
+                   "and print both and their difference")
     p.add_argument("--overlay", metavar="FILE",
                    help="pins, triggers and undos made in the workbench on this recording (its .overlay.jsonl)")
     p.set_defaults(func=cmd_simulate)
@@ -93,14 +96,41 @@ def with_overlay(log: SessionLog, path: str | Path | None) -> SessionLog:
     return apply_overlay(log, events)
 
 
+def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
+    """P2 of --compare, under the first policy's window rule: --window, else the session's window
+    unless P2 is a file (a file's window is part of what is being compared)."""
+    from breakwater.core.policy_file import resolve
+
+    try:
+        other = resolve(args.compare)
+        window = args.window or (log.header.get("window") if args.compare in PRESETS else None)
+        if isinstance(window, int) and window != other.window:
+            other = other.with_changes(window=window)
+    except PolicyError as exc:
+        raise PolicyError(f"--compare {args.compare}: {exc}") from None
+    return other
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
+        other = compare_policy(args, log) if getattr(args, "compare", None) else None
     except (SessionLogError, PolicyError) as exc:
         return fail(str(exc))
+    turns = log.turn_count()
+    if other is not None:
+        if args.view is not None and not 1 <= args.view <= turns:
+            return fail(f"--view {args.view} with --compare: the session has turns 1..{turns}")
+        from breakwater.core.compare import compare
+
+        comparison = compare(log, policy, other, args.counter, args.model, args.view)
+        if args.json:
+            print(json.dumps(comparison.to_json(), ensure_ascii=False))
+        else:
+            print_comparison(comparison, log)
+        return 0
     if args.view is not None:
-        turns = log.turn_count()
         if args.view < 1 or args.view > turns + 1:
             return fail(f"--view {args.view}: the session has turns 1..{turns} (and {turns + 1}, the next request)")
         view = view_at(log, policy, args.view, args.counter, args.model)
@@ -145,6 +175,34 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
                   f"{len(sim.turns)} turns · pipeline {sim.seconds * 1000:.0f} ms")
 
 
+def print_comparison(comparison, log: SessionLog) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    a, b = comparison.a.policy, comparison.b.policy
+    console = Console()
+    title = log.header.get("title") or (log.path.name if log.path else log.id)
+    table = Table(title=f"{title} — A: {a.preset} window {a.window:,} · B: {b.preset} window {b.window:,}",
+                  title_justify="left")
+    for col, just in (("turn", "right"), ("A sent", "right"), ("B sent", "right"), ("B − A", "right"),
+                      ("A zone", "left"), ("B zone", "left"), ("A stage", "left"), ("B stage", "left")):
+        table.add_column(col, justify=just)
+    for t in comparison.turns:
+        if not t.differs:
+            continue
+        marks = [("◆" if s.compaction else "") for s in (t.a, t.b)]
+        table.add_row(str(t.turn), f"{t.a.sent_tokens:,}{marks[0]}", f"{t.b.sent_tokens:,}{marks[1]}",
+                      f"{t.delta:+,}", t.a.zone, t.b.zone, t.a.level, t.b.level)
+    console.print(table)
+    for name, tot in zip("AB", comparison.totals):
+        console.print(f"{name}: billed without compaction {tot.billed_raw:,} · with {tot.billed_sent:,} · "
+                      f"saved {tot.saved:,} ({tot.saved_pct:.0f}%) · {tot.compactions} deep compactions · "
+                      f"{tot.hard_turns} turns in the hard zone")
+    same = sum(1 for t in comparison.turns if not t.differs)
+    console.print(f"{same} of {len(comparison.turns)} turns identical (not listed; ◆ deep compaction); "
+                  f"at turn {comparison.turn}, {len(comparison.messages)} messages are edited differently")
+
+
 def cmd_tokens(args: argparse.Namespace) -> int:
     try:
         log = read_session(args.file)
@@ -182,5 +240,5 @@ def default(args: argparse.Namespace) -> int:
     """`breakwater` with no command: until the workbench lands, simulate the bundled sample."""
     path = sample_path()
     ns = argparse.Namespace(session=str(path), preset=None, policy=None, window=None, counter="exact",
-                            model=None, json=False, view=None, overlay=None)
+                            model=None, json=False, view=None, overlay=None, compare=None)
     return cmd_simulate(ns)

@@ -156,19 +156,50 @@ def preset(name: str) -> Policy:
         raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
 
+# str settings and the values they take
+CHOICES: dict[str, tuple[str, ...]] = {
+    "deep_cut": ("last-boundary", "keep-turns", "keep-tokens"),
+}
+
+# (head, tail, limit): text over `limit` chars keeps its head and tail, so they must fit in it
+HEAD_TAIL_LIMITS = (
+    ("snip_head_chars", "snip_tail_chars", "snip_threshold_chars"),
+    ("working_memory_head_chars", "working_memory_tail_chars", "working_memory_max_chars"),
+    ("summary_pretruncate_head", "summary_pretruncate_tail", "summary_pretruncate_chars"),
+)
+
+
 def validate(p: Policy) -> Policy:
+    """`p` if every value is usable, else PolicyError saying which value and why."""
+    for f in fields(p):
+        value = getattr(p, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if value != value or value in (float("inf"), float("-inf")):
+            raise PolicyError(f"{f.name} must be a finite number, got {value}")
+        if value < 0:
+            raise PolicyError(f"{f.name} cannot be negative, got {value}")
+        if f.name.endswith("_ratio") and not 0 < value < 1:
+            raise PolicyError(f"{f.name} must be between 0 and 1 (exclusive), got {value}")
+    for name, allowed in CHOICES.items():
+        if getattr(p, name) not in allowed:
+            raise PolicyError(f"{name} must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {getattr(p, name)!r}")
     if p.window < 256:
         raise PolicyError(f"window must be at least 256 tokens, got {p.window}")
-    if not 0 < p.soft_ratio < 1:
-        raise PolicyError(f"soft_ratio must be between 0 and 1, got {p.soft_ratio}")
-    if p.deep_cut not in ("last-boundary", "keep-turns", "keep-tokens"):
-        raise PolicyError(f"deep_cut must be last-boundary, keep-turns or keep-tokens, got {p.deep_cut!r}")
+    if p.soft_limit >= p.hard_limit:
+        raise PolicyError(f"soft limit ({p.soft_limit:,} = {p.soft_ratio} x window) must stay below the hard limit "
+                          f"({p.hard_limit:,} = window - buffer {p.effective_buffer:,})")
     if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
-        raise PolicyError("shape_keep_last_min must be >= 1 and <= shape_keep_last_max")
+        raise PolicyError(f"shape_keep_last_min must be >= 1 and <= shape_keep_last_max, got "
+                          f"{p.shape_keep_last_min} and {p.shape_keep_last_max}")
     if p.tool_max_bytes < 256:
         raise PolicyError(f"tool_max_bytes must be at least 256, got {p.tool_max_bytes}")
-    if p.snip_head_chars + p.snip_tail_chars >= p.snip_threshold_chars:
-        raise PolicyError("snip_head_chars + snip_tail_chars must be below snip_threshold_chars")
+    for head, tail, limit in HEAD_TAIL_LIMITS:
+        h, t, n = getattr(p, head), getattr(p, tail), getattr(p, limit)
+        if h + t > n:
+            raise PolicyError(f"{head} + {tail} ({h} + {t}) cannot exceed {limit} ({n})")
+    if p.summary_pretruncate_tail < 1:
+        raise PolicyError("summary_pretruncate_tail must be at least 1")
     return p
 
 
@@ -198,10 +229,13 @@ def load_toml(path: Path) -> Policy:
             data = tomllib.load(fh)
     except FileNotFoundError:
         raise PolicyError(f"{path}: no such policy file") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     return from_mapping(data)
 
 
-__all__ = ["Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "DEFAULT_PRESET", "preset", "from_mapping", "load_toml",
+__all__ = ["Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "CHOICES", "DEFAULT_PRESET", "preset",
+           "from_mapping", "load_toml",
            "validate"]

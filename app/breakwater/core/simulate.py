@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 from breakwater.core.edits import View
 from breakwater.core.message import Message
@@ -52,6 +52,7 @@ class Simulation:
     turns: list[TurnStats] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     seconds: float = 0.0
+    views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
 
     @property
     def billed_raw(self) -> int:
@@ -82,7 +83,8 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
 
 
 def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
-             summarizer=None, until_turn: int | None = None) -> Simulation:
+             summarizer=None, until_turn: int | None = None, views: Collection[int] = ()) -> Simulation:
+    """One plan per turn; the full request (messages and edits) only for the turns in `views`."""
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
@@ -91,6 +93,8 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             if until_turn is not None and pipe.turn + 1 > until_turn:
                 break
             plan = pipe.plan()
+            if plan.turn in views:
+                sim.views[plan.turn] = plan.built or pipe.materialize(plan)
             if plan.new_compaction:
                 sim.compactions.append(plan.new_compaction)
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
