@@ -4,7 +4,7 @@ compactions, plus hand-written files for v1 compaction by index, glued lines and
 import json
 
 from breakwater.core.policy import preset
-from breakwater.core.simulate import view_at
+from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import load_session, load_sessions
 from support.transcripts import REAL, calls_and_results, imported_chars
 
@@ -53,6 +53,10 @@ def test_v3_compactions_keep_from_the_first_kept_entry():
     first_user = log.messages[0]
     assert [c.get("cut_id") for c in comps] == [first_user.id, first_user.id]
     assert comps[0].get("tokens_before") == 19 and comps[0].get("trigger") == "recorded"
+    # simulate shows the agent's own compaction at the request it shaped, beside the policy's
+    sim = simulate(log, preset("breakwater"), counter="heuristic")
+    assert [t.recorded_compaction for t in sim.turns] == [None, comps[0].id]
+    assert sim.to_json()["totals"]["recorded_compactions"] == 2 and sim.compactions == []
 
 
 def write(path, entries):

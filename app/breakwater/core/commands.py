@@ -164,6 +164,8 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
         edits = ", ".join(f"{k} {v}" for k, v in sorted(t.edits.items()))
         if t.compaction:
             edits = f"[bold magenta]deep compaction[/] · {edits}"
+        if t.recorded_compaction:
+            edits = f"[bold cyan]recorded compaction[/] · {edits}"
         mark = "" if t.counted == "exact" else "≈"
         table.add_row(str(t.turn), f"{t.raw_tokens:,}", f"{mark}{t.sent_tokens:,}",
                       f"[{styles[t.zone]}]{t.zone}[/]", t.level, edits)
@@ -172,6 +174,7 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
     pct = 100 * saved / sim.billed_raw if sim.billed_raw else 0
     console.print(f"billed without compaction {sim.billed_raw:,} · with {sim.billed_sent:,} · "
                   f"saved {saved:,} ({pct:.0f}%) · {len(sim.compactions)} deep compactions · "
+                  + (f"{len(sim.recorded)} recorded in the transcript · " if sim.recorded else "") +
                   f"{len(sim.turns)} turns · pipeline {sim.seconds * 1000:.0f} ms")
 
 

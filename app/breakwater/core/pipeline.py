@@ -41,6 +41,9 @@ FAR_KINDS = ("snipped", "masked", "folded", "microcompacted")
 EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
 
 
+RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
+
+
 @dataclass(frozen=True, slots=True)
 class Compaction:
     """A deep compaction: the messages before `cut_id` are replaced by `summary`."""
@@ -49,7 +52,7 @@ class Compaction:
     cut_id: str | None        # first message kept after the summary (None: nothing after it)
     summary: str
     summarizer: str
-    trigger: str              # auto | manual | context_length
+    trigger: str              # auto | manual | context_length | recorded (done by the agent of an imported transcript)
     policy: str               # fingerprint of the policy that decided it
     turn: int
     tokens_before: int = 0

@@ -12,9 +12,9 @@ from typing import Any, Collection
 
 from breakwater.core.edits import View
 from breakwater.core.message import Message
-from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
+from breakwater.core.pipeline import LEVEL_NAMES, RECORDED, Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import SessionLog
+from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.tokens import TokenCounter
 
 
@@ -32,6 +32,7 @@ class TurnStats:
     edits: dict[str, int]
     api_tokens: int | None = None
     compaction: str | None = None
+    recorded_compaction: str | None = None   # the original agent's, applied right before this request
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
@@ -41,6 +42,8 @@ class TurnStats:
             out["api_tokens"] = self.api_tokens
         if self.compaction:
             out["compaction"] = self.compaction
+        if self.recorded_compaction:
+            out["recorded_compaction"] = self.recorded_compaction
         return out
 
 
@@ -51,6 +54,7 @@ class Simulation:
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)   # ids of the compaction events the transcript holds
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
 
@@ -70,7 +74,7 @@ class Simulation:
             "turns": [t.to_json() for t in self.turns],
             "totals": {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
                        "saved": self.billed_raw - self.billed_sent, "compactions": len(self.compactions),
-                       "turns": len(self.turns)},
+                       "recorded_compactions": len(self.recorded), "turns": len(self.turns)},
         }
 
 
@@ -88,6 +92,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
+    recorded = None
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
             if until_turn is not None and pipe.turn + 1 > until_turn:
@@ -100,7 +105,11 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
                                        plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
                                        plan.api_tokens,
-                                       plan.new_compaction.id if plan.new_compaction else None))
+                                       plan.new_compaction.id if plan.new_compaction else None, recorded))
+            recorded = None
+        elif isinstance(entry, Event) and entry.type == "compaction" and entry.get("trigger") == RECORDED:
+            sim.recorded.append(entry.id)
+            recorded = entry.id
         pipe.feed(entry)
     sim.seconds = time.perf_counter() - t0
     return sim

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from breakwater.core.message import Message, ToolCall
+from breakwater.core.pipeline import RECORDED
 from breakwater.core.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
 from breakwater.core.summarize import summary_message_text
 from breakwater.core.tokens import heuristic_message, heuristic_text
 
-RECORDED = "recorded"  # trigger of a compaction the original agent did (the pipeline always re-applies it)
 
 
 def ref(value: Any) -> str | None:
