@@ -3,8 +3,10 @@ hand-written ones for the text modes no real file shows."""
 
 import json
 
+import pytest
+
 from breakwater.formats import detect_format, load_session
-from support.transcripts import REAL, calls_and_results
+from support.transcripts import REAL, calls_and_results, imported_chars
 
 LITELLM = REAL / "openai-chat" / "openhands-sdk_llm-log_claude-sonnet-4_1757015046.707.json"
 MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
@@ -90,3 +92,33 @@ def test_swe_agent_text_action_trajectory(tmp_path):
     log = load_session(path)
     assert [m.content for m in log.messages] == [h["content"] for h in history]
     assert log.messages[1].meta["is_demo"] is True and log.turn_count() == 1
+
+
+def chat_chars(messages):
+    """Characters of chat-completions messages as a model sees them (content, call names and
+    arguments, reasoning), counted straight from the JSON."""
+    total = 0
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            total += len(c)
+        elif isinstance(c, list):
+            texts = [p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            total += sum(map(len, texts)) + max(0, len(texts) - 1)   # parts are joined by a newline
+        for call in m.get("tool_calls") or ():
+            total += len(call["function"]["name"]) + len(call["function"]["arguments"])
+        if isinstance(m.get("reasoning_content"), str):
+            total += len(m["reasoning_content"])
+    return total
+
+
+@pytest.mark.parametrize("name", ["openai-chat/openhands-sdk_fncall-llm-message.json",
+                                  "openai-chat/openhands-sdk_llm-log_claude-sonnet-4_1757015046.707.json",
+                                  "mini-swe-agent/pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"])
+def test_chat_files_keep_every_character(name):
+    path = REAL / name
+    data = json.loads(path.read_text(encoding="utf-8"))
+    messages = data if isinstance(data, list) else list(data["messages"])
+    if isinstance(data, dict) and isinstance(data.get("response"), dict):
+        messages.append(data["response"]["choices"][0]["message"])
+    assert imported_chars([load_session(path)]) == chat_chars(messages)

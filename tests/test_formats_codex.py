@@ -85,3 +85,23 @@ def test_old_rollout_json_encoded_output_is_unwrapped_and_a_message_only_compact
     sent = view_at(log, preset("breakwater"), 2).to_api()
     assert "README.md" not in json.dumps(sent) and any("it was done" in m["content"] for m in sent)
     assert log.issues == []
+
+
+def test_every_text_the_model_saw_is_in_the_import():
+    log = load_session(COVERAGE)
+    imported = [m.content for m in log.messages] + [e.get("summary") for e in log.events if e.type == "compaction"]
+    imported += [m.meta.get("reasoning", "") for m in log.messages if m.meta]
+    texts = []
+    for raw in COVERAGE.read_text(encoding="utf-8").splitlines():
+        obj = json.loads(raw)
+        p = obj["payload"]
+        if obj["type"] == "response_item" and p["type"] in ("message", "agent_message", "reasoning"):
+            texts += [c["text"] for c in (p.get("content") or []) + p.get("summary", []) if c.get("text")]
+        elif obj["type"] == "response_item" and p["type"].endswith("_output") and "output" in p:
+            out = p["output"]
+            texts += [out] if isinstance(out, str) else [c["text"] for c in
+                                                          (out if isinstance(out, list) else [out]) if c.get("text")]
+        elif obj["type"] == "compacted":
+            texts += [p["message"]] if p["message"] else []
+    assert len(texts) > 20
+    assert [t for t in texts if not any(t in i for i in imported)] == []

@@ -6,7 +6,7 @@ import json
 from breakwater.core.policy import preset
 from breakwater.core.simulate import view_at
 from breakwater.formats import detect_format, load_session, load_sessions
-from support.transcripts import REAL, calls_and_results
+from support.transcripts import REAL, calls_and_results, imported_chars
 
 V0 = REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"
 V1 = REAL / "openhands" / "openhands-sdk-v1_goal_events.jsonl"
@@ -101,3 +101,32 @@ def test_v0_text_action_events_without_tool_call_metadata_are_paired_by_cause(tm
     assert log.messages[1].content == "Let me look." and call.name == "run" and json.loads(call.arguments) == {
         "command": "ls"}
     assert log.messages[2].tool_call_id == call.id and log.messages[2].content == "a.py"
+
+
+def test_v0_keeps_every_character_of_the_model_responses_and_observations():
+    events = json.loads(V0.read_text(encoding="utf-8"))
+    source, responses = 0, set()
+    for ev in events:
+        tcm = ev.get("tool_call_metadata")
+        if ev.get("action") == "message":
+            source += len(ev["args"]["content"])
+        elif tcm and "action" in ev and tcm["model_response"]["id"] not in responses:
+            responses.add(tcm["model_response"]["id"])
+            msg = tcm["model_response"]["choices"][0]["message"]
+            source += len(msg["content"] or "") + sum(len(c["function"]["name"]) + len(c["function"]["arguments"])
+                                                      for c in msg["tool_calls"])
+        elif tcm and "observation" in ev:
+            source += len(ev["content"])
+    assert imported_chars([load_session(V0)]) == source
+
+
+def test_v1_keeps_every_character_of_thoughts_calls_and_observations():
+    source = 0
+    for raw in V1.read_text(encoding="utf-8").splitlines():
+        ev = json.loads(raw)
+        if ev["kind"] == "ActionEvent":
+            source += sum(len(t["text"]) for t in ev["thought"]) + len(ev["reasoning_content"])
+            source += len(ev["tool_call"]["name"]) + len(ev["tool_call"]["arguments"])
+        elif ev["kind"] == "ObservationEvent":
+            source += sum(len(t["text"]) for t in ev["observation"]["content"])
+    assert imported_chars([load_session(V1)]) == source
