@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP)  ## the workbench on the bundled long-refactor session (no key, no network)
 	$(VENV)/bin/breakwater
 
 test: $(STAMP)

@@ -9,6 +9,7 @@ MODULES = [
     "breakwater.core.pipeline", "breakwater.core.simulate", "breakwater.core.commands", "breakwater.core.prompt",
     "breakwater.core.summarize", "breakwater.core.tokens", "breakwater.formats", "breakwater.cli",
     "breakwater.tools.spill_index", "breakwater.tools.spill_search",
+    "breakwater.core.replay", "breakwater.ui.commands",
 ]
 
 

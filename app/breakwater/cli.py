@@ -18,12 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
     from breakwater.memory import commands as memory_commands
     from breakwater.agent import commands as agent_commands
     from breakwater.formats import commands as format_commands
+    from breakwater.ui import commands as ui_commands
 
     core_commands.register(sub)
     tool_commands.register(sub)
     memory_commands.register(sub)
     agent_commands.register(sub)
     format_commands.register(sub)
+    ui_commands.register(sub)
     return parser
 
 
@@ -33,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        from breakwater.core import commands as core_commands
+        from breakwater.ui import commands as ui_commands
 
-        return core_commands.default(args)
+        return ui_commands.default(args)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -237,11 +237,3 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     if api is not None:
         print(f"{'api':>10}  {api:,} (last prompt_tokens recorded)")
     return 0
-
-
-def default(args: argparse.Namespace) -> int:
-    """`breakwater` with no command: until the workbench lands, simulate the bundled sample."""
-    path = sample_path()
-    ns = argparse.Namespace(session=str(path), preset=None, policy=None, window=None, counter="exact",
-                            model=None, json=False, view=None, overlay=None, compare=None)
-    return cmd_simulate(ns)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 
 from breakwater.core.edits import View
 from breakwater.core.message import Message
@@ -87,16 +87,21 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
 
 
 def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
-             summarizer=None, until_turn: int | None = None, views: Collection[int] = ()) -> Simulation:
-    """One plan per turn; the full request (messages and edits) only for the turns in `views`."""
+             summarizer=None, until_turn: int | None = None, views: Collection[int] = (),
+             before_turn: Callable[[Pipeline, int], None] | None = None) -> Simulation:
+    """One plan per turn; the full request (messages and edits) only for the turns in `views`.
+    `before_turn(pipeline, i)` is called before each request is planned, `i` being the index in
+    `log.entries` of the assistant message that request produced (replay keeps checkpoints)."""
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
     recorded = None
-    for entry in log.entries:
+    for i, entry in enumerate(log.entries):
         if isinstance(entry, Message) and entry.role == "assistant":
             if until_turn is not None and pipe.turn + 1 > until_turn:
                 break
+            if before_turn is not None:
+                before_turn(pipe, i)
             plan = pipe.plan()
             if plan.turn in views:
                 sim.views[plan.turn] = plan.built or pipe.materialize(plan)

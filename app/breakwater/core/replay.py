@@ -1,0 +1,233 @@
+"""A recorded session replayed under one policy: every turn's figures, and the exact request of
+any turn — what `simulate --view K` prints — cheaply enough to jump around interactively.
+
+Folding the log from the start costs O(history) per request (≈1 s at the end of 5,000
+messages). So the one pass that simulates every turn also keeps a pickled checkpoint of the
+pipeline every few turns; a jump unpickles the nearest checkpoint at or before the turn and
+folds forward from there. Log entries, the token counter, the policy and the summarizer are
+shared with the checkpoints by reference (pickle persistent ids): a checkpoint holds only the
+pipeline's own state, never a second copy of the history.
+
+The workbench draws from this object; part 2 (tuning) builds a new `Replay` with another policy
+(`with_policy`), part 3 (live chat) appends entries (`append`) and re-runs.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from breakwater.core.edits import KINDS, Edit, View
+from breakwater.core.message import Message
+from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.policy import Policy
+from breakwater.core.session_log import Entry, SessionLog
+from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate
+from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
+
+CHECKPOINTS = 48        # at most this many per session: bounded memory, and a jump folds ≤ turns/48 turns
+MIN_SPACING = 16        # but not closer than this: small sessions need few
+VIEW_CACHE = 16         # recent views kept for stepping back and forth
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The deep-compaction summary a request carries, and the log messages it stands for."""
+
+    message: Message
+    compaction: Compaction | None
+    covered: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class TurnDetail:
+    """One request as the workbench draws it: the view, plus per-message look-ups."""
+
+    view: View
+    edits_by_id: dict[str, list[Edit]]
+    sent_by_id: dict[str, Message]
+    summary: Summary | None
+    history: int          # how many log messages the request's history holds (the rest are later)
+    heuristic_tokens: int  # the sent request by the plain heuristic (SPEC §2), before calibration
+    exact_tokens: int | None  # by tiktoken, when the model's encoding is known
+    encoding: str | None
+    calibration: Calibration  # the correction factor in force at this request
+
+    def kinds(self, message_id: str) -> list[str]:
+        """The edit kinds applied to a message, in the canonical order, each once."""
+        got = {e.kind for e in self.edits_by_id.get(message_id, ())}
+        return [k for k in KINDS if k in got] + sorted(got.difference(KINDS))
+
+    def sent_tokens(self, msg: Message) -> int:
+        """Estimated tokens of a message as sent (0 when it was dropped, summarized or merged away)."""
+        sent = self.sent_by_id.get(msg.id)
+        return heuristic_message(sent) if sent is not None else 0
+
+
+@dataclass
+class _Checkpoint:
+    turn: int           # the request planned right after this state
+    index: int          # position in log.entries of the assistant message that request produced
+    state: bytes
+
+
+@dataclass
+class Replay:
+    """`log` under `policy`; call `run()` once (slow: in a worker), then `detail(turn)` at will."""
+
+    log: SessionLog
+    policy: Policy
+    counter: str = "exact"
+    model: str | None = None
+    summarizer: object | None = None
+    simulation: Simulation | None = None
+    _checkpoints: list[_Checkpoint] = field(default_factory=list, repr=False)
+    _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _shared: list[object] = field(default_factory=list, repr=False)
+    _ids: dict[int, int] = field(default_factory=dict, repr=False)
+
+    # -- the pass over the whole log -------------------------------------------------------------
+    def run(self, progress: Callable[[int, int], None] | None = None) -> Simulation:
+        """Simulate every turn (the numbers `simulate --json` prints) and keep checkpoints."""
+        total = self.log.turn_count()
+        spacing = max(MIN_SPACING, -(-total // CHECKPOINTS))
+        checkpoints: list[_Checkpoint] = []
+
+        def before_turn(pipe: Pipeline, index: int) -> None:
+            turn = pipe.turn + 1
+            if (turn - 1) % spacing == 0:
+                checkpoints.append(_Checkpoint(turn, index, self._dump(pipe)))
+            if progress is not None and turn % 64 == 0:
+                progress(turn, total)
+
+        sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer, before_turn=before_turn)
+        with self._lock:
+            self.simulation = sim
+            self._checkpoints = checkpoints
+            self._views.clear()
+        return sim
+
+    @property
+    def turns(self) -> int:
+        """The recorded requests; turn `turns + 1` is the request that would come next."""
+        return len(self.simulation.turns) if self.simulation else self.log.turn_count()
+
+    def stats(self, turn: int) -> TurnStats | None:
+        if self.simulation is None or not 1 <= turn <= len(self.simulation.turns):
+            return None
+        return self.simulation.turns[turn - 1]
+
+    def compactions(self) -> dict[str, Compaction]:
+        """Every deep compaction known: the ones recorded in the log and the ones this policy made."""
+        out = {e.id: Compaction.from_event(e) for e in self.log.events if e.type == "compaction"}
+        if self.simulation:
+            out.update((c.id, c) for c in self.simulation.compactions)
+        return out
+
+    # -- one request -----------------------------------------------------------------------------
+    def view(self, turn: int) -> View:
+        """Exactly `view_at(log, policy, turn, counter, model)`, from the nearest checkpoint."""
+        return self._fold(turn)[0]
+
+    def _fold(self, turn: int) -> tuple[View, Calibration, TokenCounter]:
+        turn = max(1, min(turn, self.turns + 1))
+        with self._lock:
+            if turn in self._views:
+                self._views.move_to_end(turn)
+                return self._views[turn]
+            start = None
+            for cp in self._checkpoints:
+                if cp.turn <= turn:
+                    start = cp
+            pipe = self._load(start.state) if start else make_pipeline(self.log, self.policy, self.counter, self.model,
+                                                                        self.summarizer)
+            entries = self.log.entries
+            for entry in entries[start.index if start else 0:]:
+                if isinstance(entry, Message) and entry.role == "assistant":
+                    if pipe.turn + 1 == turn:
+                        break
+                    pipe.plan()
+                pipe.feed(entry)
+            view, _ = pipe.view()
+            got = self._views[turn] = (view, replace(pipe.calibration), pipe.counter)
+            while len(self._views) > VIEW_CACHE:
+                self._views.popitem(last=False)
+            return got
+
+    def detail(self, turn: int) -> TurnDetail:
+        """The view of `turn` with what the workbench draws beside it (counts tiktoken: in a worker)."""
+        view, calibration, counter = self._fold(turn)
+        edits_by_id: dict[str, list[Edit]] = {}
+        for e in view.edits:
+            edits_by_id.setdefault(e.message_id, []).append(e)
+        sent_by_id = {m.id: m for m in view.messages}
+        summary = None
+        for m in view.messages:
+            cid = (m.meta or {}).get("compaction") if m.id.startswith("summary:") else None
+            if cid is not None:
+                covered = tuple(mid for mid, es in edits_by_id.items() if any(e.kind == "summarized" for e in es))
+                summary = Summary(m, self.compactions().get(cid), covered)
+        exact = counter.exact_messages(view.messages) if counter.exact_available else None
+        heuristic = sum(heuristic_message(m) for m in view.messages)
+        return TurnDetail(view, edits_by_id, sent_by_id, summary, self.history_size(view.turn), heuristic, exact,
+                          counter.encoding_name, calibration)
+
+    def history_size(self, turn: int) -> int:
+        """How many log messages come before request `turn` (its history)."""
+        seen = 0
+        n = 0
+        for entry in self.log.entries:
+            if isinstance(entry, Message):
+                if entry.role == "assistant":
+                    seen += 1
+                    if seen == turn:
+                        return n
+                n += 1
+        return n
+
+    # -- what part 2 and part 3 build on ----------------------------------------------------------
+    def with_policy(self, policy: Policy) -> "Replay":
+        """The same log under another policy (not yet run)."""
+        return Replay(self.log, policy, self.counter, self.model, self.summarizer)
+
+    def append(self, entry: Entry) -> None:
+        """A live entry: appended to the log; figures are stale until the next `run()`."""
+        self.log.append(entry)
+        with self._lock:
+            self._views.clear()
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def _dump(self, pipe: Pipeline) -> bytes:
+        if not self._shared:
+            self._shared = [pipe.counter, pipe.policy, pipe.summarizer]
+            self._ids = {id(e): i for i, e in enumerate(self.log.entries)}
+            self._ids.update((id(o), -1 - j) for j, o in enumerate(self._shared))
+        buf = io.BytesIO()
+        _Pickler(buf, self._ids).dump(pipe)
+        return buf.getvalue()
+
+    def _load(self, state: bytes) -> Pipeline:
+        return _Unpickler(io.BytesIO(state), self.log.entries, self._shared).load()
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, buf: io.BytesIO, ids: dict[int, int]):
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.ids = ids
+
+    def persistent_id(self, obj: object) -> int | None:
+        return self.ids.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, buf: io.BytesIO, entries: list[Entry], shared: list[object]):
+        super().__init__(buf)
+        self.entries, self.shared = entries, shared
+
+    def persistent_load(self, pid: int) -> object:
+        return self.shared[-1 - pid] if pid < 0 else self.entries[pid]

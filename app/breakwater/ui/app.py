@@ -1,0 +1,113 @@
+"""The Breakwater workbench app and its one factory, used by the CLI, the tests and the benchmarks.
+
+    app = make_app(log, policy, turn=12)      # a SessionLog already read (read_session)
+    app.run()
+
+Parts 2 and 3 add screens (or panes on the replay screen) and reach the session through
+`app.replay` (core `Replay`: log, policy, simulation, view of any turn).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from breakwater.core.policy import Policy
+from breakwater.core.replay import Replay
+from breakwater.core.session_log import SessionLog
+from breakwater.ui.config import UISettings
+from breakwater.ui.screens.help import HelpScreen
+from breakwater.ui.screens.replay import ReplayScreen
+from breakwater.ui.themes import DEFAULT_THEME, load_themes
+
+DARK, LIGHT = "breakwater-dark", "breakwater-light"
+MAX_ISSUES_SHOWN = 12
+
+
+class BreakwaterApp(App):
+    CSS_PATH = "breakwater.tcss"
+    TITLE = "Breakwater"
+    BINDINGS = [
+        Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and what each colour means"),
+        Binding("t", "toggle_theme", "Theme", id="app.theme", tooltip="Switch between the dark and the light theme"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave Breakwater"),
+    ]
+
+    def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
+                 settings: UISettings | None = None):
+        super().__init__()
+        self.replay = replay
+        self.start_turn = turn
+        self.workspace = workspace
+        self.settings = settings or UISettings()
+        for theme in load_themes():
+            self.register_theme(theme)
+        self.theme = self.settings.theme if self.settings.theme in self.available_themes else DEFAULT_THEME
+        if self.settings.keymap:
+            self.set_keymap(dict(self.settings.keymap))
+
+    def on_mount(self) -> None:
+        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval))
+        self._report_issues()
+
+    def _report_issues(self) -> None:
+        issues = self.replay.log.issues
+        if not issues:
+            return
+        lines = [f"line {i.line}: {i.reason}" for i in issues[:MAX_ISSUES_SHOWN]]
+        if len(issues) > MAX_ISSUES_SHOWN:
+            lines.append(f"… and {len(issues) - MAX_ISSUES_SHOWN} more")
+        self.notify("\n".join(lines), title=f"{len(issues)} line(s) skipped or repaired; the rest loaded",
+                    severity="warning", timeout=20)
+
+    # -- actions ----------------------------------------------------------------------------------
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.theme == DARK else DARK
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.binding_table()))
+
+    def binding_table(self) -> list[tuple[str, str, str, str]]:
+        """(id, keys, description, tooltip) of every binding with an id, as currently mapped."""
+        seen: dict[str, tuple[str, str, str, str]] = {}
+        for node in (self, *self.screen_stack, *self.screen.query("*")):
+            for _, b in node._bindings:
+                if not b.id:
+                    continue
+                prev = seen.get(b.id)
+                keys = self.get_key_display(b)
+                if prev and keys not in prev[1].split(", "):
+                    keys = f"{prev[1]}, {keys}"
+                seen[b.id] = (b.id, keys, b.description, b.tooltip)
+        return sorted(seen.values())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        done: set[str] = set()
+        for node in (screen, *screen.query("*"), self):
+            for _, b in node._bindings:
+                if not b.id or b.id in done or not b.description:
+                    continue
+                done.add(b.id)
+                yield SystemCommand(f"{b.description} ({self.get_key_display(b)})", b.tooltip or b.description,
+                                    _runner(node, b.action))
+
+
+def _runner(node, action: str):
+    async def run() -> None:
+        await node.run_action(action)
+    return run
+
+
+def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
+             model: str | None = None, workspace: Path | None = None,
+             settings: UISettings | None = None) -> BreakwaterApp:
+    """The workbench on `log` under `policy`, at `turn` (default: the last recorded request)."""
+    if workspace is None and isinstance(log.header.get("workspace"), str):
+        workspace = Path(log.header["workspace"])
+    return BreakwaterApp(Replay(log, policy, counter, model), turn=turn, workspace=workspace, settings=settings)

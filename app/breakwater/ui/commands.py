@@ -1,0 +1,59 @@
+"""`breakwater replay SESSION …` and `breakwater` alone (SPEC §11): the workbench on a recorded
+session. Everything that can fail is checked before the screen opens, so a bad file or policy is
+one line on stderr and a non-zero exit; Textual is imported only once that passed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from breakwater.core.commands import fail, read_session, resolve_policy, sample_path, with_overlay
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
+from breakwater.core.session_log import SessionLogError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("replay", help="open the workbench on a recorded session, turn by turn")
+    p.add_argument("session", help="session file (native JSONL, OpenAI messages, or another agent's transcript)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
+    group.add_argument("--policy", metavar="FILE.toml", help="policy file")
+    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else the policy's)")
+    p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
+                   help="exact: tiktoken confirms counts near the limits (default); heuristic: never tiktoken")
+    p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
+    p.add_argument("--turn", type=int, metavar="K", help="open at turn K (default: the last)")
+    p.add_argument("--workspace", metavar="DIR",
+                   help="the agent's workspace, where .agent/spill/<session>/ lives (default: the session's own)")
+    p.add_argument("--overlay", metavar="FILE", help="pins, triggers and undos made on this recording")
+    p.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from breakwater.ui.config import UISettings, UISettingsError
+
+    try:
+        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
+        policy = resolve_policy(args, log)
+        settings = UISettings.load()
+    except (SessionLogError, PolicyError, UISettingsError) as exc:
+        return fail(str(exc))
+    turns = log.turn_count()
+    if args.turn is not None and not 1 <= args.turn <= turns + 1:
+        return fail(f"--turn {args.turn}: the session has turns 1..{turns} (and {turns + 1}, the next request)")
+    workspace = Path(args.workspace).expanduser() if args.workspace else None
+    if workspace is not None and not workspace.is_dir():
+        return fail(f"--workspace {args.workspace}: not a directory")
+    from breakwater.ui.app import make_app
+
+    app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
+                   settings=settings)
+    app.run()
+    return app.return_code or 0
+
+
+def default(args: argparse.Namespace) -> int:
+    """`breakwater` with no command: the workbench on the bundled sample, offline."""
+    ns = argparse.Namespace(session=str(sample_path()), preset=None, policy=None, window=None, counter="exact",
+                            model=None, turn=None, workspace=None, overlay=None)
+    return cmd_replay(ns)

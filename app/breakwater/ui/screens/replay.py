@@ -1,0 +1,267 @@
+"""The replay screen: a recorded session under one policy, stepped turn by turn.
+
+State lives here and in `Replay` (core); widgets only draw what they are handed. Workers run the
+simulation and build each turn's request, and post `messages.*`; the `@on` handlers below are
+the only code that changes what is shown.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input
+
+from breakwater.core.replay import Replay
+from breakwater.ui.spill import SpillPane
+from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
+                                    ViewReady)
+from breakwater.ui.widgets.badges import ROLES
+from breakwater.ui.widgets.gauges import Gauges
+from breakwater.ui.widgets.inspector import Inspector
+from breakwater.ui.widgets.message_list import ListFilter, MessageList
+from breakwater.ui.widgets.replay_controls import SPEEDS, ReplayControls
+from breakwater.ui.widgets.timeline import Timeline
+
+
+
+def pins_of(replay: Replay) -> set[str]:
+    pins: set[str] = set()
+    for ev in replay.log.events:
+        if ev.type in ("pin", "unpin"):
+            (pins.add if ev.type == "pin" else pins.discard)(str(ev.get("message_id")))
+    return pins
+
+
+class ReplayScreen(Screen):
+    BINDINGS = [
+        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
+        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
+        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
+        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
+        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+        Binding("space", "play", "Play", id="replay.play", tooltip="Step through the turns automatically"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
+        Binding("slash", "prompt('search')", "Search", id="list.search", tooltip="Show only messages containing text"),
+        Binding("r", "cycle_role", "Role", id="filter.role", tooltip="Filter the list by role (cycles)"),
+        Binding("e", "cycle_kind", "Kind", id="filter.kind", tooltip="Filter the list by edit kind (cycles)"),
+        Binding("escape", "clear_filter", "Clear filter", show=False, id="filter.clear",
+                tooltip="Show every message again"),
+        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
+        Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
+                tooltip="Move the focus to the inspector (scroll the texts)"),
+    ]
+
+    def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
+                 play_interval: float = 0.5):
+        super().__init__()
+        self.replay = replay
+        self.turn = turn
+        self.workspace = workspace
+        self.play_interval = play_interval
+        self.detail = None
+        self.speed_index = SPEEDS.index(1.0)
+        self._player: Timer | None = None
+        self._prompt_mode = ""
+        self.messages = replay.log.messages
+
+    # -- layout -----------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        log = self.replay.log
+        title = log.header.get("title") or (log.path.name if log.path else log.id)
+        name = log.path.name if log.path else ""
+        yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
+        yield Gauges(id="gauges")
+        with Horizontal(id="main"):
+            yield MessageList(self.messages, pins_of(self.replay), id="messages")
+            with Vertical(id="side"):
+                yield Inspector(self.messages, id="inspector")
+                yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
+        yield Timeline(id="timeline")
+        yield Input(id="prompt")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        p = self.replay.policy
+        controls = self.query_one(ReplayControls)
+        controls.update_state(policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}",
+                              turns=self.replay.turns, turn=self.turn or self.replay.turns, pending=True)
+        self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
+        self.query_one("#timeline").border_title = "Timeline — tokens per turn"
+        self.query_one("#spill").border_title = "Spill files"
+        self.query_one(MessageList).focus()
+        self._simulate()
+
+    # -- workers ----------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="simulate")
+    def _simulate(self) -> None:
+        try:
+            sim = self.replay.run(progress=lambda t, n: self.post_message(SimulationProgress(t, n)))
+        except Exception as exc:  # a bug in a stage must not take the screen down with it
+            self.post_message(SimulationFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(SimulationReady(sim))
+
+    @work(thread=True, exclusive=True, group="view")
+    def _load_view(self, turn: int) -> None:
+        try:
+            detail = self.replay.detail(turn)
+        except Exception as exc:
+            self.post_message(SimulationFailed(f"turn {turn}: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(ViewReady(turn, detail))
+
+    # -- what the workers report ------------------------------------------------------------------
+    @on(SimulationProgress)
+    def _progress(self, message: SimulationProgress) -> None:
+        timeline = self.query_one(Timeline)
+        timeline.progress = (message.turn, message.total)
+        timeline.refresh()
+
+    @on(SimulationReady)
+    def _simulated(self, message: SimulationReady) -> None:
+        turns = self.replay.turns
+        if self.turn is None:
+            self.turn = max(1, turns)
+        self.turn = max(1, min(self.turn, turns + 1))
+        self.query_one(Timeline).show(message.simulation, self.turn)
+        self.query_one(ReplayControls).update_state(turns=turns)
+        self._go(self.turn)
+
+    @on(SimulationFailed)
+    def _failed(self, message: SimulationFailed) -> None:
+        self.notify(message.reason, title="Simulation failed", severity="error", timeout=30)
+
+    @on(ViewReady)
+    def _view_ready(self, message: ViewReady) -> None:
+        if message.turn != self.turn:
+            return  # a later step is already on its way
+        self.detail = message.detail
+        self.query_one(MessageList).set_detail(message.detail)
+        self.query_one(Gauges).show(message.detail, self.replay.stats(message.turn))
+        self.query_one(ReplayControls).update_state(pending=False)
+        self._show_selected()
+
+    @on(MessageList.Selected)
+    def _selected(self, message: MessageList.Selected) -> None:
+        self._show_selected()
+
+    @on(TurnChosen)
+    def _turn_chosen(self, message: TurnChosen) -> None:
+        self._go(message.turn)
+
+    @on(MessageChosen)
+    def _message_chosen(self, message: MessageChosen) -> None:
+        self.query_one(MessageList).select_id(message.message_id)
+
+    def _show_selected(self) -> None:
+        self.query_one(Inspector).show(self.query_one(MessageList).selected_index, self.detail)
+
+    # -- replay -----------------------------------------------------------------------------------
+    def _go(self, turn: int) -> None:
+        if self.replay.simulation is None:
+            return
+        turn = max(1, min(turn, self.replay.turns + 1))
+        self.turn = turn
+        self.query_one(ReplayControls).update_state(turn=turn, pending=True)
+        self.query_one(Timeline).set_turn(turn)
+        self._load_view(turn)
+
+    def action_step(self, delta: int) -> None:
+        if self.turn is not None:
+            self._go(self.turn + delta)
+
+    def action_jump(self, where: str) -> None:
+        self._go(1 if where == "first" else max(1, self.replay.turns))
+
+    def action_play(self) -> None:
+        if self._player is not None:
+            self._stop()
+            return
+        if self.turn is not None and self.turn >= self.replay.turns:
+            self._go(1)
+        self._player = self.set_interval(self.play_interval / SPEEDS[self.speed_index], self._tick)
+        self.query_one(ReplayControls).update_state(playing=True)
+
+    def _tick(self) -> None:
+        if self.turn is None or self.turn >= self.replay.turns:
+            self._stop()
+            return
+        self._go(self.turn + 1)
+
+    def _stop(self) -> None:
+        if self._player is not None:
+            self._player.stop()
+            self._player = None
+        self.query_one(ReplayControls).update_state(playing=False)
+
+    def action_speed(self, delta: int) -> None:
+        self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + delta))
+        self.query_one(ReplayControls).update_state(speed=SPEEDS[self.speed_index])
+        if self._player is not None:
+            self._stop()
+            self.action_play()
+
+    # -- filters and prompts ----------------------------------------------------------------------
+    def _filter(self, **changes) -> None:
+        lst = self.query_one(MessageList)
+        current = lst.filter
+        lst.set_filter(ListFilter(**{**current.__dict__, **changes}))
+        self._show_selected()
+
+    def action_cycle_role(self) -> None:
+        order = [None, *ROLES]
+        cur = self.query_one(MessageList).filter.role
+        self._filter(role=order[(order.index(cur) + 1) % len(order)])
+
+    def action_cycle_kind(self) -> None:
+        lst = self.query_one(MessageList)
+        order = [None, "any", *lst.kinds_present()]
+        cur = lst.filter.kind if lst.filter.kind in order else None
+        self._filter(kind=order[(order.index(cur) + 1) % len(order)])
+
+    def action_clear_filter(self) -> None:
+        prompt = self.query_one("#prompt", Input)
+        if prompt.display:
+            prompt.display = False
+            self.query_one(MessageList).focus()
+            return
+        self._filter(role=None, kind=None, search="")
+
+    def action_prompt(self, mode: str) -> None:
+        prompt = self.query_one("#prompt", Input)
+        self._prompt_mode = mode
+        prompt.placeholder = (f"turn number (1–{self.replay.turns + 1}), enter to jump" if mode == "turn"
+                              else "search text, enter to filter (empty: all)")
+        prompt.value = self.query_one(MessageList).filter.search if mode == "search" else ""
+        prompt.display = True
+        prompt.focus()
+
+    @on(Input.Submitted, "#prompt")
+    def _prompt_submitted(self, event: Input.Submitted) -> None:
+        prompt = self.query_one("#prompt", Input)
+        prompt.display = False
+        self.query_one(MessageList).focus()
+        value = event.value.strip()
+        if self._prompt_mode == "turn":
+            if not value.isdigit():
+                self.notify(f"{value!r} is not a turn number", severity="warning")
+                return
+            self._go(int(value))
+        else:
+            self._filter(search=value)
+
+    def action_toggle_spill(self) -> None:
+        spill = self.query_one("#spill")
+        spill.display = not spill.display
+        if spill.display and spill.can_focus:
+            spill.focus()
+
+    def action_focus_inspector(self) -> None:
+        self.query_one("#inspector-raw").focus()

@@ -1,0 +1,101 @@
+"""The gauges: tokens sent at the current turn against the window, the soft and hard limits marked
+on the bar, the bar's colour following the zone; beside it the counts SPEC §2 names (heuristic,
+exact, last API figure, calibration), the raw size and what compaction saves."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from breakwater.core.replay import TurnDetail
+from breakwater.core.simulate import TurnStats
+
+ZONE_TEXT = {"safe": "safe zone: sent as is", "soft": "soft zone: snip, mask, microcompact",
+             "hard": "hard zone: deep compaction"}
+
+
+class Gauges(Widget):
+    COMPONENT_CLASSES = {"gauges--safe", "gauges--soft", "gauges--hard", "gauges--empty", "gauges--label",
+                         "gauges--dim"}
+
+    def __init__(self, id: str | None = None):
+        super().__init__(id=id)
+        self.detail: TurnDetail | None = None
+        self.stats: TurnStats | None = None
+
+    def show(self, detail: TurnDetail | None, stats: TurnStats | None) -> None:
+        self.detail, self.stats = detail, stats
+        self.refresh()
+
+    def _c(self, name: str):
+        return self.get_component_rich_style(f"gauges--{name}", partial=True)
+
+    def render(self) -> Text:
+        d = self.detail
+        if d is None:
+            return Text("computing the request…", style=self._c("dim"))
+        v = d.view
+        mark = "" if v.counted == "exact" else "≈"
+        zone_style = self._c(v.zone)
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("sent ", style="bold")
+        out.append(f"{mark}{v.sent_tokens:,}", style=zone_style + self._c("label"))
+        out.append(f" of window {v.window:,} · ")
+        out.append(ZONE_TEXT.get(v.zone, v.zone), style=zone_style + self._c("label"))
+        if v.zone != "safe":
+            limit = v.soft_limit if v.zone == "soft" else v.hard_limit
+            out.append(f" (history {v.base_tokens:,} > {v.zone} limit {limit:,})", style=self._c("dim"))
+        if not v.fits:
+            out.append("  DOES NOT FIT THE WINDOW", style=self._c("hard") + self._c("label"))
+        out.append("\n")
+        out.append_text(self._bar(v, max(20, self.size.width - 2)))
+        out.append("\n")
+        self._counts(out, d)
+        return out
+
+    def _bar(self, v, width: int) -> Text:
+        """The window as a bar: sent solid, the history before compaction shaded, limits as ┃."""
+        scale = width / max(1, v.window)
+        sent = min(width, round(v.sent_tokens * scale))
+        base = min(width, round(v.base_tokens * scale))
+        soft_at = min(width - 1, round(v.soft_limit * scale))
+        hard_at = min(width - 1, round(v.hard_limit * scale))
+        zone = self._c(v.zone)
+        bar = Text(no_wrap=True)
+        for x in range(width):
+            if x == soft_at or x == hard_at:
+                bar.append("┃", self._c("soft" if x == soft_at else "hard") + self._c("label"))
+            elif x < sent:
+                bar.append("█", zone)
+            elif x < base:
+                bar.append("▒", zone)
+            else:
+                bar.append("░", self._c("empty"))
+        return bar
+
+    def _counts(self, out: Text, d: TurnDetail) -> None:
+        v = d.view
+        dim = self._c("dim")
+        p = d.view
+        out.append("heuristic ", style=dim)
+        out.append(f"≈{d.heuristic_tokens:,}")
+        out.append(" · exact ", style=dim)
+        out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None else "≈ unknown model")
+        out.append(" · API ", style=dim)
+        out.append(f"{v.api_tokens:,}" if v.api_tokens is not None else "—")
+        out.append(" · calibration ", style=dim)
+        out.append(f"×{d.calibration.factor:.2f}")
+        out.append("\n")
+        out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
+        out.append("raw ", style=dim)
+        out.append(f"{v.raw_tokens:,}")
+        if v.raw_tokens:
+            saved = v.raw_tokens - v.sent_tokens
+            out.append(" · saved ", style=dim)
+            out.append(f"{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
+        prefix = getattr(v, "stable_prefix_tokens", None)
+        if prefix is None and self.stats is not None:
+            prefix = getattr(self.stats, "stable_prefix_tokens", None)
+        if prefix is not None:
+            out.append(" · cache-stable prefix ", style=dim)
+            out.append(f"{prefix:,}")

@@ -1,0 +1,40 @@
+"""The replay bar: which session, under which policy, at which turn, playing or paused at what speed."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+class ReplayControls(Widget):
+    COMPONENT_CLASSES = {"replay-controls--title", "replay-controls--dim", "replay-controls--playing"}
+
+    def __init__(self, title: str, id: str | None = None):
+        super().__init__(id=id)
+        self.title = title
+        self.policy_line = ""
+        self.turn = 0
+        self.turns = 0
+        self.playing = False
+        self.speed = 1.0
+        self.pending = False
+
+    def update_state(self, **state) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+        self.refresh()
+
+    def render(self) -> Text:
+        c = lambda n: self.get_component_rich_style(f"replay-controls--{n}", partial=True)  # noqa: E731
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" ▶ playing " if self.playing else " paused ", c("playing") if self.playing else c("dim"))
+        where = f"turn {self.turn} / {self.turns}"
+        if self.turn == self.turns + 1:
+            where = f"turn {self.turn} (the next request) / {self.turns}"
+        text.append(where, c("title"))
+        text.append(f" · {self.speed:g}×" + (" · computing…" if self.pending else ""), c("dim"))
+        text.append(f" │ {self.policy_line} │ ", c("dim"))
+        text.append(self.title, c("title"))
+        return text

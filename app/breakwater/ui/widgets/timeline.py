@@ -1,0 +1,163 @@
+"""The timeline: per turn, raw tokens (light, clipped at the window) and sent tokens (solid, zone
+colour) as block-character columns, the soft and hard limits as lines, a ▼ over every deep compaction; below, the
+billed tokens with and without compaction (the "wallet" of seed 000). Click or drag to scrub.
+
+Drawn with block characters rather than a plotting library: one cell per column maps straight
+to a turn for scrubbing, the colours come from the theme, and it costs O(width) per paint.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.widget import Widget
+
+from breakwater.core.simulate import Simulation
+from breakwater.ui.messages import TurnChosen
+
+EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+class Timeline(Widget):
+    COMPONENT_CLASSES = {"timeline--safe", "timeline--soft", "timeline--hard", "timeline--raw",
+                         "timeline--limit-soft", "timeline--limit-hard", "timeline--compaction",
+                         "timeline--cursor", "timeline--dim"}
+
+    def __init__(self, id: str | None = None):
+        super().__init__(id=id)
+        self.simulation: Simulation | None = None
+        self.turn = 1
+        self.progress: tuple[int, int] | None = None
+
+    def show(self, simulation: Simulation | None, turn: int) -> None:
+        self.simulation, self.turn = simulation, turn
+        self.refresh()
+
+    def set_turn(self, turn: int) -> None:
+        self.turn = turn
+        self.refresh()
+
+    def _c(self, name: str):
+        return self.get_component_rich_style(f"timeline--{name}", partial=True)
+
+    def _columns(self) -> tuple[int, int]:
+        """(chart width, turns per column)."""
+        sim = self.simulation
+        width = max(10, self.size.width - 9)
+        n = len(sim.turns) if sim else 0
+        per = max(1, -(-n // width))
+        return width, per
+
+    def turn_at(self, x: int) -> int | None:
+        sim = self.simulation
+        if not sim or not sim.turns:
+            return None
+        width, per = self._columns()
+        col = x - 8
+        if col < 0:
+            return 1
+        return max(1, min(len(sim.turns), col * per + 1))
+
+    def render(self) -> Text:
+        sim = self.simulation
+        if sim is None:
+            if self.progress:
+                done, total = self.progress
+                return Text(f"simulating every turn… {done:,}/{total:,}", style=self._c("dim"))
+            return Text("simulating every turn…", style=self._c("dim"))
+        if not sim.turns:
+            return Text("this session has no model requests yet", style=self._c("dim"))
+        height = max(3, self.size.height - 3)
+        width, per = self._columns()
+        p = sim.policy
+        cols = []
+        for c in range(0, len(sim.turns), per):
+            group = sim.turns[c:c + per]
+            top = max(group, key=lambda t: t.sent_tokens)
+            cols.append((max(t.raw_tokens for t in group), top.sent_tokens, top.zone,
+                         any(t.compaction for t in group), c + 1, c + len(group)))
+        # the scale is the window (or the largest request), not the raw history: raw can be 10× the
+        # window, and the limits and what is sent are what matter; raw taller than that is clipped
+        peak = max(max(c[1] for c in cols), p.window)
+        units = height * 8
+        soft_row = round(p.soft_limit / peak * units) // 8
+        hard_row = round(p.hard_limit / peak * units) // 8
+        cur = (self.turn - 1) // per
+        lines: list[Text] = []
+        # the mark row: compactions and the cursor
+        mark = Text(" " * 8)
+        for i, col in enumerate(cols):
+            if i == cur:
+                mark.append("▼" if col[3] else "↓", self._c("cursor"))
+            else:
+                mark.append("▼" if col[3] else " ", self._c("compaction"))
+        lines.append(mark)
+        for r in range(height - 1, -1, -1):
+            label = ""
+            if r == soft_row:
+                label = "soft"
+            elif r == hard_row:
+                label = "hard"
+            elif r == height - 1:
+                label = "window" if peak == p.window else _short(peak)
+            line = Text(f"{label:>7} ", style=self._c("dim"))
+            for i, (raw, sent, zone, _, _, _) in enumerate(cols):
+                s8 = round(sent / peak * units) - r * 8
+                r8 = round(raw / peak * units) - r * 8
+                if s8 > 0:
+                    ch, style = EIGHTHS[min(8, s8)], self._c(zone)
+                elif r8 > 0:
+                    ch, style = "░", self._c("raw")
+                elif r == soft_row:
+                    ch, style = "╌", self._c("limit-soft")
+                elif r == hard_row:
+                    ch, style = "╌", self._c("limit-hard")
+                else:
+                    ch, style = " ", None
+                if i == cur:
+                    style = (style or self._c("cursor")) + self._c("cursor")
+                line.append(ch, style)
+            lines.append(line)
+        lines.append(self._wallet(sim))
+        lines.append(self._legend())
+        return Text("\n").join(lines)
+
+    def _legend(self) -> Text:
+        text = Text(" █", style=self._c("safe"))
+        text.append("█", style=self._c("soft"))
+        text.append("█", style=self._c("hard"))
+        text.append(" sent, coloured by the history's zone (safe · soft · hard)  ", style=self._c("dim"))
+        text.append("░", style=self._c("raw"))
+        text.append(" raw, without compaction  ", style=self._c("dim"))
+        text.append("▼", style=self._c("compaction"))
+        text.append(" deep compaction  ↓ this turn  click or drag to scrub", style=self._c("dim"))
+        return text
+
+    def _wallet(self, sim: Simulation) -> Text:
+        k = min(self.turn, len(sim.turns))
+        raw_k = sum(t.raw_tokens for t in sim.turns[:k])
+        sent_k = sum(t.sent_tokens for t in sim.turns[:k])
+        total_saved = sim.billed_raw - sim.billed_sent
+        pct = 100 * total_saved / sim.billed_raw if sim.billed_raw else 0
+        text = Text(" billed ", style=self._c("dim"))
+        text.append(f"without compaction {sim.billed_raw:,} · with {sim.billed_sent:,} · saved {total_saved:,} "
+                    f"({pct:.0f}%)")
+        text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,} · {len(sim.compactions)} deep compactions ▼",
+                    style=self._c("dim"))
+        return text
+
+    def on_click(self, event: events.Click) -> None:
+        self._scrub(event.x)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if event.button == 1:
+            self._scrub(event.x)
+
+    def _scrub(self, x: int) -> None:
+        turn = self.turn_at(x)
+        if turn is not None:
+            self.post_message(TurnChosen(turn))
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else (f"{n / 1e3:.0f}k" if n >= 1e3 else str(n))

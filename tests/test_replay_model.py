@@ -1,0 +1,70 @@
+"""core.replay: the workbench's model of a session gives exactly what `simulate` gives, at every
+turn it is asked, from its checkpoints."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from synth import as_log, session_messages
+
+from breakwater.core.commands import read_session, sample_path
+from breakwater.core.policy import preset
+from breakwater.core.replay import CHECKPOINTS, Replay
+from breakwater.core.simulate import simulate, view_at
+
+
+@pytest.fixture(scope="module")
+def long_refactor():
+    log = read_session(sample_path("long-refactor.jsonl"))
+    replay = Replay(log, preset("breakwater").with_changes(window=log.header["window"]))
+    replay.run()
+    return replay
+
+
+def test_simulation_is_simulates(long_refactor):
+    r = long_refactor
+    assert r.simulation.to_json() == simulate(r.log, r.policy).to_json()
+    assert r.turns == r.log.turn_count() > 100
+
+
+def test_views_equal_view_at_in_any_order(long_refactor):
+    r = long_refactor
+    rng = random.Random(7)
+    turns = [1, 2, r.turns, r.turns + 1] + [rng.randrange(1, r.turns + 1) for _ in range(12)]
+    for turn in turns:
+        assert r.view(turn) == view_at(r.log, r.policy, turn), turn
+
+
+def test_detail_groups_the_summary_and_counts(long_refactor):
+    r = long_refactor
+    d = r.detail(r.turns)
+    assert d.summary is not None and d.summary.covered
+    assert d.summary.message.id.startswith("summary:")
+    assert all("summarized" in d.kinds(mid) for mid in d.summary.covered)
+    assert d.exact_tokens is not None and d.encoding == "o200k_base"
+    assert d.heuristic_tokens > 0
+    stats = r.stats(r.turns)
+    assert (d.view.raw_tokens, d.view.sent_tokens, d.view.zone) == (stats.raw_tokens, stats.sent_tokens, stats.zone)
+    assert d.view.edit_counts() == stats.edits
+    # the history of the last request is everything before the last assistant message
+    last = max(i for i, m in enumerate(r.log.messages) if m.role == "assistant")
+    assert d.history == last
+
+
+def test_checkpoints_are_bounded_and_jumps_cheap():
+    log = as_log(session_messages(3000, avg_tool_chars=1500), window=64000)
+    r = Replay(log, preset("breakwater").with_changes(window=64000))
+    r.run()
+    assert 1 < len(r._checkpoints) <= CHECKPOINTS
+    for turn in (r.turns, r.turns // 2, 3):
+        assert r.view(turn) == view_at(log, r.policy, turn)
+
+
+def test_with_policy_replays_the_same_log_under_another():
+    log = read_session(sample_path("npm-install-flood.jsonl"))
+    a = Replay(log, preset("seed-001"))
+    b = a.with_policy(preset("seed-000"))
+    a.run(), b.run()
+    assert b.log is a.log and b.policy.preset == "seed-000"
+    assert b.simulation.to_json()["preset"] == "seed-000"

@@ -1,0 +1,46 @@
+"""`breakwater replay`: what cannot be opened is one line on stderr and a non-zero exit, before any
+screen (the subprocess has no terminal: had the app started, it would not end like this)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from breakwater.core.commands import sample_path
+
+
+def run(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "breakwater", *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+def empty(tmp):
+    path = tmp / "empty.jsonl"
+    path.write_text("")
+    return path
+
+
+@pytest.mark.parametrize("make", [lambda tmp: tmp / "missing.jsonl", lambda tmp: tmp, empty])
+def test_unreadable_session_is_one_line(tmp_path, make):
+    out = run("replay", str(make(tmp_path)))
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("breakwater: "), out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_turn_out_of_range_and_bad_workspace(tmp_path):
+    out = run("replay", str(sample_path("sanitizer-mess.jsonl")), "--turn", "999")
+    assert out.returncode == 2 and "--turn 999" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    out = run("replay", str(sample_path("sanitizer-mess.jsonl")), "--workspace", str(tmp_path / "nope"))
+    assert out.returncode == 2 and "not a directory" in out.stderr
+
+
+def test_bad_ui_config_is_one_line(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[ui]\ntheme = 3\n")
+    out = run("replay", str(sample_path("sanitizer-mess.jsonl")), env={**os.environ, "BREAKWATER_CONFIG": str(cfg)})
+    assert out.returncode == 2 and "ui.theme" in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,179 @@
+"""The workbench driven by keys, as a user drives it: what is on screen and what was posted."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from textual.widgets import Static
+from ui_support import app_for, ready, screen_text, until
+
+from breakwater.core.simulate import view_at
+from breakwater.ui.messages import SimulationReady, ViewReady
+from breakwater.ui.widgets.gauges import Gauges
+from breakwater.ui.widgets.inspector import Inspector
+from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
+from breakwater.ui.widgets.text_pane import TextPane
+
+SIZE = (160, 48)
+
+
+def posted(kind):
+    seen = []
+
+    def hook(message):
+        if isinstance(message, kind):
+            seen.append(message)
+    return seen, hook
+
+
+async def test_opens_at_the_last_turn_and_steps():
+    app = app_for("long-refactor.jsonl")
+    views, hook = posted(ViewReady)
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        await until(pilot, lambda: views)
+        screen = app.screen
+        last = app.replay.turns
+        assert views[-1].turn == last
+        await ready(pilot)
+        text = screen_text(app)
+        assert f"turn {last} / {last}" in text
+        assert "hard zone" in text            # long-refactor ends past the hard limit
+        await pilot.press("left")
+        await ready(pilot, last - 1)
+        assert f"turn {last - 1} / {last}" in screen_text(app)
+        assert views[-1].turn == last - 1
+        await pilot.press("home")
+        await ready(pilot, 1)
+        assert "turn 1 /" in screen_text(app) and "safe zone" in screen_text(app)
+        await pilot.press("end")
+        await ready(pilot, last)
+        # go to turn N by typing it
+        await pilot.press("g", "4", "2", "enter")
+        await ready(pilot, 42)
+        expected = view_at(app.replay.log, app.replay.policy, 42)
+        assert screen.detail.view == expected
+        assert f"sent {expected.sent_tokens:,}" in screen_text(app).replace("≈", "")
+
+
+async def test_gauges_show_the_counts_and_limits():
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        d = app.screen.detail
+        text = screen_text(app)
+        p = app.replay.policy
+        assert f"soft limit {p.soft_limit:,}" in text and f"hard limit {p.hard_limit:,}" in text
+        assert f"exact {d.exact_tokens:,} (o200k_base)" in text
+        assert f"API {d.view.api_tokens:,}" in text
+        assert f"raw {d.view.raw_tokens:,}" in text
+        assert app.screen.query_one(Gauges).detail is d
+
+
+async def test_filters_and_search_narrow_the_list():
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        lst = app.screen.query_one(MessageList)
+        everything = len(lst.rows)
+        await pilot.press("r")                # role: system
+        assert {lst.messages[i].role for i in lst.rows if i != SUMMARY_ROW} == {"system"}
+        await pilot.press("r", "r")           # role: assistant
+        assert {lst.messages[i].role for i in lst.rows if i != SUMMARY_ROW} == {"assistant"}
+        assert "role=assistant" in screen_text(app)
+        await pilot.press("escape")
+        assert len(lst.rows) == everything
+        await pilot.press("e", "e")           # kind: the first kind after "edited at all"
+        kinds = {k for i in lst.rows if i != SUMMARY_ROW for k in app.screen.detail.kinds(lst.messages[i].id)}
+        assert lst.filter.kind in kinds and lst.rows
+        await pilot.press("escape")
+        await pilot.press("slash", *"InvoiceRepository", "enter")
+        assert lst.rows and all("invoicerepository" in (lst.messages[i].content.lower() + " ".join(
+            c.arguments.lower() for c in lst.messages[i].tool_calls)) for i in lst.rows if i != SUMMARY_ROW)
+        assert len(lst.rows) < everything
+
+
+async def test_inspector_shows_raw_and_sent_with_spans():
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        d = screen.detail
+        # a message that was snipped or masked in this request (not summarized away)
+        target = next(i for i in range(d.history) if any(e.spans and e.kind in ("snipped", "masked")
+                                                        for e in d.edits_by_id.get(lst.messages[i].id, ())))
+        lst.select_index(target)
+        await pilot.pause(0.1)
+        inspector = screen.query_one(Inspector)
+        raw = screen.query_one("#inspector-raw", TextPane)
+        sent = screen.query_one("#inspector-sent", TextPane)
+        msg = lst.messages[target]
+        assert msg.content in raw.text
+        assert d.sent_by_id[msg.id].content in sent.text
+        assert raw.spans and all(kind in ("snipped", "masked", "folded", "microcompacted") for _, _, kind in raw.spans)
+        head = screen_text(app)
+        edit = d.edits_by_id[msg.id][0]
+        assert f"stage {edit.stage}" in head and f"{edit.tokens_before:,} → {edit.tokens_after:,}" in head
+        assert inspector.index == target
+
+
+async def test_summary_row_lists_what_it_covers_and_jumps():
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        summary = screen.detail.summary
+        lst.select_index(SUMMARY_ROW)
+        await pilot.pause(0.1)
+        assert f"covers {len(summary.covered)} messages" in screen_text(app)
+        assert screen.query_one("#inspector-sent", TextPane).text == summary.message.content
+        await pilot.press("enter")
+        assert lst.messages[lst.selected_index].id == summary.covered[0]
+        await pilot.press("enter")            # and back to the summary
+        assert lst.selected_index == SUMMARY_ROW
+
+
+async def test_broken_lines_are_notified_with_their_numbers(tmp_path):
+    src = (app_for.__globals__["sample_path"]("npm-install-flood.jsonl")).read_text().splitlines()
+    src.insert(3, "{not json")
+    src.insert(6, "[1, 2")
+    bad = tmp_path / "broken.jsonl"
+    bad.write_text("\n".join(src) + "\n")
+    app = app_for(bad)
+    notes, hook = posted(SimulationReady)
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        await ready(pilot)
+        texts = [n.message for n in app._notifications]
+        assert any("line 4" in t and "line 7" in t for t in texts), texts
+        assert notes  # and the rest loaded and simulated
+
+
+async def test_theme_toggles_and_help_lists_keys_and_colours():
+    app = app_for("sanitizer-mess.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.theme == "breakwater-dark"
+        await pilot.press("t")
+        assert app.theme == "breakwater-light"
+        await pilot.press("f1")
+        await pilot.pause(0.2)
+        assert "keys and colours" in screen_text(app)
+        console = Console(width=160, record=True, file=io.StringIO())
+        for static in app.screen.query(Static):
+            console.print(static.content)
+        text = console.export_text()
+        assert "replay.next" in text and "snipped" in text and "soft zone" in text and "[ui.keymap]" in text
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert "replay.next" not in screen_text(app)
+
+
+@pytest.mark.parametrize("name", ["sanitizer-mess.jsonl", "mixed-zh-en.jsonl", "nginx-error-log.jsonl"])
+async def test_every_sample_opens(name):
+    app = app_for(name)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert "turn" in screen_text(app)
