@@ -86,13 +86,6 @@ def test_tokens_json(session):
     assert data["exact"] is None and data["encoding"] is None
 
 
-def test_default_command_runs_on_the_bundled_sample():
-    assert sample_path().exists()
-    out = run()
-    assert out.returncode == 0, out.stderr
-    assert "deep compaction" in out.stdout and "billed without compaction" in out.stdout
-
-
 def test_simulate_replays_an_agent_recording_under_its_recorded_policy(tmp_path):
     from breakwater.core.policy import preset as get_preset
     custom = get_preset("seed-001").with_changes(window=12_000, working_memory_messages=4)

@@ -44,3 +44,43 @@ def test_bad_ui_config_is_one_line(tmp_path):
     cfg.write_text("[ui]\ntheme = 3\n")
     out = run("replay", str(sample_path("sanitizer-mess.jsonl")), env={**os.environ, "BREAKWATER_CONFIG": str(cfg)})
     assert out.returncode == 2 and "ui.theme" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_no_arguments_opens_the_workbench_on_the_bundled_sample_in_a_terminal(tmp_path):
+    """`breakwater` alone, in a real pseudo-terminal, offline: the screen shows the sample; q quits."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "BREAKWATER_CONFIG": str(tmp_path / "none.toml"), "TERM": "xterm-256color",
+           "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+    (tmp_path / "none.toml").write_text("")
+    proc = subprocess.Popen([sys.executable, "-m", "breakwater"], stdin=slave, stdout=slave, stderr=slave, env=env,
+                            close_fds=True)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while b"long-refactor.jsonl" not in seen or b"turn 177" not in seen:
+            assert time.monotonic() < deadline, seen[-2000:]
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                seen += os.read(master, 65536)
+        os.write(master, b"q")
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
