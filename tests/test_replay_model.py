@@ -40,7 +40,7 @@ def test_detail_groups_the_summary_and_counts(long_refactor):
     r = long_refactor
     d = r.detail(r.turns)
     assert d.summary is not None and d.summary.covered
-    assert d.summary.message.id.startswith("summary:")
+    assert d.summary.message.meta["compaction"] == d.summary.compaction.id
     assert all("summarized" in d.kinds(mid) for mid in d.summary.covered)
     assert d.exact_tokens is not None and d.encoding == "o200k_base"
     assert d.heuristic_tokens > 0

@@ -36,7 +36,8 @@ VIEW_CACHE = 16         # recent views kept for stepping back and forth
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """The deep-compaction summary a request carries, and the log messages it stands for."""
+    """The deep-compaction summary a request carries, and the log messages it stands for.
+    `message` is what is sent: the summary, possibly joined with the first user message."""
 
     message: Message
     compaction: Compaction | None
@@ -168,7 +169,8 @@ class Replay:
         sent_by_id = {m.id: m for m in view.messages}
         summary = None
         for m in view.messages:
-            cid = (m.meta or {}).get("compaction") if m.id.startswith("summary:") else None
+            # the summary message, or the first user message it was joined into
+            cid = (m.meta or {}).get("compaction")
             if cid is not None:
                 covered = tuple(mid for mid, es in edits_by_id.items() if any(e.kind == "summarized" for e in es))
                 summary = Summary(m, self.compactions().get(cid), covered)
