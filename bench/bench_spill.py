@@ -36,6 +36,7 @@ MB = 1_000_000
 SIZE = 1024 * 1024 * 1024
 RUNS = 3
 APPENDS = 5
+PAGES = 20
 SESSION = "bench"
 
 
@@ -88,6 +89,18 @@ def one_ui_run(workspace: Path, path: Path) -> dict:
             out["index_s"] = time.perf_counter() - start
             out["index_rss_mb"] = _rss_mb() - base
             out["lines"] = len(view.index)
+            view.focus()
+            await pilot.pause()
+            pages = []
+            for _ in range(PAGES):
+                before = screen(app)
+                t0 = time.perf_counter()
+                app.simulate_key("pageup")
+                while screen(app) == before:
+                    await asyncio.sleep(0.001)
+                pages.append(time.perf_counter() - t0)
+            out["page_s"] = statistics.median(pages)
+            await pilot.press("end")
             latencies = []
             with path.open("ab") as f:
                 for i in range(APPENDS):
@@ -157,6 +170,8 @@ def main() -> None:
               f"RSS +{med('tail_rss_mb'):.1f} MB (median of {RUNS})")
         print(f"spill pane, 1 GiB file: whole file indexed in the background in {med('index_s'):.2f} s, "
               f"RSS +{med('index_rss_mb'):.0f} MB for {runs[0]['lines']:,} lines (median of {RUNS})")
+        print(f"spill pane, 1 GiB file: page up repainted in {med('page_s') * 1000:.0f} ms "
+              f"(median of {RUNS} runs x {PAGES} keys)")
         print(f"spill pane follow latency, append to on screen: {med('follow_s') * 1000:.0f} ms "
               f"(median of {RUNS} runs x {APPENDS} appends)")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.tools.spill_index import (LineIndex, display_text, list_spill_files, open_spill, read_line,
+from breakwater.tools.spill_index import (LineIndex, display_text, list_spill_files, open_spill, read_line, read_lines,
                                           scan_line_ends, tail_origin)
 from breakwater.tools.spill_search import Query, find_backward, find_forward, search
 from support.spills import write_spill
@@ -171,3 +171,18 @@ def test_search_stops_when_cancelled(make_file):
     _, fd = make_file(b"x" * 100 + b"needle")
     assert find_forward(fd, Query.parse("needle"), 0, 106, chunk=10, cancelled=lambda: True) is None
     assert find_forward(fd, Query.parse("needle"), 0, 106, chunk=10).offset == 100
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.lists(st.sampled_from([b"abc", b"\n", b"\r\n", b"x" * 7]), max_size=30).map(b"".join),
+       first=st.integers(0, 12), count=st.integers(1, 12), cap=st.integers(1, 9))
+def test_read_lines_in_one_block_equals_reading_each_line(tmp_path_factory, data, first, count, cap):
+    path = tmp_path_factory.mktemp("rows") / "f.log"
+    path.write_bytes(data)
+    fd = open_spill(path)
+    try:
+        index = build_index(fd, len(data), 3, 4)
+        expected = [read_line(fd, index, i, cap=cap) for i in range(first, min(first + count, len(index)))]
+        assert read_lines(fd, index, first, count, cap=cap) == expected
+    finally:
+        os.close(fd)

@@ -63,6 +63,9 @@ async def test_opens_the_newest_spill_file_at_its_tail(tmp_path):
         assert "row 00000" not in text
         assert "call_new" in text and "call_old" in text
         assert "following" in text
+        app.query_one(SpillPane).focus()
+        await pilot.pause()
+        assert app.focused is view
         opened = [m for m in app.posted if isinstance(m, SpillView.Opened)]
         # It was shown from the tail alone, before the head was indexed.
         assert opened and opened[0].path == path and opened[0].lines == TAIL_LINES

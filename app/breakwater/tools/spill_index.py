@@ -202,6 +202,30 @@ def read_line(fd: int, index: LineIndex, line: int, *, cap: int = LINE_CAP,
     return LineBytes(data, begin, stop)
 
 
+def read_lines(fd: int, index: LineIndex, first: int, count: int, *, cap: int = LINE_CAP) -> list[LineBytes]:
+    """Lines `first`… (at most `count`), each capped like `read_line`.
+
+    A screenful of ordinary lines is one `pread` of the bytes they span, not one per line:
+    each read releases the GIL, and while a worker is indexing, winning it back is what costs.
+    """
+    last = min(first + count, len(index)) - 1
+    if last < first:
+        return []
+    start, stop = index.span(first)[0], index.span(last)[1]
+    if stop - start > count * cap:
+        return [read_line(fd, index, line, cap=cap) for line in range(first, last + 1)]
+    block = os.pread(fd, stop - start, start)
+    rows = []
+    for line in range(first, last + 1):
+        begin, end = index.span(line)
+        end = min(end, start + len(block))
+        data = block[begin - start:min(end, begin + cap) - start]
+        if begin + len(data) == end and data.endswith(b"\r"):
+            data, end = data[:-1], end - 1
+        rows.append(LineBytes(data, begin, max(end, begin)))
+    return rows
+
+
 _CONTROLS = {c: 0x2400 + c for c in range(0x20) if c != 0x09}
 _CONTROLS[0x7F] = 0x2421
 _CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})

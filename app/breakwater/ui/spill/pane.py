@@ -8,6 +8,7 @@ handed to the `SpillView`, which scans only what was appended.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Self
 
 import watchfiles
 from rich.text import Text
@@ -116,6 +117,11 @@ class SpillPane(Widget):
     @property
     def view(self) -> SpillView:
         return self.query_one(SpillView)
+
+    def focus(self, scroll_visible: bool = True) -> Self:
+        """Focus the open file (the pane itself takes no focus), so a host can focus the pane."""
+        self.view.focus(scroll_visible)
+        return self
 
     def on_mount(self) -> None:
         self._show_status(self.view.status)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.binding import Binding
@@ -25,8 +26,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
-from breakwater.tools.spill_index import (LINE_CAP, LineIndex, display_text, human_size, open_spill, read_line,
-                                          scan_line_ends, tail_origin)
+from breakwater.tools.spill_index import (LINE_CAP, LineBytes, LineIndex, display_text, human_size, open_spill,
+                                          read_line, read_lines, scan_line_ends, tail_origin)
 from breakwater.tools.spill_search import Hit, Query, search
 from breakwater.ui.spill.messages import (FileFailed, FileReplaced, HeadIndexed, IndexProgress, LinesAppended,
                                           SearchFinished, TailIndexed)
@@ -143,6 +144,8 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self._identity: tuple[int, int] | None = None
         self._generation = 0
         self._strips: LRUCache[tuple, Strip] = LRUCache(maxsize=1024)
+        self._rows: LRUCache[int, LineBytes] = LRUCache(maxsize=512)
+        self._styles: dict[str | None, Style] = {}
         self._widest = 0
         self._indexed = 1.0
         self._extending = False
@@ -184,6 +187,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self._searching = None
         self._pending = None
         self._strips.clear()
+        self._rows.clear()
 
     def on_unmount(self) -> None:
         self._close()
@@ -251,6 +255,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self._indexed = 1.0
         self._message = ""
         self._strips.clear()
+        self._rows.clear()
         top = self.scroll_y
         self._resize_virtual()
         if self.following:
@@ -350,6 +355,25 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
     def _settle_at_end(self) -> None:
         if self.following:
             self.scroll_to(y=self.max_scroll_y, animate=False, force=True)
+
+    # A pager moves at once: an animated scroll makes every key take a quarter of a second.
+    def action_scroll_up(self) -> None:
+        self.scroll_up(animate=False)
+
+    def action_scroll_down(self) -> None:
+        self.scroll_down(animate=False)
+
+    def action_scroll_left(self) -> None:
+        self.scroll_left(animate=False)
+
+    def action_scroll_right(self) -> None:
+        self.scroll_right(animate=False)
+
+    def action_page_up(self) -> None:
+        self.scroll_page_up(animate=False)
+
+    def action_page_down(self) -> None:
+        self.scroll_page_down(animate=False)
 
     def action_bottom(self) -> None:
         self.following = True
@@ -472,6 +496,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._styles.clear()
         self._strips.clear()
 
     def _gutter_width(self) -> int:
@@ -484,6 +509,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         self.virtual_size = Size(self._gutter_width() + self._widest, lines)
 
     def _forget_line(self, line: int) -> None:
+        self._rows.discard(line)
         for key in [k for k in self._strips.keys() if k[0] == line]:
             self._strips.discard(key)
 
@@ -500,14 +526,14 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         line = scroll_y + y
         width = self.scrollable_content_region.width
         if self.index is None or self._fd is None or line >= len(self.index):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._base_style())
         gutter_width = self._gutter_width()
         number = f"{line + 1:,}" if self.index.has_head else "·"
-        number_style = self.get_component_rich_style("spill-view--line-number")
-        gutter = Strip(list(Text(number.rjust(gutter_width - 1) + " ", style=number_style).render(self.app.console)),
-                       gutter_width).apply_style(self.rich_style)
+        base = self._base_style()
+        gutter = Text(number.rjust(gutter_width - 1) + " ", style=self._style("spill-view--line-number"))
+        gutter_strip = Strip(list(gutter.render(self.app.console)), gutter_width).apply_style(base)
         body = self._body(line)
-        return Strip.join([gutter, body.crop_extend(scroll_x, scroll_x + width - gutter_width, self.rich_style)])
+        return Strip.join([gutter_strip, body.crop_extend(scroll_x, scroll_x + width - gutter_width, base)])
 
     def _body(self, line: int) -> Strip:
         hit_here = self.hit if self.hit is not None and self.index.line_at(self.hit.offset) == line else None
@@ -518,34 +544,54 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
         start, _ = self.index.span(line)
         skip = self._skip(line, start)
         try:
-            row = read_line(self._fd, self.index, line, skip=skip)
+            row = read_line(self._fd, self.index, line, skip=skip) if skip else self._row(line)
         except OSError:
             row = None
         text = self._styled(row, skip, hit_here)
         segments = list(text.render(self.app.console))
-        strip = Strip(segments, text.cell_len).apply_style(self.rich_style)
+        strip = Strip(segments, text.cell_len).apply_style(self._base_style())
         self._strips[key] = strip
         if text.cell_len > self._widest:
             self._widest = text.cell_len
             self.call_later(self._resize_virtual)
         return strip
 
+    def _row(self, line: int) -> LineBytes:
+        row = self._rows.get(line)
+        if row is None:
+            for number, row_read in enumerate(read_lines(self._fd, self.index, line, max(self.size.height, 1)), line):
+                self._rows[number] = row_read
+            row = self._rows[line]
+        return row
+
+    def _style(self, component: str | None) -> Style:
+        """A component's style (the widget's own for None), looked up once per style change:
+        the lookup walks the DOM and would otherwise cost more than reading the line."""
+        style = self._styles.get(component)
+        if style is None:
+            style = self.rich_style if component is None else self.get_component_rich_style(component)
+            self._styles[component] = style
+        return style
+
+    def _base_style(self) -> Style:
+        return self._style(None)
+
     def _styled(self, row, skip: int, hit: Hit | None) -> Text:
-        cut_style = self.get_component_rich_style("spill-view--cut")
+        cut_style = self._style("spill-view--cut")
         if row is None:
             return Text("(unreadable)", style=cut_style)
         text = Text(display_text(row.data, complete=row.cut == 0))
-        control = self.get_component_rich_style("spill-view--control")
+        control = self._style("spill-view--control")
         for mark in _MARKS.finditer(text.plain):
             text.stylize(control, mark.start(), mark.end())
         if self.query is not None:
-            match_style = self.get_component_rich_style("spill-view--match")
+            match_style = self._style("spill-view--match")
             pattern = re.compile(re.escape(self.query.text), re.IGNORECASE if self.query.fold else 0)
             for match in pattern.finditer(text.plain):
                 text.stylize(match_style, match.start(), match.end())
             if hit is not None and hit.offset >= row.start:
                 column = len(display_text(row.data[:hit.offset - row.start], complete=False))
-                text.stylize(self.get_component_rich_style("spill-view--current-match"),
+                text.stylize(self._style("spill-view--current-match"),
                              column, column + len(self.query.text))
         text.expand_tabs(4)
         if skip:
