@@ -9,6 +9,7 @@ from pathlib import Path
 from support.spills import write_spill
 from textual.app import App, ComposeResult
 
+from breakwater.tools.spill_index import human_size
 from breakwater.ui.spill import SpillPane, SpillView
 from breakwater.ui.spill import view as view_module
 from breakwater.ui.spill.view import TAIL_LINES
@@ -85,6 +86,8 @@ async def test_follows_the_file_as_it_grows(tmp_path):
             f.write(" line completed\n")
         await until(pilot, lambda: "partial line completed" in screen_text(app))
         assert len(view.index) == 53 and view.following
+        size = human_size(path.stat().st_size)
+        await until(pilot, lambda: f"call_1  {size}" in screen_text(app))
 
 
 async def test_scrolling_up_pauses_following_and_end_resumes_it(tmp_path):

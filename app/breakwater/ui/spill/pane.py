@@ -191,8 +191,15 @@ class SpillPane(Widget):
     def _files_listed(self, event: SpillFilesListed) -> None:
         event.stop()
         if event.files != self.files:
-            self.files = event.files
-            self._fill_list()
+            before, self.files = self.files, event.files
+            if [f.path for f in before] == [f.path for f in event.files]:
+                # Only sizes changed (a file is growing): relabel those rows, keep the list as it is.
+                file_list = self.query_one(SpillFileList)
+                for old, new in zip(before, event.files):
+                    if old != new:
+                        file_list.replace_option_prompt(str(new.path), self._label(new, new.path == self.view.path))
+            else:
+                self._fill_list()
         view = self.view
         if self._auto_open and event.files and view.path != event.files[0].path:
             self.open(event.files[0].path, chosen=False)
