@@ -18,8 +18,10 @@ from breakwater.tools.spill_search import Hit, Query
 
 @dataclass
 class SpillFilesListed(Message):
-    """The spill files now in the watched directory (newest first)."""
+    """The spill files now in the watched directory (newest first), and which paths changed."""
 
+    workspace: Path
+    session_id: str | None
     files: tuple[SpillFile, ...]
     changed: frozenset[Path]
 

@@ -167,8 +167,12 @@ class SpillPane(Widget):
     def _watch(self, workspace: Path, session_id: str | None) -> None:
         stop = get_current_worker().cancelled_event
         changed: frozenset[Path] = frozenset()
+
+        def listed() -> SpillFilesListed:
+            return SpillFilesListed(workspace, session_id, tuple(list_spill_files(workspace, session_id)), changed)
+
         while not stop.is_set():
-            self.post_message(SpillFilesListed(tuple(list_spill_files(workspace, session_id)), changed))
+            self.post_message(listed())
             target, final, recursive = self._watch_target(workspace, session_id)
             if not target.is_dir():
                 stop.wait(RELIST_MS / 1000)
@@ -181,7 +185,7 @@ class SpillPane(Widget):
                     changed = frozenset(Path(path) for _, path in batch)
                     if not final and self._watch_target(workspace, session_id)[0] != target:
                         break
-                    self.post_message(SpillFilesListed(tuple(list_spill_files(workspace, session_id)), changed))
+                    self.post_message(listed())
                     changed = frozenset()
             except (OSError, RuntimeError):
                 # The directory went away under the watcher; look again for where to watch.
@@ -190,6 +194,8 @@ class SpillPane(Widget):
     @on(SpillFilesListed)
     def _files_listed(self, event: SpillFilesListed) -> None:
         event.stop()
+        if (event.workspace, event.session_id) != (self.workspace, self.session_id):
+            return  # from the watcher of a session the pane has since left
         if event.files != self.files:
             before, self.files = self.files, event.files
             if [f.path for f in before] == [f.path for f in event.files]:
