@@ -2,6 +2,7 @@
 and cut short at random points still imports (with warnings) or is refused with one clear
 SessionLogError; no other exception escapes, and what imports simulates."""
 
+import copy
 import io
 import json
 import random
@@ -21,18 +22,14 @@ FILES = sorted(p for p in REAL.glob("*/*") if p.name != "SOURCES.md")
 
 def damage(value, rnd, depth=0):
     """Replace one value somewhere inside `value` by one of the wrong type."""
-    if isinstance(value, dict) and value:
-        key = rnd.choice(list(value))
-        if depth > 6 or rnd.random() < 0.5:
-            value[key] = rnd.choice(WRONG)
-        else:
-            damage(value[key], rnd, depth + 1)
-    elif isinstance(value, list) and value:
-        i = rnd.randrange(len(value))
-        if depth > 6 or rnd.random() < 0.5:
-            value[i] = rnd.choice(WRONG)
-        else:
-            damage(value[i], rnd, depth + 1)
+    keys = list(value) if isinstance(value, dict) else list(range(len(value))) if isinstance(value, list) else []
+    if not keys:
+        return
+    key = rnd.choice(keys)
+    if depth > 6 or rnd.random() < 0.5:
+        value[key] = copy.deepcopy(rnd.choice(WRONG))
+    else:
+        damage(value[key], rnd, depth + 1)
 
 
 def damaged_copy(path, rnd):

@@ -24,6 +24,32 @@ from breakwater.core.tokens import heuristic_message, heuristic_text
 
 
 
+MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
+
+
+def blocks_text(content: Any, counts: dict[str, int]) -> str:
+    """Text of a content value: a string, or a list of parts (Anthropic blocks, Responses-API or
+    chat-completions parts). Images and documents are counted in `counts`, not inlined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return "" if content is None else json.dumps(content, ensure_ascii=False)
+    parts = []
+    for part in content:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict):
+            if isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif ref(part.get("type")) in MEDIA:
+                kind = MEDIA[part["type"]]
+                counts[f"{kind}s"] = counts.get(f"{kind}s", 0) + 1
+                parts.append(f"[{kind}]")
+    return "\n".join(parts)
+
+
 def ref(value: Any) -> str | None:
     """An id as a string key, whatever type a damaged or future file gives it."""
     if value is None or value == "":
@@ -66,6 +92,22 @@ class Turn:
 
     def add_call(self, call_id: str | None, name: str, arguments: Any, line: int) -> str:
         return self._b._add_call(self._node, call_id, name, arguments, line)
+
+    def add_block(self, block: dict[str, Any], line: int, call_type: str, args_key: str) -> bool:
+        """One content block of a reply (text, thinking, a tool call named `call_type` whose
+        arguments are under `args_key`); False for a kind it does not know."""
+        kind = ref(block.get("type"))
+        if kind == "text":
+            self.add_text(str(block.get("text") or ""))
+        elif kind == "thinking":
+            self.add_meta_text("thinking", str(block.get("thinking") or ""))
+        elif kind == "redacted_thinking":
+            self.count_meta("redacted_thinking")
+        elif kind == call_type:
+            self.add_call(block.get("id"), str(block.get("name") or ""), block.get(args_key), line)
+        else:
+            return False
+        return True
 
     def add_meta_text(self, key: str, text: str) -> None:
         if text:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from breakwater.core.session_log import LoadIssue, SessionLog, iter_json_lines
-from breakwater.formats.builder import SessionBuilder, Turn, ref
+from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
 
 FORMAT = "claude-code"
 CONTINUED = "This session is being continued from a previous conversation"
@@ -36,22 +36,6 @@ def looks_like_claude_code(obj: Mapping[str, Any]) -> bool:
     if "sessionId" in obj and ("parentUuid" in obj or kind in METADATA_TYPES or kind in ("user", "assistant")):
         return True
     return kind in ("summary", "file-history-snapshot") or ("parentUuid" in obj and "uuid" in obj)
-
-
-def _text_of_blocks(blocks: Iterable[Any], turn_meta: dict[str, int]) -> str:
-    """Text of a tool_result's content list; images and documents are counted, not inlined."""
-    parts = []
-    for b in blocks:
-        if isinstance(b, str):
-            parts.append(b)
-        elif isinstance(b, dict):
-            kind = ref(b.get("type"))
-            if kind == "text" and isinstance(b.get("text"), str):
-                parts.append(b["text"])
-            elif kind in ("image", "document"):
-                turn_meta[f"{kind}s"] = turn_meta.get(f"{kind}s", 0) + 1
-                parts.append(f"[{kind}]")
-    return "\n".join(parts)
 
 
 def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
@@ -134,7 +118,7 @@ class _Session:
         text = content if isinstance(content, str) else None
         if obj.get("isCompactSummary") or (not self.seen_message and isinstance(text, str)
                                            and text.startswith(CONTINUED)):
-            self._summary(line, text if text is not None else _text_of_blocks(content or (), {}))
+            self._summary(line, text if text is not None else blocks_text(content or (), {}))
             return
         if obj.get("isVisibleInTranscriptOnly"):
             self.b.skip("user/transcript-only", line)
@@ -161,7 +145,7 @@ class _Session:
                 res_meta: dict[str, Any] = {"ts": obj.get("timestamp")}
                 raw = block.get("content")
                 if isinstance(raw, list):
-                    body = _text_of_blocks(raw, res_meta)
+                    body = blocks_text(raw, res_meta)
                 elif raw is None:
                     body = str(block.get("text") or "")
                 else:
@@ -208,7 +192,7 @@ class _Session:
         model = msg.get("model")
         if model == "<synthetic>" or obj.get("isApiErrorMessage"):
             # written by the CLI itself (an API error shown as a reply); no model request produced it
-            text = _text_of_blocks(blocks, {})
+            text = blocks_text(blocks, {})
             self.b.event("note", line, kind="synthetic_reply", text=text, ts=obj.get("timestamp"))
             return
         mid = ref(msg.get("id"))
@@ -218,19 +202,8 @@ class _Session:
             self.by_uuid.setdefault(ref(obj.get("uuid")), self.turn.node)
         turn = self.turn
         for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            bkind = ref(block.get("type"))
-            if bkind == "text":
-                turn.add_text(str(block.get("text") or ""))
-            elif bkind == "thinking":
-                turn.add_meta_text("thinking", str(block.get("thinking") or ""))
-            elif bkind == "redacted_thinking":
-                turn.count_meta("redacted_thinking")
-            elif bkind == "tool_use":
-                turn.add_call(block.get("id"), str(block.get("name") or ""), block.get("input"), line)
-            else:
-                self._unknown_block(line, bkind)
+            if isinstance(block, dict) and not turn.add_block(block, line, "tool_use", "input"):
+                self._unknown_block(line, ref(block.get("type")))
         if msg.get("stop_reason"):
             turn.set_meta("stop_reason", msg["stop_reason"])
         _usage(turn, msg.get("usage"), line, model)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from breakwater.core.session_log import SessionLog, iter_json_lines
-from breakwater.formats.builder import SessionBuilder, Turn, ref
+from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
 
 FORMAT = "codex"
 ENVELOPES = frozenset(("session_meta", "turn_context", "response_item", "event_msg", "compacted", "world_state",
@@ -26,28 +26,6 @@ SERVER_SIDE = frozenset(("web_search_call", "image_generation_call"))   # run by
 
 def looks_like_codex(obj: Mapping[str, Any]) -> bool:
     return ref(obj.get("type")) in ENVELOPES and isinstance(obj.get("payload"), (dict, type(None)))
-
-
-def content_text(content: Any, counts: dict[str, int]) -> str:
-    """Text of a Responses-API content list; images are counted, not inlined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        content = [content]
-    if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False)
-    parts = []
-    for part in content:
-        if isinstance(part, str):
-            parts.append(part)
-        elif isinstance(part, dict):
-            kind = ref(part.get("type"))
-            if isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif kind in ("input_image", "image"):
-                counts["images"] = counts.get("images", 0) + 1
-                parts.append("[image]")
-    return "\n".join(parts)
 
 
 def unwrap_output(output: Any, meta: dict[str, Any]) -> str:
@@ -66,7 +44,7 @@ def unwrap_output(output: Any, meta: dict[str, Any]) -> str:
                 meta["unwrapped"] = True
                 return decoded["output"]
         return output
-    return content_text(output, meta)
+    return blocks_text(output, meta)
 
 
 class _Rollout:
@@ -126,7 +104,7 @@ class _Rollout:
         kind = ref(p.get("type"))
         if kind == "message":
             counts: dict[str, int] = {}
-            text = content_text(p.get("content"), counts)
+            text = blocks_text(p.get("content"), counts)
             role = ref(p.get("role"))
             if role == "assistant":
                 turn = self._assistant(line, ts)
@@ -143,9 +121,9 @@ class _Rollout:
         elif kind == "reasoning":
             turn = self._assistant(line, ts)
             summary = p.get("summary") if isinstance(p.get("summary"), list) else []
-            turn.add_meta_text("reasoning", content_text(summary, {}))
+            turn.add_meta_text("reasoning", blocks_text(summary, {}))
             if p.get("content"):
-                turn.add_meta_text("reasoning", content_text(p.get("content"), {}))
+                turn.add_meta_text("reasoning", blocks_text(p.get("content"), {}))
             if p.get("encrypted_content"):
                 turn.count_meta("encrypted_reasoning")
         elif kind in CALLS:
@@ -170,7 +148,7 @@ class _Rollout:
             turn.count_meta(kind)
         elif kind == "agent_message":   # a message from another agent of the same thread
             self.turn = None
-            self.b.user(content_text(p.get("content"), {}), line, {"ts": ts, "from_agent": p.get("author")})
+            self.b.user(blocks_text(p.get("content"), {}), line, {"ts": ts, "from_agent": p.get("author")})
             self.any_message = True
         elif kind == "ghost_snapshot":
             self.b.skip("response_item/ghost_snapshot", line)
@@ -203,7 +181,7 @@ class _Rollout:
         replaced: list[dict[str, str]] = []
         for item in history or ():
             if isinstance(item, dict) and item.get("type") == "message":
-                text = content_text(item.get("content"), {})
+                text = blocks_text(item.get("content"), {})
                 replaced.append({"role": str(item.get("role") or "user"), "content": text})
                 parts.append(text)
         data: dict[str, Any] = {"original_trigger": "auto"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from breakwater.core.session_log import LoadIssue, SessionLog, iter_json_lines
-from breakwater.formats.builder import SessionBuilder, ref
+from breakwater.formats.builder import SessionBuilder, blocks_text, ref
 
 FORMAT = "pi"
 METADATA_TYPES = frozenset(("model_change", "thinking_level_change", "label", "session_info", "custom"))
@@ -22,20 +22,6 @@ def looks_like_pi(obj: Mapping[str, Any]) -> bool:
     return obj.get("type") == "session" and "cwd" in obj and "created" not in obj
 
 
-def _blocks_text(content: Any, counts: dict[str, int]) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for b in content if isinstance(content, list) else ():
-        if isinstance(b, dict):
-            if b.get("type") == "text" and isinstance(b.get("text"), str):
-                parts.append(b["text"])
-            elif b.get("type") == "image":
-                counts["images"] = counts.get("images", 0) + 1
-                parts.append("[image]")
-    return "\n".join(parts)
-
-
 class _Path:
     """Feeds one root-to-leaf path of entries to a builder."""
 
@@ -43,6 +29,7 @@ class _Path:
         self.b = SessionBuilder(path, FORMAT, session_id, header)
         self.index = index              # v1: entry index in the file -> its position on this path
         self.nodes: dict[int, Any] = {}   # position on the path -> first message node made from it
+        self.unknown_blocks: set[str | None] = set()
 
     def feed(self, pos: int, line: int, e: Mapping[str, Any], id_pos: Mapping[str, int]) -> None:
         kind = ref(e.get("type"))
@@ -55,7 +42,7 @@ class _Path:
                                                    {"ts": e.get("timestamp"), "kind": "branch_summary"}))
         elif kind == "custom_message":
             counts: dict[str, int] = {}
-            self.nodes.setdefault(pos, self.b.user(_blocks_text(e.get("content"), counts), line,
+            self.nodes.setdefault(pos, self.b.user(blocks_text(e.get("content"), counts), line,
                                                    {"ts": e.get("timestamp"), "kind": "custom_message", **counts}))
         elif kind == "model_change" and isinstance(e.get("modelId"), str):
             self.b.header["model"] = e["modelId"]
@@ -78,15 +65,8 @@ class _Path:
                                                 "error": m.get("errorMessage")})
             self.nodes.setdefault(pos, turn.node)
             for block in m.get("content") if isinstance(m.get("content"), list) else ():
-                if not isinstance(block, dict):
-                    continue
-                bkind = ref(block.get("type"))
-                if bkind == "text":
-                    turn.add_text(str(block.get("text") or ""))
-                elif bkind == "thinking":
-                    turn.add_meta_text("thinking", str(block.get("thinking") or ""))
-                elif bkind == "toolCall":
-                    turn.add_call(block.get("id"), str(block.get("name") or ""), block.get("arguments"), line)
+                if isinstance(block, dict) and not turn.add_block(block, line, "toolCall", "arguments"):
+                    self._unknown_block(line, ref(block.get("type")))
             usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
             ints = {k: v for k, v in usage.items() if isinstance(v, int)}
             prompt = ints.get("input", 0) + ints.get("cacheRead", 0) + ints.get("cacheWrite", 0)
@@ -94,7 +74,7 @@ class _Path:
             turn.set_usage(prompt, ints.get("output"), line, **extra)
         elif role == "toolResult":
             meta = {"ts": ts, "is_error": True if m.get("isError") else None}
-            text = _blocks_text(m.get("content"), meta)
+            text = blocks_text(m.get("content"), meta)
             self.b.tool_result(m.get("toolCallId"), text, line, meta, name=m.get("toolName"))
         elif role == "bashExecution":   # the user ran `!cmd`; pi shows it to the model unless excluded
             if m.get("excludeFromContext"):
@@ -104,11 +84,16 @@ class _Path:
             self.nodes.setdefault(pos, self.b.user(text, line, {"ts": ts, "kind": "bash_execution",
                                                                 "exit_code": m.get("exitCode")}))
         elif role in ("user", "custom", "branchSummary", "compactionSummary", "hookMessage"):
-            text = _blocks_text(m.get("content") if "content" in m else m.get("summary"), counts)
+            text = blocks_text(m.get("content") if "content" in m else m.get("summary"), counts)
             meta = {"ts": ts, **counts, **({"kind": role} if role != "user" else {})}
             self.nodes.setdefault(pos, self.b.user(text, line, meta))
         else:
             self.b.skip(f"message/{role}", line, known=False)
+
+    def _unknown_block(self, line: int, kind: str | None) -> None:
+        if kind not in self.unknown_blocks:
+            self.unknown_blocks.add(kind)
+            self.b.warn(line, f"content block of unknown type {kind!r} skipped")
 
     def _compaction(self, pos: int, line: int, e: Mapping[str, Any], id_pos: Mapping[str, int]) -> None:
         first: int | None = None
