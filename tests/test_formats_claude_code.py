@@ -115,6 +115,11 @@ def test_coverage_file_sidechain_compactions_errors_and_unknown_blocks():
     assert nested.meta["thinking"] == "[trimmed for fixture]" and nested.tool_calls[0].name == "Bash"
     image_msg = next(m for m in main.messages if "[image]" in m.content)
     assert image_msg.meta["images"] == 1
+    # 2.1 attachments the model sees become user messages; the UI-only ones are counted
+    kinds = [m.meta.get("attachment") for m in main.messages if m.meta.get("attachment")]
+    assert kinds.count("queued_command") == 4 and {"file", "nested_memory", "edited_text_file",
+                                                   "hook_additional_context", "invoked_skills"} <= set(kinds)
+    assert main.header["imported"]["skipped"]["attachment/task_reminder"] == 3
     reasons = [i.reason for log in logs for i in log.issues]
     assert any("unknown type 'fallback'" in r for r in reasons)
     assert any("has no id" in r for r in reasons) and all(i.line > 0 for log in logs for i in log.issues)

@@ -6,7 +6,9 @@ sit in `user` lines; their top-level `toolUseResult` repeats what the model saw
 and is not imported twice. Sidechains (Task subagents, inline before 2.0, in
 `agent-*.jsonl` files since) are sessions of their own. A `compact_boundary`
 line and the `isCompactSummary` user line after it are Claude Code's own deep
-compaction and become a recorded compaction event.
+compaction and become a recorded compaction event. The 2.1 attachments the model
+is sent (a prompt queued while it worked, a file or CLAUDE.md it loaded, hook
+context) become user messages marked with their kind.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ METADATA_TYPES = frozenset((
     "attachment", "custom-title", "ai-title", "agent-name", "mode", "worktree-state", "frame-link", "pr-link",
     "started", "result", "relocated", "bridge-session", "atis-latch", "tag",
 ))
+# attachments the model sees, and where their text is
+ATTACHMENT_TEXT: dict[str, tuple[str, ...]] = {
+    "queued_command": ("prompt",), "hook_additional_context": ("content",), "nested_memory": ("content", "content"),
+    "file": ("content", "file", "content"), "edited_text_file": ("snippet",), "invoked_skills": (),
+    "hook_blocking_error": ("blockingError", "blockingError"),
+}
 ERROR_SUBTYPES = frozenset(("api_error", "error", "api_refusal", "model_refusal_fallback"))
 
 
@@ -81,6 +89,8 @@ class _Session:
             self._user(line, obj)
         elif kind == "system":
             self._system(line, obj)
+        elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
+            self._attachment(line, obj)
         elif isinstance(kind, str):
             self.b.skip(kind, line, known=kind in METADATA_TYPES)
         else:
@@ -107,6 +117,28 @@ class _Session:
                          ts=obj.get("timestamp"))
         else:
             self.b.skip(f"system/{sub}", line)
+
+    def _attachment(self, line: int, obj: Mapping[str, Any]) -> None:
+        """Claude Code 2.1 sends some attachments to the model as user-side reminders: a prompt
+        typed while it worked, a file or CLAUDE.md it loaded, hook context. Those are imported;
+        the rest only drives the UI."""
+        att = obj["attachment"]
+        kind = ref(att.get("type"))
+        path = ATTACHMENT_TEXT.get(kind or "")
+        value: Any = att
+        for key in path or ():
+            value = value.get(key) if isinstance(value, dict) else None
+        if kind == "invoked_skills" and isinstance(att.get("skills"), list):
+            value = [sk.get("content") for sk in att["skills"] if isinstance(sk, dict)]
+            value = [v for v in value if isinstance(v, str)]
+        counts: dict[str, int] = {}
+        text = blocks_text(value, counts) if path is not None else ""
+        if not text:
+            self.b.skip(f"attachment/{kind}", line)
+            return
+        self._flush_boundary("a message came first")
+        self._close_turn()
+        self.b.user(text, line, {"ts": obj.get("timestamp"), "attachment": kind, **counts})
 
     def _user(self, line: int, obj: Mapping[str, Any]) -> None:
         msg = obj.get("message")
