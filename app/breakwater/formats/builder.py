@@ -20,9 +20,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import RECORDED
 from breakwater.core.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
 from breakwater.core.summarize import summary_message_text
-from breakwater.core.tokens import heuristic_message, heuristic_text
-
-
+from breakwater.core.tokens import heuristic_message
 
 MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
 
@@ -221,9 +219,6 @@ class SessionBuilder:
         owner.results.append(_Node("message", role="tool", content=content, call_id=self._call_ids[source_id],
                                    name=name, meta=m))
 
-    def open_call_ids(self) -> list[str]:
-        return list(self._open_calls)
-
     # -- events --------------------------------------------------------------------------------
     def event(self, event_type: str, line: int, **data: Any) -> None:
         self.nodes.append(_Node("event", event_type=event_type, data={"source_line": line, **data}))
@@ -278,12 +273,10 @@ class SessionBuilder:
             if node.event_type == "compaction":
                 data["cut_id"] = node.cut.final_id if node.cut is not None and node.cut.final_id else None
                 data.setdefault("turn", assistants + 1)
-                kept = 0
-                if node.cut is not None:
-                    idx = next((i for i, (n, _) in enumerate(since) if n is node.cut), None)
-                    kept = sum(t for _, t in since[idx:]) if idx is not None else 0
-                context = kept + heuristic_text(summary_message_text(str(data.get("summary") or ""))) + 4
-                since = []
+                idx = next((i for i, (n, _) in enumerate(since) if n is node.cut), len(since))
+                since = since[idx:]      # what the agent kept after its summary
+                summary = Message("summary", "user", summary_message_text(str(data.get("summary") or "")))
+                context = sum(t for _, t in since) + heuristic_message(summary)
             elif node.event_type == "usage":
                 data.setdefault("turn", assistants)
                 data.setdefault("estimate", max(1, context - (since[-1][1] if since else 0)))
