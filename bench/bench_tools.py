@@ -109,7 +109,8 @@ def bench_ingest(chunks: list[bytes], tmp: Path) -> None:
             if spill is not None:
                 spill.unlink()
         print(f"{label}: {statistics.median(rates):.0f} MB/s (median of {RUNS}; "
-              f"min {min(rates):.0f}, max {max(rates):.0f}; {RUN_BYTES // 2**20} MiB of 64 KiB chunks, 400 lines kept)")
+              f"min {min(rates):.0f}, max {max(rates):.0f}; {RUN_BYTES // 2**20} MiB of 64 KiB chunks, "
+              f"400 lines / {DEFAULT_MAX_BYTES} bytes shown)")
 
 
 def bench_big_stream(chunks: list[bytes], tmp: Path) -> None:

@@ -102,6 +102,9 @@ def test_binary_file_is_shown_as_a_hex_range(ws):
     assert body(last) == ["[blob.bin: binary file, 2566 bytes; bytes 2560-2565 as hex]",
                           "00000a00  fa fb fc fd fe ff                                 |......|"]
     assert read_file(ws, "blob.bin", offset=2566).content == "Error: offset 2566 is past the end of blob.bin (2566 bytes)"
+    assert body(read_file(ws, "blob.bin", start_line=5))[0] == (
+        "[blob.bin: binary file, 2566 bytes; bytes 0-1023 as hex; a binary file has no lines to slice, "
+        "use offset and length]")
     (ws.root / "big.bin").write_bytes(bytes(100_000))
     assert len(body(read_file(ws, "big.bin", length=10**6))) == 1 + 4096 // 16 + 1     # capped per call
 

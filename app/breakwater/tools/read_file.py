@@ -65,7 +65,9 @@ def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: i
     with os.fdopen(fd, "rb") as fh:
         try:
             if offset is not None or length is not None or looks_binary(fh.read(SNIFF)):
-                return _hex_view(fh, rel, size, offset or 0, min(length or DEFAULT_HEX_BYTES, max_hex_bytes))
+                lines_asked = start_line is not None or end_line is not None
+                return _hex_view(fh, rel, size, offset or 0, min(length or DEFAULT_HEX_BYTES, max_hex_bytes),
+                                 lines_asked and offset is None and length is None)
             fh.seek(0)
             wanted_end = start + max_lines - 1 if end_line is None else min(end_line, start + max_lines - 1)
             lines, total, cut = _scan(fh, start, wanted_end, max_line_bytes)
@@ -88,7 +90,7 @@ def read_file(workspace: Workspace | str | os.PathLike, path: str, start_line: i
                       {"tool": "read_file", **meta, "start_line": start, "end_line": last, "capped": capped})
 
 
-def _hex_view(fh, rel: str, size: int, offset: int, length: int) -> ToolResult:
+def _hex_view(fh, rel: str, size: int, offset: int, length: int, lines_ignored: bool = False) -> ToolResult:
     """`length` bytes from `offset` as `hexdump -C` shows them: offset, 16 bytes in hex, the printable ones."""
     meta = {"path": rel, "binary": True, "bytes": size}
     if size == 0:
@@ -98,7 +100,8 @@ def _hex_view(fh, rel: str, size: int, offset: int, length: int) -> ToolResult:
     fh.seek(offset)
     data = fh.read(length)
     end = offset + len(data)
-    out = [f"[{rel}: binary file, {size} bytes; bytes {offset}-{end - 1} as hex]"]
+    why = "; a binary file has no lines to slice, use offset and length" if lines_ignored else ""
+    out = [f"[{rel}: binary file, {size} bytes; bytes {offset}-{end - 1} as hex{why}]"]
     for at in range(0, len(data), 16):
         row = data[at:at + 16]
         cells = " ".join(f"{b:02x}" for b in row[:8]) + "  " + " ".join(f"{b:02x}" for b in row[8:])
