@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,13 +25,16 @@ from breakwater.tools import sandbox
 from breakwater.tools.bash import run_bash
 from breakwater.tools.workspace import Workspace
 
-PROBE = (f'needle=$(printf %s {KEY[::-1]} | rev); '
-         'for f in /proc/$PPID/environ /proc/*/environ "$BREAKWATER_CONFIG" "$HOME/.config/breakwater/config.toml"; do '
-         '  grep -q -a -e "$needle" "$f" 2>/dev/null && echo "FOUND in $f"; done; '
-         '[ -n "$OPENAI_API_KEY" ] && echo "FOUND in \\$OPENAI_API_KEY"; '
-         'env | grep -q -e "$needle" && echo "FOUND in env"; '
-         'echo "probed from pid $$, parent $PPID"')
+def probe(key: str) -> str:
+    return (f'needle=$(printf %s {key[::-1]} | rev); '
+            'for f in /proc/$PPID/environ /proc/*/environ "$BREAKWATER_CONFIG" "$HOME/.config/breakwater/config.toml"; do '
+            '  grep -q -a -e "$needle" "$f" 2>/dev/null && echo "FOUND in $f"; done; '
+            '[ -n "$OPENAI_API_KEY" ] && echo "FOUND in \\$OPENAI_API_KEY"; '
+            'env | grep -q -e "$needle" && echo "FOUND in env"; '
+            'echo "probed from pid $$, parent $PPID"')
 
+
+PROBE = probe(KEY)
 BWRAP = sandbox.resolve("auto")
 needs_bwrap = pytest.mark.skipif(BWRAP.kind != "bwrap", reason=f"bubblewrap cannot run here: {BWRAP.notice}")
 
@@ -100,10 +105,12 @@ def test_without_bubblewrap_breakwater_is_not_dumpable():
     """
     with tempfile.TemporaryDirectory(prefix="bw-undumpable-") as tmp:
         os.chmod(tmp, 0o777)
-        _undumpable_runs(Path(tmp))
+        _undumpable_runs(Path(tmp), f"sk-test-{uuid.uuid4().hex}")
 
 
-def _undumpable_runs(tmp_path: Path) -> None:
+def _undumpable_runs(tmp_path: Path, key: str) -> None:
+    """`key` is this run's own: the probe scans every /proc/*/environ it may read, and other
+    runs of this test on the machine hold theirs in dumpable processes."""
     ws = tmp_path / "ws"
     ws.mkdir()
     ws.chmod(0o777)
@@ -115,12 +122,12 @@ if os.geteuid() == 0:
     os.setgid(65534); os.setuid(65534)
 ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)          # dumpable, as an ordinary process is
 box = sandbox.resolve("auto") if sys.argv[1] == "fallback" else sandbox.Sandbox("none")
-r = run_bash({str(ws)!r}, {PROBE!r}, sandbox=box, env={{"PATH": os.environ["PATH"]}})
+r = run_bash({str(ws)!r}, {probe(key)!r}, sandbox=box, env={{"PATH": os.environ["PATH"]}})
 print(box.notice)
 print(r.content)
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env["OPENAI_API_KEY"] = KEY
+    env["OPENAI_API_KEY"] = key
     # bwrap lives in /usr/bin: leave it off PATH, and keep bash and the probe's tools reachable
     (tmp_path / "bin").mkdir()
     for tool in ("bash", "grep", "rev", "env", "printf", "cat"):
@@ -166,17 +173,28 @@ def test_network_is_off_unless_allowed(tmp_path, network):
     assert r.content.split("\n")[0] == ("connected" if network else "no-network")
 
 
+def leftovers(pattern: str, within: float = 3.0) -> list[str]:
+    """Processes whose command line matches, once they had `within` seconds to die."""
+    end = time.monotonic() + within
+    while True:
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.05)
+
+
 @needs_bwrap
 def test_timeout_and_leftovers_die_with_the_sandbox(tmp_path):
     ws = Workspace(tmp_path)
-    r = run_bash(ws, "sleep 300 & echo started; sleep 300", timeout_s=1, kill_grace_s=0.5, sandbox=BWRAP)
+    # a duration no other test on this machine uses, so pgrep sees only ours
+    mine = f"300.{os.getpid()}{time.monotonic_ns() % 100000}"
+    r = run_bash(ws, f"sleep {mine} & echo started; sleep {mine}", timeout_s=1, kill_grace_s=0.5, sandbox=BWRAP)
     assert r.meta["timed_out"] is True and r.content.startswith("started")
-    left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
-    assert left == []
+    assert leftovers(f"sleep {mine}") == []
     # a background job outlives neither its shell nor the namespace
-    r = run_bash(ws, "sleep 301 & echo $!", sandbox=BWRAP)
+    r = run_bash(ws, f"sleep {mine}1 & echo $!", sandbox=BWRAP)
     assert r.meta["exit_code"] == 0
-    assert subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout == b""
+    assert leftovers(f"sleep {mine}1") == []
 
 
 # -- choosing -----------------------------------------------------------------------------------------
