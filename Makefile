@@ -8,7 +8,7 @@ $(STAMP): pyproject.toml
 	@scripts/install_bwrap.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,cluster]'
 	touch $(STAMP)
 
 run: $(STAMP)  ## the workbench on the bundled long-refactor session (no key, no network)

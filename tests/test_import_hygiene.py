@@ -10,6 +10,7 @@ MODULES = [
     "breakwater.core.summarize", "breakwater.core.tokens", "breakwater.formats", "breakwater.cli",
     "breakwater.tools.spill_index", "breakwater.tools.spill_search",
     "breakwater.core.replay", "breakwater.ui.commands",
+    "breakwater.fidelity.commands", "breakwater.fidelity.runner",
 ]
 
 

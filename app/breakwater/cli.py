@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     from breakwater.agent import commands as agent_commands
     from breakwater.formats import commands as format_commands
     from breakwater.ui import commands as ui_commands
+    from breakwater.fidelity import commands as fidelity_commands
 
     core_commands.register(sub)
     tool_commands.register(sub)
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     agent_commands.register(sub)
     format_commands.register(sub)
     ui_commands.register(sub)
+    fidelity_commands.register(sub)
     return parser
 
 

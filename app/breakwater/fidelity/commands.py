@@ -1,0 +1,178 @@
+"""`breakwater eval` (SPEC §11): billed tokens and probe recall per preset over a corpus."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS
+
+SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".gz")
+BAR_WIDTH = 8
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="what compaction saves and what it keeps, per preset, over many sessions",
+                       description="Replay every session under each preset; report billed tokens with and without "
+                                   "compaction and the recall of the session's facts (goal and constraints, files, "
+                                   "commands, errors, decisions, pinned messages) request by request.")
+    p.add_argument("paths", nargs="+", metavar="FILES_OR_DIR", help="session files, or folders searched recursively")
+    p.add_argument("--presets", default=",".join(sorted(PRESETS)),
+                   help=f"comma-separated presets (default: all: {', '.join(sorted(PRESETS))})")
+    p.add_argument("--window", type=int, help="context window in tokens (default: each session's, else the preset's)")
+    p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
+                   help="exact: tiktoken near the limits (default); heuristic: never tiktoken")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--jobs", type=int, help="parallel local processes (default: the cores available)")
+    p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
+                   help="run on an existing Dask cluster (needs breakwater[cluster]); workers must see the paths")
+    p.set_defaults(func=cmd_eval)
+
+
+def fail(reason: str) -> int:
+    print(f"breakwater: {reason}", file=sys.stderr)
+    return 2
+
+
+def session_files(paths: list[str]) -> tuple[list[str], list[str]]:
+    """The session files named or found under the folders named, and the arguments that are neither."""
+    found: list[str] = []
+    missing: list[str] = []
+    for arg in paths:
+        p = Path(arg)
+        if p.is_dir():
+            found.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and f.name.endswith(SESSION_SUFFIXES))
+        elif p.is_file():
+            found.append(str(p))
+        else:
+            missing.append(arg)
+    return list(dict.fromkeys(found)), missing
+
+
+def parse_presets(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown or not names:
+        raise ValueError(f"unknown preset {', '.join(unknown) or '(none given)'}; choose from {', '.join(sorted(PRESETS))}")
+    return list(dict.fromkeys(names))
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from breakwater.fidelity.runner import ClusterError, Corpus, default_jobs, run_dask, run_local, task
+
+    try:
+        presets = parse_presets(args.presets)
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.window is not None and args.window < 256:
+        return fail(f"--window must be at least 256 tokens, got {args.window}")
+    if args.jobs is not None and args.jobs < 1:
+        return fail(f"--jobs must be at least 1, got {args.jobs}")
+    files, missing = session_files(args.paths)
+    for m in missing:
+        print(f"breakwater: warning: {m}: no such file or folder", file=sys.stderr)
+    if not files:
+        return fail("no session files to evaluate")
+    fn = task(presets, args.window, args.counter)
+    results = run_dask(files, fn, args.dask) if args.dask else run_local(files, fn, args.jobs or default_jobs())
+    corpus = Corpus(tuple(presets))
+    try:
+        for summary in _with_progress(results, len(files)):
+            corpus.add(summary)
+    except ClusterError as exc:
+        return fail(str(exc))
+    for s in corpus.ordered(files):
+        if s.error:
+            print(f"breakwater: warning: skipped {s.path}: {s.error}", file=sys.stderr)
+    if not any(not s.error for s in corpus.sessions):
+        return fail("none of the sessions could be evaluated")
+    if args.json:
+        print(json.dumps(corpus.to_json(files), ensure_ascii=False))
+    else:
+        print_report(corpus, files)
+    return 0
+
+
+def _with_progress(results: Iterator, total: int) -> Iterator:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal or total < 2:
+        yield from results
+        return
+    with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True) as bar:
+        job = bar.add_task("sessions", total=total)
+        for r in results:
+            bar.advance(job)
+            yield r
+
+
+def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
+    if fraction is None:
+        return ""
+    full = round(fraction * width)
+    return "█" * full + "░" * (width - full)
+
+
+def pct(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.0f}%"
+
+
+def tokens(n: int) -> str:
+    for div, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+def print_report(corpus, order: list[str]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from breakwater.fidelity.probes import CATEGORIES
+
+    console = Console()
+    done = [s for s in corpus.sessions if not s.error]
+    turns = sum(s.turns for s in done)
+    totals = {name: (t, t.to_json()) for name, t in corpus.totals().items()}
+    table = Table(title=f"eval: {len(done)} session{'s' if len(done) != 1 else ''}, {turns:,} turns",
+                  title_justify="left", box=box.SIMPLE_HEAD, caption_justify="left",
+                  caption="recall: share of (fact, turn) pairs still recoverable from what is sent; pinned: goal and "
+                          f"constraints, modified files, the latest error, pinned messages; * default preset")
+    for col, just in (("preset", "left"), ("billed → sent", "right"), ("saving", "right"), ("deep", "right"),
+                      ("recall", "left"), ("pinned", "right"), ("loop", "right")):
+        table.add_column(col, justify=just, no_wrap=True)
+    for name, (t, j) in totals.items():
+        table.add_row(name + ("*" if name == DEFAULT_PRESET else ""),
+                      f"{tokens(t.billed_raw)} → {tokens(t.billed_sent)}", pct(j["saving"]), str(t.compactions),
+                      f"{pct(j['recall']):>4} {bar(j['recall'])}",
+                      pct(j["pinned_recall"]), str(t.flagged) if t.flagged else "")
+    console.print(table)
+    cats = Table(title="recall per category", title_justify="left", box=box.SIMPLE_HEAD)
+    cats.add_column("preset")
+    for c in CATEGORIES:
+        cats.add_column(c, justify="right")
+    for name, (_, j) in totals.items():
+        cats.add_row(name, *(pct(j["by_category"][c]) for c in CATEGORIES))
+    console.print(cats)
+    for s in corpus.ordered(order):
+        if s.error:
+            continue
+        lines = []
+        for name, ps in s.presets.items():
+            if ps.lost_turns:
+                shown = ", ".join(f"{k}({n})" for k, n in ps.lost_turns[:12])
+                more = f" … {len(ps.lost_turns) - 12} more" if len(ps.lost_turns) > 12 else ""
+                lines.append(f"  {name}: lost at turn(probes) {shown}{more}")
+            lines.extend(f"  [bold yellow]{name}: {escape(flag)}[/]" for flag in ps.loops)
+        if lines:
+            console.print(f"[bold]{escape(s.title)}[/] ({s.turns} turns)")
+            for line in lines:
+                console.print(line, highlight=False)

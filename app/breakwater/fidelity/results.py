@@ -1,0 +1,159 @@
+"""What a fidelity replay found, per session and over a corpus.
+
+`FidelityRun` keeps, per probe, the set of turns where it could be recovered (a bit mask),
+which is all the workbench needs for a gauge (`recall_at`) and the probes lost at a turn
+(`lost_at`). `Tally` is the additive summary that workers send back and `eval` adds up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from breakwater.fidelity.probes import CATEGORIES, PINNED_KINDS, Probe
+
+PINNED = "pinned_categories"
+
+
+@dataclass(slots=True)
+class Tally:
+    """Probe-turn pairs kept and live, per category, for the pinned categories and overall."""
+
+    kept: dict[str, int] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)
+
+    def add(self, key: str, kept: int, live: int) -> None:
+        self.kept[key] = self.kept.get(key, 0) + kept
+        self.live[key] = self.live.get(key, 0) + live
+
+    def merge(self, other: "Tally") -> None:
+        for key in other.live:
+            self.add(key, other.kept.get(key, 0), other.live[key])
+
+    def recall(self, key: str = "all") -> float | None:
+        live = self.live.get(key, 0)
+        return self.kept.get(key, 0) / live if live else None
+
+    def by_category(self) -> dict[str, float | None]:
+        return {c: self.recall(c) for c in CATEGORIES}
+
+
+@dataclass(frozen=True, slots=True)
+class FidelityRun:
+    """One session replayed under one policy."""
+
+    preset: str
+    window: int
+    turns: int
+    probes: tuple[Probe, ...]
+    kept: tuple[int, ...]             # per probe: bit k-1 set when it was recoverable at turn k
+    billed_raw: int
+    billed_sent: int
+    compaction_turns: tuple[int, ...]
+    reads: tuple[tuple[int, str], ...] = ()   # (turn, path) of every file read, for loop detection
+
+    def _live(self, i: int, turn: int) -> bool:
+        return self.probes[i].live_at(turn) and turn <= self.turns
+
+    def _is_kept(self, i: int, turn: int) -> bool:
+        return bool(self.kept[i] >> (turn - 1) & 1)
+
+    def recall_at(self, turn: int, categories: Iterable[str] | None = None) -> float | None:
+        """The share of the facts created so far that turn `turn`'s request still carries."""
+        cats = set(categories) if categories is not None else None
+        live = [i for i, p in enumerate(self.probes) if self._live(i, turn) and (cats is None or p.category in cats)]
+        if not live:
+            return None
+        return sum(self._is_kept(i, turn) for i in live) / len(live)
+
+    def series(self) -> list[float | None]:
+        """recall_at for every turn, 1..turns."""
+        return [self.recall_at(k) for k in range(1, self.turns + 1)]
+
+    def lost_at(self, turn: int) -> list[Probe]:
+        """Probes live at `turn` that its request no longer carries, though the one before did
+        (or that it drops on the very turn they appear)."""
+        out = []
+        for i, p in enumerate(self.probes):
+            if self._live(i, turn) and not self._is_kept(i, turn) and (p.turn == turn or self._is_kept(i, turn - 1)):
+                out.append(p)
+        return out
+
+    def lost_turns(self) -> list[tuple[int, int]]:
+        """(turn, probes lost there) for every turn that lost something."""
+        out = []
+        for k in range(1, self.turns + 1):
+            n = len(self.lost_at(k))
+            if n:
+                out.append((k, n))
+        return out
+
+    def last_error_spans(self) -> list[tuple[int, int, int]]:
+        """(probe index, first turn, end turn): which error is the latest one, turn by turn."""
+        errs = [i for i, p in enumerate(self.probes) if p.kind == "error"]
+        spans = []
+        for j, i in enumerate(errs):
+            start = self.probes[i].turn
+            end = self.probes[errs[j + 1]].turn if j + 1 < len(errs) else self.turns + 1
+            if end > start:
+                spans.append((i, start, end))
+        return spans
+
+    def tally(self) -> Tally:
+        t = Tally()
+        end = self.turns + 1
+        for i, p in enumerate(self.probes):
+            stop = min(end, p.until or end)
+            if stop <= p.turn:
+                continue
+            span = ((1 << (stop - p.turn)) - 1) << (p.turn - 1)
+            kept, live = (self.kept[i] & span).bit_count(), stop - p.turn
+            t.add("all", kept, live)
+            t.add(p.category, kept, live)
+            if p.kind in PINNED_KINDS:
+                t.add(PINNED, kept, live)
+        for i, start, stop in self.last_error_spans():
+            span = ((1 << (stop - start)) - 1) << (start - 1)
+            t.add(PINNED, (self.kept[i] & span).bit_count(), stop - start)
+        return t
+
+
+@dataclass(slots=True)
+class PresetSummary:
+    """One session under one preset, as a worker sends it back (no probe texts)."""
+
+    billed_raw: int
+    billed_sent: int
+    compactions: int
+    tally: Tally
+    lost_turns: list[tuple[int, int]]
+    loops: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally),
+                "lost_turns": [{"turn": k, "lost": n} for k, n in self.lost_turns], "loops": list(self.loops)}
+
+
+@dataclass(slots=True)
+class SessionSummary:
+    path: str
+    title: str = ""
+    turns: int = 0
+    probes: dict[str, int] = field(default_factory=dict)   # per category
+    presets: dict[str, PresetSummary] = field(default_factory=dict)
+    error: str | None = None     # why the session could not be evaluated
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error:
+            return {"path": self.path, "error": self.error}
+        return {"path": self.path, "title": self.title, "turns": self.turns, "probes": dict(self.probes),
+                "presets": {name: s.to_json() for name, s in self.presets.items()}}
+
+
+def saving(raw: int, sent: int) -> float:
+    return (raw - sent) / raw if raw else 0.0
+
+
+def totals_json(raw: int, sent: int, compactions: int, tally: Tally) -> dict[str, Any]:
+    return {"billed_raw": raw, "billed_sent": sent, "saving": saving(raw, sent), "compactions": compactions,
+            "recall": tally.recall(), "pinned_recall": tally.recall(PINNED), "by_category": tally.by_category()}

@@ -1,0 +1,207 @@
+"""Fidelity (issue 12): probes, scoring, replay and loop detection on real sample sessions."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.policy import preset
+from breakwater.core.session_log import Event, SessionLog, load_native
+from breakwater.core.simulate import simulate
+from breakwater.fidelity import loops
+from breakwater.fidelity.probes import CATEGORIES, extract, normalise
+from breakwater.fidelity.results import PINNED
+from breakwater.fidelity.runner import evaluate_path, policy_for, replay, summarize_run
+from breakwater.fidelity.scoring import Scorer
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
+# the sanitizer sample is repaired before anything is compacted: see test_sanitizer_repairs_are_measured
+CLEAN = sorted(p.name for p in SAMPLES.glob("*.jsonl") if not p.name.startswith("sanitizer"))
+
+
+@lru_cache(maxsize=None)
+def sample(name: str) -> SessionLog:
+    return load_native(SAMPLES / name)
+
+
+@lru_cache(maxsize=None)
+def run_of(name: str, preset_name: str, window: int | None = None):
+    log = sample(name)
+    return replay(log, policy_for(preset_name, log, window))
+
+
+def call(cid: str, name: str, **args) -> ToolCall:
+    return ToolCall(cid, name, json.dumps(args))
+
+
+def small_session() -> SessionLog:
+    msgs = [
+        Message("m0", "system", "You are a coding agent."),
+        Message("m1", "user", "Add retries to the HTTP client in src/client.py. Do not modify db/migrations/ at all.", turn=1),
+        Message("m2", "assistant", "I'll read the client first.", (call("c1", "read_file", path="src/client.py"),), turn=1),
+        Message("m3", "tool", "[src/client.py: lines 1-3 of 3]\nimport httpx\n", tool_call_id="c1", turn=2),
+        Message("m4", "assistant", "", (call("c2", "bash", command="pytest -q tests/test_client.py"),), turn=2),
+        Message("m5", "tool", "E       ConnectionError: retry budget exhausted\n1 failed\n\n[exit code: 1]",
+                tool_call_id="c2", turn=3),
+        Message("m6", "assistant", "The cause is a missing backoff. I will use tenacity instead of a hand loop.",
+                (call("c3", "write_file", path="src/client.py", content="import tenacity\n"),), turn=3),
+        Message("m7", "tool", "Replaced src/client.py: 16 bytes, 1 lines.", tool_call_id="c3", turn=4),
+        Message("m8", "user", "Keep tabs for indentation, please.", turn=4),
+        Message("m9", "assistant", "Done.", turn=4),
+    ]
+    entries = [*msgs[:9], Event("pin", "e0", {"message_id": "m8"}), msgs[9]]
+    return SessionLog({"id": "small", "window": 128_000}, entries)
+
+
+def test_probes_of_a_session_with_their_turns_and_sources():
+    probes = extract(small_session())
+    got = {(p.kind, p.turn, p.message_id) for p in probes}
+    assert ("goal", 1, "m1") in got
+    assert ("constraint", 1, "m1") in got          # "Do not modify db/migrations/"
+    assert ("constraint", 4, "m8") in got          # a later correction
+    assert ("file-read", 2, "m2") in got           # produced by request 1, first sent in request 2
+    assert ("command", 3, "m4") in got
+    assert ("error", 3, "m5") in got
+    assert ("resolution", 4, "m6") in got
+    assert ("decision", 4, "m6") in got
+    assert ("file-modified", 4, "m6") in got
+    assert ("pinned", 4, "m8") in got           # pinned before request 4 was made
+    command = next(p for p in probes if p.kind == "command")
+    assert command.text.endswith("exit 1") and "exit code: 1" in command.any_of
+    assert {p.category for p in probes} == set(CATEGORIES)
+
+
+def test_normalised_match_counts_and_a_vague_summary_does_not():
+    probes = [p for p in extract(small_session()) if p.kind == "constraint" and p.message_id == "m8"]
+    scorer = Scorer(probes)
+    quoted = Message("s1", "user", "[Summary]\n- Later the user said: KEEP   `tabs` for indentation, please")
+    vague = Message("s2", "user", "[Summary]\n- The user gave some formatting preferences.")
+    assert scorer.carried([quoted]) == {0}
+    assert scorer.carried([vague]) == set()
+    assert normalise("Keep\u3000`Tabs`  ＦＯＲ") == "keep tabs for"
+
+
+def test_a_modified_file_needs_the_change_not_just_the_path():
+    probes = [p for p in extract(small_session()) if p.kind == "file-modified"]
+    scorer = Scorer(probes)
+    assert scorer.carried([Message("a", "user", "we looked at src/client.py")]) == set()
+    assert scorer.carried([Message("b", "user", "## Files read or changed\n- src/client.py (changed)")]) == {0}
+
+
+def test_command_status_must_travel_with_the_command():
+    probes = [p for p in extract(small_session()) if p.kind == "command"]
+    scorer = Scorer(probes)
+    c = call("c2", "bash", command="pytest -q tests/test_client.py")
+    masked = [Message("a", "assistant", "", (c,)), Message("t", "tool", "[early tool output cleared]", tool_call_id="c2")]
+    kept = [Message("a", "assistant", "", (c,)), Message("t", "tool", "1 failed\n[exit code: 1]", tool_call_id="c2")]
+    assert scorer.carried(masked) == set()
+    assert scorer.carried(kept) == {0}
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_every_probe_is_recoverable_when_nothing_is_compacted(name):
+    run = run_of(name, "breakwater", 10_000_000)
+    assert run.probes and run.turns == sample(name).turn_count()
+    assert run.tally().recall() == 1.0
+    assert all(r == 1.0 for r in run.series() if r is not None)
+
+
+def test_sanitizer_repairs_are_measured():
+    run = run_of("sanitizer-mess.jsonl", "breakwater", 10_000_000)
+    lost = run.lost_at(3)
+    # the orphaned bash call (no result ever came back) is dropped by the sanitizer: its command goes with it
+    assert [p.kind for p in lost] == ["command"] and "quicksort" in lost[0].text
+
+
+@pytest.mark.parametrize("name", ["long-refactor.jsonl", "npm-install-flood.jsonl"])
+def test_billed_tokens_are_the_simulation_figures(name):
+    log = sample(name)
+    for p in ("breakwater", "seed-001"):
+        run, sim = run_of(name, p), simulate(log, policy_for(p, log, None))
+        assert (run.billed_raw, run.billed_sent) == (sim.billed_raw, sim.billed_sent)
+        assert run.turns == len(sim.turns)
+        assert run.compaction_turns == tuple(t.turn for t in sim.turns if t.compaction)
+
+
+def test_a_summary_that_drops_a_later_correction_loses_it_and_the_default_keeps_it():
+    log = sample("long-refactor.jsonl")
+    probes = extract(log)
+    decimal = next(p for p in probes if p.kind == "constraint" and "money must be" in p.text)
+    seed0 = run_of("long-refactor.jsonl", "seed-000")
+    i = seed0.probes.index(decimal)
+    first_gone = next(k for k in range(decimal.turn, seed0.turns + 1) if not seed0.kept[i] >> (k - 1) & 1)
+    assert first_gone in seed0.compaction_turns                  # a deep compaction dropped it
+    assert decimal in seed0.lost_at(first_gone)
+    assert decimal.message_id == "m00090"                        # the workbench jumps there
+    default = run_of("long-refactor.jsonl", "breakwater")
+    j = default.probes.index(decimal)
+    assert all(default.kept[j] >> (k - 1) & 1 for k in range(decimal.turn, default.turns + 1))
+
+
+def test_gauge_series_and_recall_at_agree():
+    run = run_of("npm-install-flood.jsonl", "seed-001")
+    series = run.series()
+    assert len(series) == run.turns
+    assert all(series[k - 1] == run.recall_at(k) for k in range(1, run.turns + 1))
+    assert min(r for r in series if r is not None) < 1.0           # masking does lose facts here
+    assert run.recall_at(run.turns, ["goal"]) == 1.0
+    assert run.recall_at(0) is None
+
+
+def test_pinned_messages_survive_deep_compaction():
+    log = sample("long-refactor.jsonl")
+    target = next(m for m in log.messages if m.role == "assistant" and "Notes from the legacy invoice code" in m.content)
+    at = log.entries.index(target) + 1
+    pinned = SessionLog(log.header, [*log.entries[:at], Event("pin", "pin1", {"message_id": target.id}), *log.entries[at:]])
+    run = replay(pinned, policy_for("seed-000", pinned, None))
+    assert run.compaction_turns
+    tally = run.tally()
+    assert tally.recall("pinned") == 1.0 and tally.live["pinned"] == run.turns - target.turn
+
+
+def test_unpinned_message_stops_being_a_probe():
+    log = small_session()
+    entries = [*log.entries, Event("unpin", "e1", {"message_id": "m8"})]
+    probes = extract(SessionLog(log.header, entries))
+    pin = next(p for p in probes if p.kind == "pinned")
+    assert pin.until == 5 and not pin.live_at(5)
+
+
+def test_pinned_categories_include_the_latest_error():
+    run = replay(small_session(), preset("breakwater"))
+    tally = run.tally()
+    kinds = {p.kind for p in run.probes}
+    assert {"goal", "constraint", "file-modified", "pinned", "error"} <= kinds
+    # goal and constraints, the modified file, the pin, and the latest error at every turn it is the latest
+    live = sum(run.turns + 1 - p.turn for p in run.probes if p.kind in ("goal", "constraint", "file-modified", "pinned"))
+    err = next(p for p in run.probes if p.kind == "error")
+    assert tally.live[PINNED] == live + (run.turns + 1 - err.turn)
+
+
+def test_evaluate_path_summarises_each_preset(tmp_path):
+    s = evaluate_path(str(SAMPLES / "nginx-error-log.jsonl"), ["breakwater", "seed-001"])
+    assert s.error is None and set(s.presets) == {"breakwater", "seed-001"} and s.turns == 9
+    assert s.presets["seed-001"].tally.recall() < s.presets["breakwater"].tally.recall() == 1.0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json at all\n")
+    broken = evaluate_path(str(bad), ["breakwater"])
+    assert broken.error and not broken.presets
+
+
+def test_compaction_loop_and_reread_spiral_are_flagged():
+    assert loops.detect([10, 13, 15, 18], []) == ["compaction loop: 4 compactions, a median of 3 turns apart"]
+    assert loops.detect([10, 40, 80], []) == []
+    reads = [(2, "a.py"), (3, "b.py"), (10, "a.py"), (30, "b.py"), (31, "c.py")]
+    flags = loops.detect([10, 30], reads)
+    assert flags == ["re-read spiral: 2 of 2 compactions followed by re-reading a.py, b.py"]
+    assert loops.detect([10, 30], [(2, "a.py"), (10, "a.py")]) == []     # once is not a spiral
+
+
+def test_seed_003_loops_on_the_long_refactor():
+    flags = summarize_run(run_of("long-refactor.jsonl", "seed-003")).loops
+    assert flags and flags[0].startswith("compaction loop")
+    assert summarize_run(run_of("long-refactor.jsonl", "breakwater")).loops == []

@@ -1,0 +1,108 @@
+"""`breakwater eval`: the JSON contract, the table, parallel and Dask runs, and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_sessions"
+SMALL = ("nginx-error-log.jsonl", "npm-install-flood.jsonl", "mixed-zh-en.jsonl")
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "breakwater", "eval", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    for name in SMALL:
+        shutil.copy(SAMPLES / name, folder / name)
+    (folder / "nested").mkdir()
+    shutil.copy(SAMPLES / "sanitizer-mess.jsonl", folder / "nested" / "sanitizer-mess.jsonl")
+    (folder / "notes.txt").write_text("not a session, not looked at\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def local_json(corpus) -> dict:
+    out = run(str(corpus), "--json", "--jobs", "2")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_json_contract(local_json):
+    data = local_json
+    assert set(data["presets"]) == {"breakwater", "seed-000", "seed-001", "seed-003"}
+    for name, p in data["presets"].items():
+        assert {"billed_raw", "billed_sent", "saving", "compactions", "recall", "pinned_recall", "by_category"} <= set(p)
+        assert p["billed_sent"] < p["billed_raw"]
+        assert p["saving"] == pytest.approx(1 - p["billed_sent"] / p["billed_raw"])
+        assert 0 <= p["recall"] <= 1 and 0 <= p["pinned_recall"] <= 1
+        assert set(p["by_category"]) == {"goal", "files", "commands", "errors", "decisions", "pinned"}
+        assert all(v is None or 0 <= v <= 1 for v in p["by_category"].values())
+        assert p["sessions"] == 4
+    assert min(p["recall"] for p in data["presets"].values()) < 1.0          # the metric discriminates
+    sessions = data["sessions"]
+    paths = [s["path"] for s in sessions]
+    assert paths == sorted(paths) and sorted(Path(p).name for p in paths) == sorted(["sanitizer-mess.jsonl", *SMALL])
+    for s in sessions:
+        for name, p in s["presets"].items():
+            assert all(t["lost"] > 0 and 1 <= t["turn"] <= s["turns"] for t in p["lost_turns"])
+            assert isinstance(p["loops"], list)
+    for name, p in data["presets"].items():
+        assert p["billed_raw"] == sum(s["presets"][name]["billed_raw"] for s in sessions)
+        assert p["compactions"] == sum(s["presets"][name]["compactions"] for s in sessions)
+
+
+def test_one_job_gives_the_same_figures(corpus, local_json):
+    out = run(str(corpus), "--json", "--jobs", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == local_json
+
+
+def test_table_has_a_bar_per_preset_and_the_lost_turns(corpus):
+    out = run(str(corpus / "npm-install-flood.jsonl"), "--presets", "breakwater,seed-001", "--window", "16000")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    rows = [line for line in lines if line.strip().startswith(("breakwater", "seed-001")) and "█" in line + "░"]
+    assert len(rows) == 2 and all("%" in r for r in rows)
+    assert "lost at turn" in out.stdout
+
+
+def test_bad_input_is_one_line_and_loses_nothing(corpus, tmp_path):
+    out = run(str(tmp_path / "missing.jsonl"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "breakwater: no session files to evaluate"
+    out = run(str(corpus), "--presets", "breakwater,nope")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "unknown preset nope" in out.stderr
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\x00\x01 not json\n")
+    out = run(str(junk), str(corpus / "nginx-error-log.jsonl"), "--json", "--presets", "seed-001")
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert f"skipped {junk}" in out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["sessions"]) == 1 and data["skipped"][0]["path"] == str(junk)
+    assert junk.read_bytes() == b"\x00\x01 not json\n"
+
+
+def test_dask_cluster_gives_the_same_figures(corpus, local_json):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=None,
+                                  processes=True) as cluster:
+        out = run(str(corpus), "--json", "--dask", cluster.scheduler_address)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == local_json
+
+
+def test_dask_without_a_scheduler_is_one_line(corpus):
+    pytest.importorskip("distributed")
+    out = run(str(corpus / "nginx-error-log.jsonl"), "--dask", "tcp://127.0.0.1:9", timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("breakwater: cannot reach the Dask scheduler")
