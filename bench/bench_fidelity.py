@@ -1,0 +1,80 @@
+"""Fidelity benchmark: `breakwater eval` over 200 variants of the sample sessions, 1 and 2 local
+workers (and a 2-worker Dask LocalCluster when `distributed` is installed).
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from breakwater.core.policy import PRESETS
+from breakwater.fidelity.runner import Corpus, evaluate_path, run_dask, run_local, task
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_sessions"
+SESSIONS = 200
+
+
+def make_variants(folder: Path, n: int) -> list[str]:
+    """Each sample in turn, cut after 50-100% of its lines, with its own id: 200 different sessions."""
+    samples = sorted(SAMPLES.glob("*.jsonl"))
+    lines = {p: p.read_text(encoding="utf-8").splitlines() for p in samples}
+    out = []
+    for i in range(n):
+        src = samples[i % len(samples)]
+        head, *body = lines[src]
+        header = json.loads(head)
+        header["id"] = f"{header.get('id', 'session')}-{i:03d}"
+        keep = len(body) * (50 + (i * 37) % 51) // 100
+        path = folder / f"{i:03d}-{src.name}"
+        path.write_text("\n".join([json.dumps(header, ensure_ascii=False), *body[:keep]]) + "\n", encoding="utf-8")
+        out.append(str(path))
+    return out
+
+
+def timed(results) -> tuple[float, Corpus]:
+    corpus = Corpus(tuple(sorted(PRESETS)))
+    t0 = time.perf_counter()
+    for s in results:
+        corpus.add(s)
+    return time.perf_counter() - t0, corpus
+
+
+def main() -> None:
+    presets = sorted(PRESETS)
+    fn = task(presets)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = make_variants(Path(tmp), SESSIONS)
+        per_session = []
+        for p in paths[:25]:
+            t0 = time.perf_counter()
+            evaluate_path(p, presets)
+            per_session.append(time.perf_counter() - t0)
+        print(f"one session, {len(presets)} presets: median {statistics.median(per_session) * 1000:.0f} ms "
+              f"(of 25; max {max(per_session) * 1000:.0f} ms, the 177-turn long refactor)")
+        figures = {}
+        for jobs in (1, 2):
+            seconds, corpus = timed(run_local(paths, fn, jobs))
+            figures[jobs] = corpus
+            turns = sum(s.turns for s in corpus.sessions)
+            print(f"eval --jobs {jobs}: {SESSIONS} sessions ({turns:,} turns) in {seconds:.1f} s = "
+                  f"{SESSIONS / seconds:.1f} sessions/s")
+        same = figures[1].to_json(paths) == figures[2].to_json(paths)
+        print(f"--jobs 1 and --jobs 2 give identical figures: {same}")
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            print("dask: distributed not installed (pip install 'breakwater[cluster]')")
+            return
+        with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as cluster:
+            seconds, corpus = timed(run_dask(paths, fn, cluster.scheduler_address))
+        print(f"eval --dask (LocalCluster, 2 workers): {SESSIONS / seconds:.1f} sessions/s; "
+              f"identical figures: {corpus.to_json(paths) == figures[1].to_json(paths)}")
+
+
+if __name__ == "__main__":
+    main()
