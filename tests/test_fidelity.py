@@ -183,9 +183,12 @@ def test_pinned_categories_include_the_latest_error():
 
 
 def test_evaluate_path_summarises_each_preset(tmp_path):
-    s = evaluate_path(str(SAMPLES / "nginx-error-log.jsonl"), ["breakwater", "seed-001"])
-    assert s.error is None and set(s.presets) == {"breakwater", "seed-001"} and s.turns == 9
-    assert s.presets["seed-001"].tally.recall() < s.presets["breakwater"].tally.recall() == 1.0
+    s = evaluate_path(str(SAMPLES / "npm-install-flood.jsonl"), ["breakwater", "seed-001"])
+    assert s.error is None and set(s.presets) == {"breakwater", "seed-001"} and s.turns == 21
+    assert sum(s.probes.values()) == len(extract(sample("npm-install-flood.jsonl")))
+    for name in ("breakwater", "seed-001"):
+        direct = summarize_run(run_of("npm-install-flood.jsonl", name))
+        assert s.presets[name].tally == direct.tally and s.presets[name].lost_turns == direct.lost_turns
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json at all\n")
     broken = evaluate_path(str(bad), ["breakwater"])
