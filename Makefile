@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench test-model clean
+.PHONY: run test bench test-model clean screenshot snapshots
 
 $(STAMP): pyproject.toml
 	@scripts/install_bwrap.sh
@@ -19,6 +19,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+screenshot: $(STAMP)  ## docs/workbench.svg, the README's picture, drawn by the app itself
+	$(PY) scripts/screenshot.py
+
+snapshots: $(STAMP)  ## regenerate the UI's SVG snapshots after a deliberate change of look (Python 3.11.7)
+	$(PY) -m pytest -q tests/test_ui_snapshots.py --snapshot-update
 
 clean:
 	rm -rf $(VENV) build *.egg-info app/*.egg-info

@@ -68,3 +68,16 @@ def test_with_policy_replays_the_same_log_under_another():
     a.run(), b.run()
     assert b.log is a.log and b.policy.preset == "seed-000"
     assert b.simulation.to_json()["preset"] == "seed-000"
+
+
+def test_stepping_forward_and_back_gives_the_same_views():
+    log = as_log(session_messages(1500, avg_tool_chars=3000, seed=4), window=24000)
+    policy = preset("breakwater").with_changes(window=24000)
+    r = Replay(log, policy)
+    r.run()
+    walk = [40, 41, 42, 50, 49, 30, 31, r.turns, r.turns + 1, 1, 2]
+    for turn in walk:
+        if turn == 50:
+            r._views.clear()   # a step forward that must carry on with the live pipeline
+        assert r.view(turn) == view_at(log, policy, turn), turn
+    assert r.history_size(1) == 2 and r.history_size(r.turns + 1) == len(log.messages)

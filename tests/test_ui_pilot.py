@@ -105,8 +105,8 @@ async def test_inspector_shows_raw_and_sent_with_spans():
         target = next(i for i in range(d.history) if any(e.spans and e.kind in ("snipped", "masked")
                                                         for e in d.edits_by_id.get(lst.messages[i].id, ())))
         lst.select_index(target)
-        await pilot.pause(0.1)
         inspector = screen.query_one(Inspector)
+        await until(pilot, lambda: inspector.index == target)
         raw = screen.query_one("#inspector-raw", TextPane)
         sent = screen.query_one("#inspector-sent", TextPane)
         msg = lst.messages[target]
@@ -127,7 +127,7 @@ async def test_summary_row_lists_what_it_covers_and_jumps():
         lst = screen.query_one(MessageList)
         summary = screen.detail.summary
         lst.select_index(SUMMARY_ROW)
-        await pilot.pause(0.1)
+        await until(pilot, lambda: screen.query_one(Inspector).index == SUMMARY_ROW)
         assert f"covers {len(summary.covered)} messages" in screen_text(app)
         assert screen.query_one("#inspector-sent", TextPane).text == summary.message.content
         await pilot.press("enter")

@@ -4,7 +4,8 @@ any turn — what `simulate --view K` prints — cheaply enough to jump around i
 Folding the log from the start costs O(history) per request (≈1 s at the end of 5,000
 messages). So the one pass that simulates every turn also keeps a pickled checkpoint of the
 pipeline every few turns; a jump unpickles the nearest checkpoint at or before the turn and
-folds forward from there. Log entries, the token counter, the policy and the summarizer are
+folds forward from there. Stepping forward carries on with the pipeline the last jump left, and
+each fold keeps the views of the few turns before its target, so stepping back is a cache hit. Log entries, the token counter, the policy and the summarizer are
 shared with the checkpoints by reference (pickle persistent ids): a checkpoint holds only the
 pipeline's own state, never a second copy of the history.
 
@@ -29,9 +30,10 @@ from breakwater.core.session_log import Entry, SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
-CHECKPOINTS = 48        # at most this many per session: bounded memory, and a jump folds ≤ turns/48 turns
+CHECKPOINTS = 96        # at most this many per session: bounded memory, and a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few
-VIEW_CACHE = 16         # recent views kept for stepping back and forth
+VIEW_CACHE = 24         # recent views kept for stepping back and forth
+TRAILING_VIEWS = 6      # a fold also keeps the views of this many turns before its target
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,8 @@ class Replay:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _shared: list[object] = field(default_factory=list, repr=False)
     _ids: dict[int, int] = field(default_factory=dict, repr=False)
+    _live: tuple[int, Pipeline, int] | None = field(default=None, repr=False)
+    _history: list[int] = field(default_factory=list, repr=False)
 
     # -- the pass over the whole log -------------------------------------------------------------
     def run(self, progress: Callable[[int, int], None] | None = None) -> Simulation:
@@ -111,6 +115,8 @@ class Replay:
             self.simulation = sim
             self._checkpoints = checkpoints
             self._views.clear()
+            self._live = None
+            self._history = []
         return sim
 
     @property
@@ -138,27 +144,46 @@ class Replay:
     def _fold(self, turn: int) -> tuple[View, Calibration, TokenCounter]:
         turn = max(1, min(turn, self.turns + 1))
         with self._lock:
-            if turn in self._views:
+            hit = self._views.get(turn)
+            if hit is not None:
                 self._views.move_to_end(turn)
-                return self._views[turn]
+                return hit
             start = None
             for cp in self._checkpoints:
                 if cp.turn <= turn:
                     start = cp
-            pipe = self._load(start.state) if start else make_pipeline(self.log, self.policy, self.counter, self.model,
-                                                                        self.summarizer)
             entries = self.log.entries
-            for entry in entries[start.index if start else 0:]:
+            live = self._live
+            if live is not None and live[0] < turn and (start is None or live[0] >= start.turn):
+                # carry on with the pipeline the last fold left (stepping forward costs one turn):
+                # it has planned request live[0], whose assistant message is entries[live[2]]
+                _, pipe, i = live
+                pipe.feed(entries[i])
+                i += 1
+            elif start is not None:
+                pipe, i = self._load(start.state), start.index
+            else:
+                pipe, i = make_pipeline(self.log, self.policy, self.counter, self.model, self.summarizer), 0
+            while i < len(entries):
+                entry = entries[i]
                 if isinstance(entry, Message) and entry.role == "assistant":
                     if pipe.turn + 1 == turn:
                         break
-                    pipe.plan()
+                    plan = pipe.plan()
+                    if turn - plan.turn <= TRAILING_VIEWS:   # keep the few just before: stepping back is free
+                        self._keep(plan.turn, plan.built or pipe.materialize(plan), pipe)
                 pipe.feed(entry)
+                i += 1
             view, _ = pipe.view()
-            got = self._views[turn] = (view, replace(pipe.calibration), pipe.counter)
-            while len(self._views) > VIEW_CACHE:
-                self._views.popitem(last=False)
-            return got
+            self._live = (turn, pipe, i) if i < len(entries) else None
+            return self._keep(turn, view, pipe)
+
+    def _keep(self, turn: int, view: View, pipe: Pipeline) -> tuple[View, Calibration, TokenCounter]:
+        got = self._views[turn] = (view, replace(pipe.calibration), pipe.counter)
+        self._views.move_to_end(turn)
+        while len(self._views) > VIEW_CACHE:
+            self._views.popitem(last=False)
+        return got
 
     def detail(self, turn: int) -> TurnDetail:
         """The view of `turn` with what the workbench draws beside it (counts tiktoken: in a worker)."""
@@ -181,16 +206,15 @@ class Replay:
 
     def history_size(self, turn: int) -> int:
         """How many log messages come before request `turn` (its history)."""
-        seen = 0
-        n = 0
-        for entry in self.log.entries:
-            if isinstance(entry, Message):
-                if entry.role == "assistant":
-                    seen += 1
-                    if seen == turn:
-                        return n
-                n += 1
-        return n
+        if len(self._history) != self.turns + 1:
+            sizes, n = [], 0
+            for entry in self.log.entries:
+                if isinstance(entry, Message):
+                    if entry.role == "assistant":
+                        sizes.append(n)
+                    n += 1
+            self._history = sizes + [n]
+        return self._history[max(1, min(turn, len(self._history))) - 1]
 
     # -- what part 2 and part 3 build on ----------------------------------------------------------
     def with_policy(self, policy: Policy) -> "Replay":
@@ -202,6 +226,8 @@ class Replay:
         self.log.append(entry)
         with self._lock:
             self._views.clear()
+            self._live = None
+            self._history = []
 
     # -- checkpoints ------------------------------------------------------------------------------
     def _dump(self, pipe: Pipeline) -> bytes:

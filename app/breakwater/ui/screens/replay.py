@@ -38,6 +38,9 @@ def pins_of(replay: Replay) -> set[str]:
     return pins
 
 
+INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
+
+
 class ReplayScreen(Screen):
     BINDINGS = [
         Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
@@ -68,6 +71,7 @@ class ReplayScreen(Screen):
         self.detail = None
         self.speed_index = SPEEDS.index(1.0)
         self._player: Timer | None = None
+        self._inspect_timer: Timer | None = None
         self._prompt_mode = ""
         self.messages = replay.log.messages
 
@@ -96,7 +100,7 @@ class ReplayScreen(Screen):
         self.query_one("#timeline").border_title = "Timeline — tokens per turn"
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
-        self._simulate()
+        self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
 
     # -- workers ----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="simulate")
@@ -120,9 +124,7 @@ class ReplayScreen(Screen):
     # -- what the workers report ------------------------------------------------------------------
     @on(SimulationProgress)
     def _progress(self, message: SimulationProgress) -> None:
-        timeline = self.query_one(Timeline)
-        timeline.progress = (message.turn, message.total)
-        timeline.refresh()
+        self.query_one(Timeline).set_progress(message.turn, message.total)
 
     @on(SimulationReady)
     def _simulated(self, message: SimulationReady) -> None:
@@ -150,7 +152,10 @@ class ReplayScreen(Screen):
 
     @on(MessageList.Selected)
     def _selected(self, message: MessageList.Selected) -> None:
-        self._show_selected()
+        # the cursor row repaints at once; the inspector follows when the key stops repeating
+        if self._inspect_timer is not None:
+            self._inspect_timer.stop()
+        self._inspect_timer = self.set_timer(INSPECT_DELAY, self._show_selected)
 
     @on(TurnChosen)
     def _turn_chosen(self, message: TurnChosen) -> None:

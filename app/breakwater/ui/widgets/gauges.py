@@ -5,16 +5,16 @@ exact, last API figure, calibration), the raw size and what compaction saves."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widget import Widget
 
 from breakwater.core.replay import TurnDetail
 from breakwater.core.simulate import TurnStats
+from breakwater.ui.widgets.drawn import Drawn
 
 ZONE_TEXT = {"safe": "safe zone: sent as is", "soft": "soft zone: snip, mask, microcompact",
              "hard": "hard zone: deep compaction"}
 
 
-class Gauges(Widget):
+class Gauges(Drawn):
     COMPONENT_CLASSES = {"gauges--safe", "gauges--soft", "gauges--hard", "gauges--empty", "gauges--label",
                          "gauges--dim"}
 
@@ -25,19 +25,19 @@ class Gauges(Widget):
 
     def show(self, detail: TurnDetail | None, stats: TurnStats | None) -> None:
         self.detail, self.stats = detail, stats
-        self.refresh()
+        self.redraw()
 
     def _c(self, name: str):
         return self.get_component_rich_style(f"gauges--{name}", partial=True)
 
-    def render(self) -> Text:
+    def draw(self) -> Text:
         d = self.detail
         if d is None:
             return Text("computing the request…", style=self._c("dim"))
         v = d.view
         mark = "" if v.counted == "exact" else "≈"
         zone_style = self._c(v.zone)
-        out = Text(no_wrap=True, overflow="ellipsis")
+        out = Text()
         out.append("sent ", style="bold")
         out.append(f"{mark}{v.sent_tokens:,}", style=zone_style + self._c("label"))
         out.append(f" of window {v.window:,} · ")

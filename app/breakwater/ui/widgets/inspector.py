@@ -8,21 +8,40 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Static
 
 from breakwater.core.edits import Edit
 from breakwater.core.message import Message
 from breakwater.core.replay import TurnDetail
 from breakwater.core.tokens import heuristic_message
 from breakwater.ui.widgets.badges import describe, label
+from breakwater.ui.widgets.drawn import Drawn
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, preview
 from breakwater.ui.widgets.text_pane import TextPane
 
 Spans = list[tuple[int, int, str]]
+COVERED_LISTED = 400
+STACK_BELOW = 76   # columns
 
 
 def _call_line(call) -> str:
     return f"→ {call.name}({call.arguments})"
+
+
+class InspectorHead(Drawn):
+    """What happened to the message; a fixed height, so a new selection never relayouts the screen."""
+
+    WRAP = True
+
+    def __init__(self, id: str | None = None):
+        super().__init__(id=id)
+        self.text: Text | str = ""
+
+    def update(self, text: Text | str) -> None:
+        self.text = text
+        self.redraw()
+
+    def draw(self) -> Text:
+        return self.text if isinstance(self.text, Text) else Text(self.text)
 
 
 class Inspector(Vertical):
@@ -40,7 +59,7 @@ class Inspector(Vertical):
         self.detail: TurnDetail | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="inspector-head")
+        yield InspectorHead(id="inspector-head")
         with Horizontal(id="inspector-panes"):
             yield TextPane(id="inspector-raw")
             yield TextPane(id="inspector-sent")
@@ -50,11 +69,15 @@ class Inspector(Vertical):
         self.query_one("#inspector-sent").border_title = "sent"
         self.border_title = "Inspector"
 
+    def on_resize(self) -> None:
+        # side by side needs room; in a narrow inspector the sent text goes under the raw one
+        self.set_class(self.size.width < STACK_BELOW, "-stacked")
+
     def show(self, index: int | None, detail: TurnDetail | None) -> None:
         if index == self.index and detail is self.detail:
             return
         self.index, self.detail = index, detail
-        head = self.query_one("#inspector-head", Static)
+        head = self.query_one(InspectorHead)
         raw_pane = self.query_one("#inspector-raw", TextPane)
         sent_pane = self.query_one("#inspector-sent", TextPane)
         turn = detail.view.turn if detail else None
@@ -154,7 +177,7 @@ class Inspector(Vertical):
             return f"(not sent at turn {detail.view.turn}: replaced by the deep-compaction summary)\n{reasons}"
         return f"(not sent at turn {detail.view.turn}: {reasons or 'not part of this request'})"
 
-    def _show_summary(self, detail: TurnDetail | None, head: Static, raw_pane: TextPane,
+    def _show_summary(self, detail: TurnDetail | None, head: InspectorHead, raw_pane: TextPane,
                       sent_pane: TextPane) -> None:
         s = detail.summary if detail else None
         if s is None:
@@ -163,8 +186,10 @@ class Inspector(Vertical):
             sent_pane.set_text("")
             return
         index_of = {m.id: i for i, m in enumerate(self.messages)}
-        lines = [f"#{index_of.get(mid, '?')} {self.messages[index_of[mid]].role:<9} "
-                 f"{preview(self.messages[index_of[mid]])[:160]}" for mid in s.covered if mid in index_of]
+        lines = [f"#{index_of[mid]} {self.messages[index_of[mid]].role:<9} {preview(self.messages[index_of[mid]])[:160]}"
+                 for mid in s.covered[:COVERED_LISTED] if mid in index_of]
+        if len(s.covered) > COVERED_LISTED:
+            lines.append(f"… and {len(s.covered) - COVERED_LISTED:,} more (the rows under the summary in the list)")
         raw_pane.set_text(f"covers {len(s.covered)} messages (enter jumps to the first):\n" + "\n".join(lines))
         sent_pane.set_text(s.message.content)
         text = Text()

@@ -118,9 +118,16 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
     def _rebuild(self, keep: int | None) -> None:
         detail, flt = self.detail, self.filter
         covered = set(detail.summary.covered) if detail and detail.summary else set()
-        rows: list[int] = []
         needle = flt.search.lower()
         summary_placed = not covered or not self._summary_passes(flt, needle)
+        if flt == ListFilter():     # the common case, in C speed: every message, the summary above its first
+            rows = list(range(len(self.messages)))
+            if not summary_placed:
+                first = next(i for i, m in enumerate(self.messages) if m.id in covered)
+                rows.insert(first, SUMMARY_ROW)
+            self._set_rows(rows, keep)
+            return
+        rows: list[int] = []
         if needle and self._lower is None:
             self._lower = [m.content.lower() for m in self.messages]
         for i, m in enumerate(self.messages):
@@ -141,6 +148,9 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             rows.append(i)
         if not summary_placed:
             rows.insert(0, SUMMARY_ROW)
+        self._set_rows(rows, keep)
+
+    def _set_rows(self, rows: list[int], keep: int | None) -> None:
         self.rows = rows
         self.virtual_size = Size(self.size.width, len(rows))
         self.select_index(keep if keep is not None else 0, scroll=False)

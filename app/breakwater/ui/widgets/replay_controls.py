@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widget import Widget
+
+from breakwater.ui.widgets.drawn import Drawn
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
-class ReplayControls(Widget):
+class ReplayControls(Drawn):
     COMPONENT_CLASSES = {"replay-controls--title", "replay-controls--dim", "replay-controls--playing"}
 
     def __init__(self, title: str, id: str | None = None):
@@ -24,11 +25,11 @@ class ReplayControls(Widget):
     def update_state(self, **state) -> None:
         for k, v in state.items():
             setattr(self, k, v)
-        self.refresh()
+        self.redraw()
 
-    def render(self) -> Text:
+    def draw(self) -> Text:
         c = lambda n: self.get_component_rich_style(f"replay-controls--{n}", partial=True)  # noqa: E731
-        text = Text(no_wrap=True, overflow="ellipsis")
+        text = Text()
         text.append(" ▶ playing " if self.playing else " paused ", c("playing") if self.playing else c("dim"))
         where = f"turn {self.turn} / {self.turns}"
         if self.turn == self.turns + 1:

@@ -1,8 +1,8 @@
 """A scrolling, soft-wrapped view of one long text with highlighted character spans, on the line
 API: only the rows on screen are styled and drawn, so a 10 MB tool output opens at once.
 
-Row positions come from a prefix sum of per-line row counts; a line with non-ASCII text wraps at
-half the width, so a row of double-width characters still fits (never cut off).
+Row positions come from a prefix sum of per-line row counts; a line holding double-width
+characters (CJK) wraps at half the width, so every row fits and nothing is cut off.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import bisect
 from array import array
 from itertools import accumulate
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -63,7 +64,8 @@ class TextPane(ScrollView, can_focus=True):
         starts, text = self._line_starts, self.text
         ends = [e - 1 for e in starts[1:]] + [len(text)]
         half = max(4, width // 2)
-        self._narrow = {i for i, (s, e) in enumerate(zip(starts, ends)) if not text[s:e].isascii()}
+        self._narrow = {i for i, (s, e) in enumerate(zip(starts, ends))
+                        if not text[s:e].isascii() and cell_len(text[s:e]) > e - s}
         narrow = self._narrow
         rows = (max(1, -(-(e - s) // (half if i in narrow else width))) for i, (s, e) in enumerate(zip(starts, ends)))
         self._row_starts = array("q", accumulate(rows, initial=0))

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual import events
-from textual.widget import Widget
 
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
+from breakwater.ui.widgets.drawn import Drawn
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
-class Timeline(Widget):
+class Timeline(Drawn):
     COMPONENT_CLASSES = {"timeline--safe", "timeline--soft", "timeline--hard", "timeline--raw",
                          "timeline--limit-soft", "timeline--limit-hard", "timeline--compaction",
                          "timeline--cursor", "timeline--dim"}
@@ -31,11 +31,11 @@ class Timeline(Widget):
 
     def show(self, simulation: Simulation | None, turn: int) -> None:
         self.simulation, self.turn = simulation, turn
-        self.refresh()
+        self.redraw()
 
     def set_turn(self, turn: int) -> None:
         self.turn = turn
-        self.refresh()
+        self.redraw()
 
     def _c(self, name: str):
         return self.get_component_rich_style(f"timeline--{name}", partial=True)
@@ -58,7 +58,7 @@ class Timeline(Widget):
             return 1
         return max(1, min(len(sim.turns), col * per + 1))
 
-    def render(self) -> Text:
+    def draw(self) -> Text:
         sim = self.simulation
         if sim is None:
             if self.progress:
@@ -121,6 +121,10 @@ class Timeline(Widget):
         lines.append(self._wallet(sim))
         lines.append(self._legend())
         return Text("\n").join(lines)
+
+    def set_progress(self, done: int, total: int) -> None:
+        self.progress = (done, total)
+        self.redraw()
 
     def _legend(self) -> Text:
         text = Text(" █", style=self._c("safe"))

@@ -1,0 +1,124 @@
+"""Workbench benchmarks: first paint, key-to-repaint latency, jump to a turn.
+
+Prints figures; asserts nothing. Each session is parsed first (parsing is not the UI's time);
+the app is the real one from `make_app`, run headless at 160×48 by Textual's test driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synth import session_messages, write_session  # noqa: E402
+
+from breakwater.core.policy import preset  # noqa: E402
+from breakwater.core.replay import Replay  # noqa: E402
+from breakwater.formats import load_session  # noqa: E402
+from breakwater.ui.app import make_app  # noqa: E402
+from breakwater.ui.config import UISettings  # noqa: E402
+from breakwater.ui.widgets.message_list import MessageList  # noqa: E402
+
+WINDOW = 128_000
+SIZE = (160, 48)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def make_log(n: int, tmp: Path):
+    path = write_session(tmp / f"s{n}.jsonl", session_messages(n, avg_tool_chars=2000, seed=n),
+                         header={"window": WINDOW})
+    t0 = time.perf_counter()
+    log = load_session(path)
+    return log, time.perf_counter() - t0
+
+
+async def first_paint(log) -> tuple[float, float]:
+    """Seconds from creating the app to the message list's first painted screen; MB added by then."""
+    before = rss_mb()
+    t0 = time.perf_counter()
+    app = make_app(log, preset("breakwater").with_changes(window=WINDOW), settings=UISettings())
+    async with app.run_test(size=SIZE) as pilot:
+        lst = app.screen.query_one(MessageList)
+        while not lst._strips:          # the list has drawn its rows
+            await pilot.pause(0.005)
+        took = time.perf_counter() - t0
+        grown = rss_mb() - before
+        app.exit()
+    return took, grown
+
+
+async def key_latency(log) -> dict[str, tuple[float, float]]:
+    """Median ms from a key press to the repainted screen, once the session is simulated: wall
+    clock, and the process's CPU time (the machine is shared, so wall time includes waiting)."""
+    app = make_app(log, preset("breakwater").with_changes(window=WINDOW), settings=UISettings())
+    out: dict[str, list[tuple[float, float]]] = {"down (select)": [], "pagedown (scroll)": [],
+                                                  "left (step a turn)": []}
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        while screen.detail is None:
+            await pilot.pause(0.05)
+        for key, label in (("down", "down (select)"), ("pagedown", "pagedown (scroll)")):
+            for _ in range(25):
+                t0, c0 = time.perf_counter(), time.process_time()
+                await pilot.press(key)
+                await pilot.pause()
+                out[label].append((time.perf_counter() - t0, time.process_time() - c0))
+        for _ in range(25):
+            want = screen.turn - 1
+            t0, c0 = time.perf_counter(), time.process_time()
+            await pilot.press("left")
+            while screen.detail.view.turn != want:
+                await pilot.pause(0.001)
+            await pilot.pause()
+            out["left (step a turn)"].append((time.perf_counter() - t0, time.process_time() - c0))
+        app.exit()
+    return {k: (1000 * statistics.median(w for w, _ in v), 1000 * statistics.median(c for _, c in v))
+            for k, v in out.items()}
+
+
+def jumps(log, count: int = 40) -> tuple[float, float, float]:
+    replay = Replay(log, preset("breakwater").with_changes(window=WINDOW))
+    t0 = time.perf_counter()
+    replay.run()
+    run_s = time.perf_counter() - t0
+    rng = random.Random(5)
+    times = []
+    for _ in range(count):
+        turn = rng.randrange(1, replay.turns + 2)
+        c0 = time.process_time()
+        replay.detail(turn)
+        times.append(time.process_time() - c0)
+    return run_s, 1000 * statistics.median(times), 1000 * max(times)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        small, _ = make_log(100, Path(tmp))
+        big, parse_s = make_log(20_000, Path(tmp))
+        mid, _ = make_log(5_000, Path(tmp))
+    asyncio.run(first_paint(small))          # warm imports and the CSS once
+    paint_small, mem_small = asyncio.run(first_paint(small))
+    paint_big, mem_big = asyncio.run(first_paint(big))
+    print(f"first paint, 100 messages: {paint_small:.3f} s (+{mem_small:.0f} MB)")
+    print(f"first paint, 20,000 messages (parsed in {parse_s:.2f} s beforehand): {paint_big:.3f} s "
+          f"(+{mem_big:.0f} MB), {paint_big / paint_small:.2f}× the 100-message paint")
+    for label, (wall, cpu) in asyncio.run(key_latency(big)).items():
+        print(f"key → repaint at 20,000 messages, {label}: {wall:.1f} ms median of 25 ({cpu:.1f} ms CPU)")
+    run_s, med, worst = jumps(mid)
+    print(f"jump to a random turn of 5,000 messages: {med:.1f} ms CPU median, {worst:.1f} ms worst of 40 "
+          f"(after the one simulation pass with checkpoints: {run_s:.2f} s, in a worker)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""At every turn of two sample sessions, what the gauges and badges draw is what
+`breakwater simulate --json` prints for that turn (a real subprocess, the real screen)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+
+import pytest
+from ui_support import app_for, ready
+
+from breakwater.core.commands import sample_path
+from breakwater.ui.widgets.gauges import Gauges
+from breakwater.ui.widgets.message_list import MessageList
+
+
+@pytest.mark.parametrize("name", ["sanitizer-mess.jsonl", "npm-install-flood.jsonl"])
+async def test_gauges_and_badges_equal_simulate_json(name):
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(sample_path(name)), "--json"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    expected = json.loads(out.stdout)
+    app = app_for(name)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        gauges = screen.query_one(Gauges)
+        lst = screen.query_one(MessageList)
+        for row in expected["turns"]:
+            screen._go(row["turn"])
+            await ready(pilot, row["turn"])
+            drawn = gauges.draw().plain
+            mark = "" if row["counted"] == "exact" else "≈"
+            assert f"sent {mark}{row['sent_tokens']:,} of window {expected['window']:,}" in drawn, row
+            assert f"raw {row['raw_tokens']:,}" in drawn
+            assert {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}[row["zone"]] in drawn
+            if "api_tokens" in row:
+                assert f"API {row['api_tokens']:,}" in drawn
+            badges = collections.Counter()
+            detail = screen.detail
+            for i in range(detail.history):      # one badge per kind on each message's row
+                badges.update(detail.kinds(lst.messages[i].id))
+            assert dict(badges) == row["edits"], row["turn"]
