@@ -410,6 +410,9 @@ class Pipeline:
     def _apply(self, comp: Compaction) -> None:
         out = self.san.out
         if comp.cut_id is None:
+            # the summary covers everything so far: calls still waiting for results are closed
+            # now, or stripping them later would leave the cut past the end
+            self.san.close_group()
             cut = len(out)
         else:
             cut = self.id_index.get(comp.cut_id)
