@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 ROLES = ("system", "user", "assistant", "tool")
+_ROLE = {r: r for r in ROLES}
+MAX_TURN = 10**9  # a turn number beyond any real session: the field is garbage
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,15 +22,27 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
     @classmethod
-    def from_api(cls, data: Mapping[str, Any]) -> "ToolCall":
-        fn = data.get("function") or {}
-        args = fn.get("arguments", data.get("arguments", ""))
+    def from_api(cls, data: Mapping[str, Any], problems: list[str] | None = None, where: str = "tool call") -> "ToolCall":
+        """Read a chat-completions tool call; a field of the wrong type is defaulted and, when
+        `problems` is given, described there."""
+        fn = data.get("function")
+        if fn is None:
+            fn = data  # the flat shape some exporters write: {"id", "name", "arguments"}
+        elif not isinstance(fn, dict):
+            _note(problems, f"{where}: function is {_kind(fn)}, not an object; read as its name")
+            fn = {"name": fn if isinstance(fn, str) else ""}
+        args = fn.get("arguments", "")
         if not isinstance(args, str):
-            args = json.dumps(args, ensure_ascii=False)
-        return cls(id=str(data.get("id") or ""), name=str(fn.get("name", data.get("name", "")) or ""), arguments=args)
+            args = _json_text(args)
+        return cls(id=_text_field(data.get("id"), f"{where}: id", problems),
+                   name=_text_field(fn.get("name"), f"{where}: name", problems), arguments=args)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, which made
+# constructing one four times slower, and a session builds millions (loading, every stage's
+# with_content). It is a value all the same: nothing assigns to a Message once it is built
+# (the property tests check the log is never modified); derive a new one instead.
+@dataclass(slots=True, unsafe_hash=True)
 class Message:
     """A message in chat-completions shape.
 
@@ -72,19 +87,58 @@ class Message:
         return rec
 
     @classmethod
-    def from_record(cls, rec: Mapping[str, Any], fallback_id: str = "") -> "Message":
-        content = rec.get("content")
-        calls = rec.get("tool_calls") or ()
-        return cls(
-            id=str(rec.get("id") or fallback_id),
-            role=str(rec.get("role") or ""),
-            content=content_text(content),
-            tool_calls=tuple(ToolCall.from_api(c) for c in calls if isinstance(c, Mapping)),
-            tool_call_id=None if rec.get("tool_call_id") is None else str(rec["tool_call_id"]),
-            name=None if rec.get("name") is None else str(rec["name"]),
-            turn=int(rec.get("turn") or 0),
-            meta=rec.get("meta") if isinstance(rec.get("meta"), Mapping) else None,
-        )
+    def from_record(cls, rec: Mapping[str, Any], fallback_id: str = "", problems: list[str] | None = None,
+                    default_turn: int = 0) -> "Message":
+        """Read a message record. Never raises on a field of the wrong type: it is defaulted
+        (a missing or unusable `turn` becomes `default_turn`) and, when `problems` is given,
+        described there in a few words."""
+        get = rec.get
+        role = get("role")
+        if type(role) is not str:
+            _note(problems, f"role is {_kind(role)}, not a string")
+            role = "" if role is None else str(role)
+        else:
+            role = _ROLE.get(role, role)  # one shared string per role, not one per line
+        content = get("content")
+        if type(content) is not str:
+            try:
+                content = content_text(content)
+            except (ValueError, RecursionError):
+                _note(problems, "content could not be read, left empty")
+                content = ""
+        calls = get("tool_calls")
+        if not calls:
+            calls = ()
+        elif type(calls) is list:
+            parsed = []
+            for k, c in enumerate(calls):
+                if isinstance(c, dict):
+                    parsed.append(ToolCall.from_api(c, problems, f"tool_calls[{k}]"))
+                else:
+                    _note(problems, f"tool_calls[{k}] is {_kind(c)}, not an object; ignored")
+            calls = tuple(parsed)
+        else:
+            _note(problems, f"tool_calls is {_kind(calls)}, not a list; ignored")
+            calls = ()
+        mid = get("id")
+        if type(mid) is not str or not mid:
+            mid = _text_field(mid, "id", problems) or fallback_id
+        turn = get("turn")
+        if type(turn) is float and turn.is_integer():
+            turn = int(turn)
+        if type(turn) is not int or not 0 <= turn <= MAX_TURN:
+            if turn is not None:
+                _note(problems, f"turn {short_value(turn)} is not a turn number, defaulted to {default_turn}")
+            turn = default_turn
+        meta = get("meta")
+        if meta is not None and type(meta) is not dict:
+            _note(problems, f"meta is {_kind(meta)}, not an object; ignored")
+            meta = None
+        call_id, name = get("tool_call_id"), get("name")
+        return cls(mid, role, content, calls,
+                   call_id if call_id is None or type(call_id) is str else _text_field(call_id, "tool_call_id", problems),
+                   name if name is None or type(name) is str else _text_field(name, "name", problems),
+                   turn, meta or None)
 
     def with_content(self, content: str) -> "Message":
         # hot path of every stage: a direct call is several times cheaper than dataclasses.replace
@@ -114,3 +168,52 @@ def content_text(content: Any) -> str:
                     parts.append("[image]")
         return "\n".join(parts)
     return json.dumps(content, ensure_ascii=False)
+
+
+def _note(problems: list[str] | None, text: str) -> None:
+    if problems is not None:
+        problems.append(text)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def short_value(value: Any, limit: int = 24) -> str:
+    """A field's value for a warning: short, and never a 5,000-digit number."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**limit:
+        return f"({len(str(abs(value)))}-digit number)"
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (str, list, dict)) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return ""
+
+
+def _text_field(value: Any, what: str, problems: list[str] | None) -> str:
+    """A string field: a string as it is, a number as its digits, anything else defaulted to ""."""
+    if type(value) is str:
+        return value
+    if value is None:
+        return ""
+    if type(value) is int:
+        _note(problems, f"{what} {short_value(value)} is a number, read as text")
+        return str(value) if abs(value) < 10**40 else ""
+    _note(problems, f"{what} is {_kind(value)}, not a string; left empty")
+    return ""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> str:
+    """`text` with every lone surrogate (unencodable in UTF-8: a JSON "\\ud800" escape makes
+    one) replaced by U+FFFD, so it can be written, printed and tokenized."""
+    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
