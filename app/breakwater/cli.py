@@ -47,3 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the last resort: one line and a report, never a traceback
+        from breakwater.crash import report_crash
+
+        print(report_crash(exc, argv if argv is not None else sys.argv[1:]), file=sys.stderr)
+        return 70  # EX_SOFTWARE

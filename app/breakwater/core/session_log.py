@@ -12,6 +12,8 @@ model, it never edits this file.
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -19,7 +21,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from breakwater.core.message import Message
+from breakwater.core.message import ROLES, Message, replace_surrogates, short_value as _short
+
+_ROLES = frozenset(ROLES)
+MAX_COUNT = 10**15  # beyond any real token, line or byte count: the field is garbage
 
 FORMAT_VERSION = 1
 
@@ -168,97 +173,244 @@ def open_session_file(path: Path):
         raise SessionLogError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+_SCAN = json.JSONDecoder().scan_once
+_LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
+
+
+def _bounded_int(digits: str) -> int | None:
+    return int(digits) if len(digits) <= DIGITS_LIMIT else None
+
+
+_LENIENT = json.JSONDecoder(parse_int=_bounded_int)
+
+
+def lenient_loads(text: str) -> Any:
+    """json.loads, except that an integer too long to convert becomes None."""
+    return _LENIENT.decode(text)
+
+
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
     """Yield (line number, parsed object or None, problem or None) for every non-blank line.
 
     Survives broken JSON, a truncated last line, several objects glued on one
-    line (each is yielded), bytes that are not UTF-8 (replaced, reported) and
-    very long lines.
+    line (each is yielded), bytes that are not UTF-8 (replaced, reported), very
+    long lines, nesting too deep to parse, integers too long to convert (read
+    as null) and lone surrogate escapes (replaced by U+FFFD). None with a problem:
+    the line is skipped.
     """
     fh = open_session_file(path)
-    decoder = json.JSONDecoder()
+    scan = _SCAN
     with fh:
         lineno = 0
         for raw in fh:
             lineno += 1
-            complete = raw.endswith(b"\n")
-            raw = raw.strip()
-            if not raw:
+            try:  # the fast path: one well-formed object per line, straight to the C scanner
+                text = raw.decode()
+                obj, end = scan(text, 0)
+                if end != len(text) and not text[end:].isspace():
+                    raise ValueError
+            except (ValueError, StopIteration, RecursionError):
+                if raw.strip():
+                    yield from _slow_line(lineno, raw)
                 continue
-            try:
-                text = raw.decode("utf-8")
-                bad_bytes = None
-            except UnicodeDecodeError as exc:
-                text = raw.decode("utf-8", errors="replace")
-                bad_bytes = f"bytes that are not UTF-8 at column {exc.start + 1} were replaced"
-            objs: list[Any] = []
-            pos, err = 0, None
-            while pos < len(text):
-                try:
-                    obj, end = decoder.raw_decode(text, pos)
-                except json.JSONDecodeError as exc:
-                    err = exc
-                    break
-                objs.append(obj)
-                pos = end
-                while pos < len(text) and text[pos] in " \t\r":
-                    pos += 1
-            if err is not None and not objs:
-                if not complete:
-                    yield lineno, None, f"truncated last line ({len(raw)} bytes), skipped"
-                else:
-                    yield lineno, None, f"not valid JSON ({err.msg} at column {err.colno}), skipped"
-                continue
-            problem = bad_bytes
-            if len(objs) > 1 or err is not None:
-                what = f"{len(objs)} JSON objects glued on one line"
-                what += ", loaded each" if err is None else f", loaded {len(objs)}, rest is broken"
-                problem = what if problem is None else f"{problem}; {what}"
-            for i, obj in enumerate(objs):
-                yield lineno, obj, problem if i == 0 else None
+            if obj is None:
+                yield lineno, None, "expected a JSON object, got null, skipped"
+            elif "\\u" in text and _LONE_ESCAPE.search(text) and (fixed := replace_surrogates_in(obj)) is not None:
+                yield lineno, fixed, "a lone surrogate escape (not a character) was replaced by U+FFFD"
+            else:
+                yield lineno, obj, None
+
+
+def _slow_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
+    complete = raw.endswith(b"\n")
+    raw = raw.strip()
+    try:
+        text = raw.decode("utf-8")
+        problems = []
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        problems = [f"bytes that are not UTF-8 at column {exc.start + 1} were replaced"]
+    objs: list[Any] = []
+    pos, err = 0, None
+    decoder = json.JSONDecoder()
+    while pos < len(text):
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            err = exc
+            break
+        except RecursionError:
+            yield lineno, None, "nested too deeply to read, skipped"
+            return
+        except ValueError:  # an integer longer than int() converts
+            obj, end = _LENIENT.raw_decode(text, pos)
+            problems.append(f"a number of more than {DIGITS_LIMIT} digits was read as null")
+        objs.append(obj)
+        pos = end
+        while pos < len(text) and text[pos] in " \t\r":
+            pos += 1
+    if err is not None and not objs:
+        if not complete:
+            yield lineno, None, f"truncated last line ({len(raw)} bytes), skipped"
+        else:
+            yield lineno, None, f"not valid JSON ({err.msg} at column {err.colno}), skipped"
+        return
+    if len(objs) > 1 or err is not None:
+        what = f"{len(objs)} JSON objects glued on one line"
+        problems.append(what + (", loaded each" if err is None else f", loaded {len(objs)}, rest is broken"))
+    if "\\u" in text:
+        for i, obj in enumerate(objs):
+            fixed = replace_surrogates_in(obj)
+            if fixed is not None:
+                objs[i] = fixed
+                problems.append("a lone surrogate escape (not a character) was replaced by U+FFFD")
+    problem = "; ".join(problems) or None
+    for i, obj in enumerate(objs):
+        if obj is None:
+            yield lineno, None, "expected a JSON object, got null, skipped"
+        else:
+            yield lineno, obj, problem if i == 0 else None
+
+
+def replace_surrogates_in(obj: Any) -> Any | None:
+    """`obj` with lone surrogates replaced in every string (keys too), or None if it had none."""
+    if isinstance(obj, str):
+        fixed = replace_surrogates(obj)
+        return None if fixed == obj else fixed
+    found = False
+    stack = [obj]
+    while stack:  # iterative: the object may be nested as deep as the parser allows
+        node = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(value, str):
+                fixed = replace_surrogates(value)
+                if fixed != value:
+                    node[key] = fixed
+                    found = True
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+            if isinstance(node, dict) and isinstance(key, str) and (new_key := replace_surrogates(key)) != key:
+                node[new_key] = node.pop(key)
+                found = True
+    return obj if found else None
 
 
 def load_native(path: Path) -> SessionLog:
-    """Load a native session log; bad lines become `issues`, the rest loads."""
+    """Load a native session log; bad lines and fields become `issues`, the rest loads."""
     path = Path(path)
+    where = str(path)
     header: dict[str, Any] = {}
     entries: list[Entry] = []
     issues: list[LoadIssue] = []
     n_msgs = n_events = 0
     assistants = 0
+    problems: list[str] = []
+    from_record = Message.from_record
     for lineno, obj, problem in iter_json_lines(path):
         if problem:
-            issues.append(LoadIssue(str(path), lineno, problem))
+            problems.append(problem)
         if obj is None:
-            continue
-        if not isinstance(obj, dict):
-            issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}, skipped"))
-            continue
-        kind = obj.get("type")
-        if kind == "session":
-            if not header:
-                header = obj
-            continue
-        if kind == "message" or (kind is None and "role" in obj):
-            role = obj.get("role")
-            if not isinstance(role, str) or not role:
-                issues.append(LoadIssue(str(path), lineno, "message without a role, skipped"))
-                continue
-            msg = Message.from_record(obj, fallback_id=f"m{n_msgs:05d}")
-            if "turn" not in obj:
-                msg = Message(msg.id, msg.role, msg.content, msg.tool_calls, msg.tool_call_id, msg.name,
-                              assistants + 1 if role != "assistant" else assistants + 1, msg.meta)
-            if role == "assistant":
-                assistants += 1
-            entries.append(msg)
-            n_msgs += 1
-        elif isinstance(kind, str):
-            entries.append(Event.from_record(obj, fallback_id=f"e{n_events:05d}"))
-            n_events += 1
+            pass
+        elif type(obj) is not dict:
+            problems.append(f"expected a JSON object, got {type(obj).__name__}, skipped")
         else:
-            issues.append(LoadIssue(str(path), lineno, "line has no \"type\", skipped"))
+            kind = obj.get("type")
+            if kind == "message" or (kind is None and "role" in obj):
+                role = obj.get("role")
+                if type(role) is not str or not role:
+                    problems.append("message without a role, skipped")
+                else:
+                    if role not in _ROLES:
+                        problems.append(f"role {_quoted(role)} is not a chat-completions role; "
+                                        f"loaded, the pipeline drops it")
+                    mid = obj.get("id")
+                    msg = from_record(obj, "" if type(mid) is str and mid else f"m{n_msgs:05d}", problems,
+                                      assistants + 1)
+                    if msg.meta is not None and type(msg.meta.get("source")) is dict:
+                        msg = _checked_source(msg, problems)
+                    if role == "assistant":
+                        assistants += 1
+                    entries.append(msg)
+                    n_msgs += 1
+            elif kind == "session":
+                if not header:
+                    header = _checked_header(obj, problems)
+            elif type(kind) is str:
+                event = _checked_event(obj, f"e{n_events:05d}", problems)
+                if event is not None:
+                    entries.append(event)
+                    n_events += 1
+            else:
+                problems.append("line has no \"type\", skipped")
+        if problems:
+            issues.append(LoadIssue(where, lineno, "; ".join(problems)))
+            problems = []
     if not header and not entries:
         if issues:
             raise SessionLogError(f"{path}: no loadable lines ({issues[0].reason} at line {issues[0].line})")
         raise SessionLogError(f"{path}: empty session file")
     return SessionLog(header=header, entries=entries, path=path, issues=issues)
+
+
+def _quoted(value: str, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _whole(value: Any) -> bool:
+    return type(value) is int and -MAX_COUNT <= value <= MAX_COUNT
+
+
+def _checked_header(obj: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """The header with the fields the core reads (model, window, preset) usable or removed."""
+    bad = [k for k, ok in (("model", lambda v: type(v) is str), ("preset", lambda v: type(v) is str),
+                           ("window", lambda v: _whole(v) and v > 0)) if k in obj and not ok(obj[k])]
+    if not bad:
+        return obj
+    problems.append(f"session header: {', '.join(bad)} unusable, ignored")
+    return {k: v for k, v in obj.items() if k not in bad}
+
+
+# the integer fields of a tool result's `meta.source` that stages compute with
+_SOURCE_COUNTS = ("total_lines", "total_bytes", "dropped_lines", "max_lines", "exit_code")
+# fields of a compaction event: integers defaulted to 0 when unusable, texts required
+_COMPACTION_COUNTS = ("turn", "tokens_before", "tokens_after", "covered")
+
+
+def _checked_source(msg: Message, problems: list[str]) -> Message:
+    source = msg.meta["source"]
+    bad = [k for k in _SOURCE_COUNTS if k in source and source[k] is not None and not _whole(source[k])]
+    if not bad:
+        return msg
+    problems.append(f"meta.source: {', '.join(bad)} not whole numbers, ignored")
+    meta = {**msg.meta, "source": {k: v for k, v in source.items() if k not in bad}}
+    return Message(msg.id, msg.role, msg.content, msg.tool_calls, msg.tool_call_id, msg.name, msg.turn, meta)
+
+
+def _checked_event(obj: dict[str, Any], fallback_id: str, problems: list[str]) -> Event | None:
+    """An event whose fields the pipeline can use; None (skipped, with the reason) if it cannot be."""
+    kind = obj["type"]
+    eid = obj.get("id")
+    if type(eid) is not str or not eid:
+        if eid not in (None, ""):
+            problems.append(f"event id {_quoted(str(eid))} is not a string, read as text")
+        eid = str(eid) if eid not in (None, "") else fallback_id
+    data = {k: v for k, v in obj.items() if k not in ("type", "id")}
+    if kind == "compaction":
+        if not isinstance(data.get("summary"), str):
+            problems.append("compaction without a text summary, skipped")
+            return None
+        if data.get("cut_id") is not None and type(data["cut_id"]) is not str:
+            problems.append("compaction whose cut_id is not a message id, skipped")
+            return None
+        bad = [k for k in _COMPACTION_COUNTS if data.get(k) is not None and not (_whole(data[k]) and data[k] >= 0)]
+        if bad:
+            problems.append(f"compaction: {', '.join(f'{k} {_short(data[k])}' for k in bad)} "
+                            f"not whole numbers, defaulted to 0")
+            data.update(dict.fromkeys(bad, 0))
+    elif kind in ("pin", "unpin") and type(data.get("message_id")) is not str:
+        problems.append(f"{kind} without a message id, skipped")
+        return None
+    return Event(kind, eid, data)

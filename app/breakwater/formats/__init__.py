@@ -26,18 +26,18 @@ def _sniff(path: Path) -> tuple[object | None, bool]:
     if text.startswith("[") and path.stat().st_size < MAX_DOCUMENT_BYTES:
         try:
             data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, True
         return (data[0] if isinstance(data, list) and data else None), True
     first_line = text.split("\n", 1)[0]
     try:  # the first line; several objects glued on it: the first one decides
         return json.JSONDecoder().raw_decode(first_line)[0], False
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     if text.startswith("{") and path.stat().st_size < MAX_DOCUMENT_BYTES:
         try:  # one pretty-printed JSON document
             return json.loads(path.read_bytes().decode("utf-8", errors="replace")), False
-        except ValueError:
+        except (ValueError, RecursionError):
             return None, False
     return None, False
 

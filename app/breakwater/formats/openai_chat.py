@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.message import content_text
-from breakwater.core.session_log import SessionLog, SessionLogError, open_session_file
+from breakwater.core.session_log import (DIGITS_LIMIT, SessionLog, SessionLogError, lenient_loads, open_session_file,
+                                         replace_surrogates_in)
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 
 FORMAT = "openai"
@@ -81,18 +82,33 @@ def feed_chat_messages(b: SessionBuilder, messages: Iterable[Any]) -> Turn | Non
     return last
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, notes: list[str] | None = None) -> Any:
+    """One JSON document. An integer too long to convert is read as null and a lone surrogate
+    escape as U+FFFD, each said once in `notes`; nesting too deep to parse is a clear error."""
     with open_session_file(Path(path)) as fh:
-        raw = fh.read()
+        text = fh.read().decode("utf-8", errors="replace")
+    found = []
     try:
-        return json.loads(raw.decode("utf-8", errors="replace"))
-    except ValueError as exc:
+        data = json.loads(text)
+    except RecursionError:
+        raise SessionLogError(f"{path}: nested too deeply to read") from None
+    except json.JSONDecodeError as exc:
         raise SessionLogError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError:  # an integer longer than int() converts
+        data = lenient_loads(text)
+        found.append(f"numbers of more than {DIGITS_LIMIT} digits were read as null")
+    if "\\u" in text and (fixed := replace_surrogates_in(data)) is not None:
+        data = fixed
+        found.append("lone surrogate escapes (not characters) were replaced by U+FFFD")
+    if notes is not None:
+        notes.extend(found)
+    return data
 
 
 def load_openai_messages(path: Path, data: Any = None) -> SessionLog:
     path = Path(path)
-    data = read_json(path) if data is None else data
+    notes: list[str] = []
+    data = read_json(path, notes) if data is None else data
     record = data if isinstance(data, dict) else {}
     messages = record.get("messages") if record else data
     if not isinstance(messages, list):
@@ -101,6 +117,8 @@ def load_openai_messages(path: Path, data: Any = None) -> SessionLog:
     if isinstance(record.get("context_window"), int):
         header["window"] = record["context_window"]
     b = SessionBuilder(path, FORMAT, path.stem, header)
+    for note in notes:
+        b.warn(0, note)
     last = feed_chat_messages(b, messages)
     response = record.get("response")
     if isinstance(response, dict):   # a litellm log: the reply to `messages`
