@@ -270,6 +270,45 @@ def test_a_stream_that_ends_cleanly_without_done_raises_nothing():
     assert len(chunks) == 2 and finish_reasons(chunks) == []
 
 
+def test_malformed_sse_data_raises_a_json_error_in_the_client():
+    with FakeOpenAIServer([Reply(text="Hello world", malformed_after=2, chunk_size=5)]) as server:
+        with sync_client(server) as client:
+            response = client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+            received = []
+            with pytest.raises(json.JSONDecodeError):
+                for chunk in response:
+                    received.append(chunk)
+    assert text_of(received) == "Hello"
+
+
+async def test_keep_alive_comments_reset_the_read_timeout_and_carry_nothing():
+    import time
+
+    reply = Reply(text="never sent", keepalive_after=1, keepalive_every=0.05, keepalive_for=1.0)
+    with FakeOpenAIServer([reply]) as server:
+        client = openai.AsyncOpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=0.5)
+        async with client:
+            t0 = time.monotonic()
+            response = await client.chat.completions.create(model="fake-model", messages=USER, stream=True)
+            received = [chunk async for chunk in response]
+    assert time.monotonic() - t0 >= 1.0  # twice the read timeout, and no timeout error
+    assert len(received) == 1 and text_of(received) == ""
+
+
+def test_lone_surrogates_go_out_as_json_escapes():
+    with FakeOpenAIServer([Reply(text="a\ud800b", chunk_size=50)]) as server:
+        chunks = stream(server)
+    assert text_of(chunks) == "a\ud800b"
+
+
+def test_an_error_body_can_echo_the_key_the_client_sent():
+    with FakeOpenAIServer([Reply.invalid_key(500)]) as server:
+        with sync_client(server) as client:
+            with pytest.raises(openai.InternalServerError) as err:
+                client.chat.completions.create(model="fake-model", messages=USER)
+    assert KEY in str(err.value)
+
+
 # request checks
 
 

@@ -68,7 +68,11 @@ class Reply:
 
     A success (`status` 200) carries `text` and/or `tool_calls`; a failure carries `status`,
     `error` (the body's "error" object) and `headers`. `cut_after` ends a stream abruptly after
-    that many SSE events (the first event is the role chunk) without `data: [DONE]`.
+    that many SSE events (the first event is the role chunk) without `data: [DONE]`;
+    `malformed_after` sends a `data:` line that is not JSON instead, then ends the body;
+    `keepalive_after` sends only SSE keep-alive comments from there on (every
+    `keepalive_every` seconds, for at most `keepalive_for`). Text may hold lone surrogates:
+    they go out as JSON escapes ("\\ud800"), as a broken server would send them.
     """
 
     text: str = ""
@@ -85,6 +89,11 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     cut_after: int | None = None
     cut_abruptly: bool = True  # False: end the HTTP body cleanly, just without [DONE] or finish
+    malformed_after: int | None = None
+    keepalive_after: int | None = None
+    keepalive_every: float = 0.05
+    keepalive_for: float = 30.0
+    echo_key: bool = False  # put the request's bearer token into the error message, as some servers do
 
     @classmethod
     def calls(cls, *calls: ScriptedToolCall | tuple[str, Any], text: str = "", **kw: Any) -> "Reply":
@@ -124,6 +133,13 @@ class Reply:
             error={"message": "Request too large: the request body exceeds the maximum size.",
                    "type": "invalid_request_error", "param": None, "code": "request_too_large"},
         )
+
+    @classmethod
+    def invalid_key(cls, status: int = 401) -> "Reply":
+        """An error body that quotes the key the client sent (OpenAI masks most of it; not all servers do)."""
+        return cls(status=status, echo_key=True,
+                   error={"message": "Incorrect API key provided: {api_key}. Check the key and try again.",
+                          "type": "invalid_request_error", "param": None, "code": "invalid_api_key"})
 
     @classmethod
     def cut_stream(cls, text: str, after: int = 3, **kw: Any) -> "Reply":
@@ -289,6 +305,14 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+def _json_bytes(payload: Any) -> bytes:
+    text = json.dumps(payload, ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: only its JSON escape can go on the wire
+        return json.dumps(payload).encode()
+
+
 def _pieces(text: str, size: int) -> list[str]:
     size = max(1, size)
     return [text[i:i + size] for i in range(0, len(text), size)]
@@ -349,8 +373,11 @@ class _Handler(BaseHTTPRequestHandler):
         reply = fake._choose(body)
         fake._record(RecordedRequest("POST", self.path, headers, body, problems, reply))
         if reply.is_error:
-            self._send_error_body(reply.status, reply.error or {"message": HTTPStatus(reply.status).phrase},
-                                  reply.headers)
+            error = dict(reply.error or {"message": HTTPStatus(reply.status).phrase})
+            if reply.echo_key:
+                token = headers.get("authorization", "").removeprefix("Bearer ")
+                error["message"] = str(error.get("message", "")).replace("{api_key}", token)
+            self._send_error_body(reply.status, error, reply.headers)
         elif body.get("stream"):
             self._stream(body, reply)
         else:
@@ -439,14 +466,29 @@ class _Handler(BaseHTTPRequestHandler):
                 if reply.cut_after is not None and n >= reply.cut_after:
                     self._cut(reply.cut_abruptly)
                     return
+                if reply.malformed_after is not None and n >= reply.malformed_after:
+                    self._write_chunk(b'data: {"id": "chatcmpl-broken", "choices": [{"index": 0, "delta": {"cont\n\n')
+                    self._cut(abruptly=False)
+                    return
+                if reply.keepalive_after is not None and n >= reply.keepalive_after:
+                    self._keep_alive(reply)
+                    return
                 if n and reply.chunk_delay:
                     time.sleep(reply.chunk_delay)
-                self._write_chunk(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                self._write_chunk(b"data: %s\n\n" % _json_bytes(event))
             self._write_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client went away mid-stream
+
+    def _keep_alive(self, reply: Reply) -> None:
+        """SSE comments and nothing else: every byte resets the client's read timeout."""
+        until = time.monotonic() + reply.keepalive_for
+        while time.monotonic() < until:
+            self._write_chunk(b": keep-alive\n\n")
+            time.sleep(reply.keepalive_every)
+        self._cut(abruptly=False)
 
     def _cut(self, abruptly: bool) -> None:
         """End the stream without [DONE]: drop the TCP connection, or end the body cleanly."""
@@ -470,7 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
         return {name.lower(): value for name, value in self.headers.items()}
 
     def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        data = _json_bytes(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
