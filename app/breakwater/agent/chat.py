@@ -9,6 +9,7 @@ and fatal; `backoff_delay` honours Retry-After and otherwise grows exponentially
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import re
@@ -18,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import openai
 
-from breakwater.core.message import ToolCall
+from breakwater.core.message import ToolCall, replace_surrogates
 
 CONTEXT_LENGTH = "context_length"
 TRANSIENT = "transient"
@@ -47,12 +48,14 @@ class Reply:
 
 
 class StreamCut(Exception):
-    """The stream started, then broke off; `partial` is everything that arrived."""
+    """The stream started, then broke off (or went quiet, or ran out of time: `timed_out`);
+    `partial` is everything that arrived."""
 
-    def __init__(self, reason: str, partial: Reply):
+    def __init__(self, reason: str, partial: Reply, timed_out: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.partial = partial
+        self.timed_out = timed_out
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ def one_line(text: str, limit: int = 300) -> str:
 
 def classify(exc: BaseException) -> Failure:
     if isinstance(exc, StreamCut):
-        return Failure(TRANSIENT, f"stream cut: {one_line(exc.reason)}")
+        return Failure(TRANSIENT, one_line(exc.reason) if exc.timed_out else f"stream cut: {one_line(exc.reason)}")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         code = exc.code or _body_code(exc.body)
@@ -150,22 +153,28 @@ def backoff_delay(attempt: int, base_s: float, cap_s: float, server_says: float 
 
 class Assembler:
     """Streamed deltas -> one reply. Tool calls are keyed by index; names come once,
-    arguments in fragments (some servers send a whole call in one delta)."""
+    arguments in fragments (some servers send a whole call in one delta). Fragments are
+    kept in lists and joined once: `+=` on a string held in a dict copies it every time,
+    which made a 2 MB argument take a minute. Lone surrogates (a JSON "\\ud800" escape)
+    cannot be written or printed: they become U+FFFD here, as the reply arrives."""
 
     def __init__(self, on_text: Callable[[str], None] | None):
         self.on_text = on_text
         self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, _CallParts] = {}
         self.finish_reason: str | None = None
         self.usage: dict[str, int] | None = None
         self.model: str | None = None
 
-    def feed(self, chunk: Any) -> None:
+    def feed(self, chunk: Any) -> bool:
+        """Take one chunk; True if it carried anything of the reply (keep-alive deltas do not)."""
+        progress = False
         self.model = getattr(chunk, "model", None) or self.model
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.usage = {"prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
                           "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0)}
+            progress = True
         for choice in getattr(chunk, "choices", None) or ():
             if getattr(choice, "index", 0) not in (0, None):
                 continue
@@ -173,46 +182,105 @@ class Assembler:
             if delta is not None:
                 if delta.content:
                     self.text.append(delta.content)
+                    progress = True
                     if self.on_text is not None:
-                        self.on_text(delta.content)
+                        self.on_text(replace_surrogates(delta.content))
                 for n, tc in enumerate(delta.tool_calls or ()):
                     index = tc.index if tc.index is not None else n
-                    call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+                    call = self.calls.get(index)
+                    if call is None:
+                        call = self.calls[index] = _CallParts()
                     if tc.id:
-                        call["id"] = tc.id
+                        call.id = tc.id
                     fn = tc.function
                     if fn is not None:
-                        if fn.name:
-                            call["name"] = fn.name if not call["name"] else call["name"]
+                        if fn.name and not call.name:
+                            call.name = fn.name
                         if fn.arguments:
-                            call["arguments"] += fn.arguments
+                            call.arguments.append(fn.arguments)
+                    progress = True
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+                progress = True
+        return progress
 
     def reply(self) -> Reply:
-        calls = [ToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(self.calls.items())]
-        return Reply("".join(self.text), calls, self.finish_reason, self.usage, self.model)
+        calls = [ToolCall(replace_surrogates(c.id), replace_surrogates(c.name),
+                          replace_surrogates("".join(c.arguments))) for _, c in sorted(self.calls.items())]
+        return Reply(replace_surrogates("".join(self.text)), calls, self.finish_reason, self.usage, self.model)
+
+
+@dataclass(slots=True)
+class _CallParts:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """How long one request may take: `total` from sending it to the last chunk, `progress`
+    without a chunk that adds to the reply (SSE keep-alive comments and empty deltas do not
+    count). The client's own timeout only bounds the gap between bytes, which keep-alives reset."""
+
+    total: float | None = None
+    progress: float | None = None
 
 
 async def stream_chat(client: openai.AsyncOpenAI, *, model: str, messages: Sequence[Mapping[str, Any]],
                       tools: Sequence[Mapping[str, Any]] | None = None,
-                      assembler: Assembler | None = None, **params: Any) -> Reply:
+                      assembler: Assembler | None = None, deadlines: Deadlines = Deadlines(),
+                      **params: Any) -> Reply:
     """Send one streamed request; return the whole reply, or raise (APIError before the
-    stream starts, StreamCut once it has). Pass an `Assembler` to see the text as it comes
-    and, if the task is cancelled mid-way, what had arrived."""
+    stream starts, StreamCut once it has, or when a deadline passes or a chunk is not valid
+    JSON). Pass an `Assembler` to see the text as it comes and, if the task is cancelled
+    mid-way, what had arrived."""
     kwargs: dict[str, Any] = {"model": model, "messages": list(messages), "stream": True,
                               "stream_options": {"include_usage": True}}
     if tools:
         kwargs["tools"] = list(tools)
     kwargs.update({k: v for k, v in params.items() if v is not None})
     acc = assembler or Assembler(None)
-    stream = await client.chat.completions.create(**kwargs)
+    loop = asyncio.get_running_loop()
+    end = None if deadlines.total is None else loop.time() + deadlines.total
+
+    def next_deadline() -> float | None:
+        if deadlines.progress is None:
+            return end
+        quiet = loop.time() + deadlines.progress
+        return quiet if end is None else min(end, quiet)
+
+    stream = None
     try:
-        async for chunk in stream:
-            acc.feed(chunk)
+        async with asyncio.timeout_at(next_deadline()) as budget:
+            stream = await client.chat.completions.create(**kwargs)
+            async for chunk in stream:
+                try:
+                    progress = acc.feed(chunk)
+                except (AttributeError, TypeError, ValueError) as exc:
+                    raise _Malformed(f"a chunk of an unexpected shape ({type(exc).__name__}: {exc})") from exc
+                if progress and deadlines.progress is not None:
+                    budget.reschedule(next_deadline())
+    except TimeoutError:
+        await _close(stream)
+        if end is not None and loop.time() >= end - 0.001:
+            reason = f"request deadline passed: no complete reply within {deadlines.total:g} s"
+        else:
+            reason = f"stream stalled: nothing new for {deadlines.progress:g} s"
+        raise StreamCut(reason, acc.reply(), timed_out=True) from None
+    except _Malformed as exc:
+        await _close(stream)
+        raise StreamCut(f"malformed stream: {exc}", acc.reply()) from None
     except openai.APIError as exc:
+        if stream is None:
+            raise
         await _close(stream)
         raise StreamCut(classify(exc).message, acc.reply()) from exc
+    except ValueError as exc:  # json.JSONDecodeError from the client's SSE parser
+        if stream is None:
+            raise
+        await _close(stream)
+        raise StreamCut(f"malformed stream: data that is not JSON ({one_line(exc, 120)})", acc.reply()) from None
     except BaseException:  # cancelled: hang up, and let the caller log what arrived
         await _close(stream)
         raise
@@ -222,7 +290,13 @@ async def stream_chat(client: openai.AsyncOpenAI, *, model: str, messages: Seque
     return reply
 
 
+class _Malformed(Exception):
+    pass
+
+
 async def _close(stream: Any) -> None:
+    if stream is None:
+        return
     try:
         await stream.close()
     except Exception:  # noqa: BLE001 - closing a broken connection may fail again; nothing to do

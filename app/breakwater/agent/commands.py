@@ -37,6 +37,7 @@ def register(sub) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from breakwater.agent.approval import TerminalApprover
     from breakwater.agent.config import ConfigError, load_config, resolve_sandbox
+    from breakwater.agent.redact import Redactor
     from breakwater.agent.session import AgentError, run_agent
     from breakwater.core.policy import PolicyError
 
@@ -49,23 +50,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, PolicyError, sandbox.SandboxError) as exc:
         print(f"breakwater run: {exc}", file=sys.stderr)
         return 2
+    say = Redactor(config.api_key)  # everything printed passes the log's redaction: servers echo keys
     approve = TerminalApprover() if sys.stdin is not None and sys.stdin.isatty() else None
     on_event = ProgressPrinter() if sys.stderr.isatty() else None
     try:
         result = asyncio.run(run_agent(config, args.prompt, approve=approve, on_event=on_event))
     except AgentError as exc:
         where = f" (session: {exc.session_path})" if exc.session_path else ""
-        print(f"breakwater run: {exc}{where}", file=sys.stderr)
+        print(say(f"breakwater run: {exc}{where}"), file=sys.stderr)
         return 1
     except PolicyError as exc:
-        print(f"breakwater run: {exc}", file=sys.stderr)
+        print(say(f"breakwater run: {exc}"), file=sys.stderr)
         return 2
     except (KeyboardInterrupt, BrokenPipeError):
         raise
     except Exception as exc:  # noqa: BLE001 - the contract: one line, no traceback
-        print(f"breakwater run: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(say(f"breakwater run: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         return 1
-    print(result.answer)
+    print(say(result.answer))
     print(f"session: {result.session_path}")
     return 0
 

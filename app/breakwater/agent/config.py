@@ -41,9 +41,11 @@ class AgentConfig:
     max_retries: int = 5
     retry_base_s: float = 1.0
     retry_cap_s: float = 60.0
-    request_timeout_s: float = 600.0
-    temperature: float | None = None   # None: the server's default
-    max_tokens: int | None = None      # cap on one reply; None: the server's default
+    request_timeout_s: float = 600.0    # longest gap between bytes (SSE keep-alives reset it)
+    request_deadline_s: float = 1800.0  # one request, from sending it to its last chunk
+    progress_timeout_s: float = 300.0   # longest wait for a chunk that adds to the reply
+    temperature: float | None = None    # None: the server's default
+    max_tokens: int | None = None       # cap on one reply; None: the server's default
     summary_temperature: float = 0.1
     summary_max_tokens: int = 2048
     sandbox: str = DEFAULT_SANDBOX     # where bash runs: auto | bwrap | none (breakwater.tools.sandbox)
@@ -58,6 +60,7 @@ _FILE_KEYS: dict[str, tuple[type, ...]] = {
     "base_url": (str,), "api_key": (str,), "model": (str,), "summary_model": (str,), "window": (int,),
     "auto_approve": (bool,), "workspace": (str,), "preset": (str,), "max_steps": (int,), "max_retries": (int,),
     "retry_base_s": (int, float), "retry_cap_s": (int, float), "request_timeout_s": (int, float),
+    "request_deadline_s": (int, float), "progress_timeout_s": (int, float),
     "temperature": (int, float), "max_tokens": (int,), "summary_temperature": (int, float),
     "summary_max_tokens": (int,), "sandbox": (str,),
 }
@@ -115,7 +118,8 @@ def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] |
         raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")
     if "workspace" in merged:
         merged["workspace"] = Path(merged["workspace"]).expanduser()
-    for key in ("retry_base_s", "retry_cap_s", "request_timeout_s", "temperature", "summary_temperature"):
+    for key in ("retry_base_s", "retry_cap_s", "request_timeout_s", "request_deadline_s", "progress_timeout_s",
+                "temperature", "summary_temperature"):
         if isinstance(merged.get(key), int):
             merged[key] = float(merged[key])
     return validate(AgentConfig(**merged))
@@ -134,8 +138,9 @@ def validate(cfg: AgentConfig) -> AgentConfig:
         raise ConfigError(f"max_retries must be 0 or more, got {cfg.max_retries}")
     if cfg.retry_base_s < 0 or cfg.retry_cap_s < cfg.retry_base_s:
         raise ConfigError("retry_base_s must be >= 0 and retry_cap_s >= retry_base_s")
-    if not cfg.request_timeout_s > 0:
-        raise ConfigError("request_timeout_s must be positive")
+    for key in ("request_timeout_s", "request_deadline_s", "progress_timeout_s"):
+        if not getattr(cfg, key) > 0:
+            raise ConfigError(f"{key} must be positive")
     if not 0 <= cfg.summary_temperature <= 0.2:
         raise ConfigError(f"summary_temperature must be between 0 and 0.2, got {cfg.summary_temperature}")
     if cfg.summary_max_tokens < 64:

@@ -27,6 +27,7 @@ from breakwater.agent.chat import (
     MAX_RETRY_AFTER_S,
     TRANSIENT,
     Assembler,
+    Deadlines,
     Failure,
     Reply,
     StreamCut,
@@ -115,6 +116,7 @@ class AgentSession:
         self.last_review: SummaryDecision | None = None
         self.on_event = on_event
         self.redact = Redactor(config.api_key)
+        self._deadlines = Deadlines(config.request_deadline_s, config.progress_timeout_s)
         self.static = static_system(tool_schemas())
         self.tools = tool_schemas()
         self.log: SessionLog | None = None
@@ -305,7 +307,10 @@ class AgentSession:
         """Run the loop for one user message; return the model's final answer."""
         if not text.strip():
             raise AgentError("the prompt is empty")
-        await self.start()
+        try:
+            await self.start()
+        except AgentError as exc:
+            raise AgentError(self.redact(str(exc))) from None  # it may quote a server that echoes the key
         if self._closed:
             raise AgentError("the session is closed")
         max_steps = max_steps or self.config.max_steps
@@ -313,9 +318,9 @@ class AgentSession:
             try:
                 return await self._run_turn(text, max_steps)
             except AgentError as exc:
-                exc.session_path = self.path
-                self._emit("error", text=str(exc))
-                raise
+                error = AgentError(self.redact(str(exc)), self.path)
+                self._emit("error", text=str(error))
+                raise error from None
 
     async def _run_turn(self, text: str, max_steps: int) -> str:
         self._append(Message(self.log.next_message_id(), "user", text, turn=self.pipe.turn + 1,
@@ -353,7 +358,7 @@ class AgentSession:
             acc = Assembler(lambda piece: self._emit("text", text=piece, turn=turn))
             try:
                 reply = await stream_chat(self._client, model=self.model, messages=request, tools=self.tools,
-                                          assembler=acc, **self.request_params())
+                                          assembler=acc, deadlines=self._deadlines, **self.request_params())
             except asyncio.CancelledError:
                 self._append_partial(acc.reply(), "cancelled")
                 raise
@@ -667,8 +672,7 @@ class AgentSession:
 
     # -- log and events -------------------------------------------------------------------------------
     def _append(self, entry: Message | Event, feed: bool = True):
-        entry = self._redacted(entry)
-        self.log.append(entry)
+        entry = self.log.append(self._redacted(entry))
         if feed:
             self.pipe.feed(entry)
         if isinstance(entry, Message):
@@ -698,16 +702,27 @@ class AgentSession:
         return event
 
     def _emit(self, kind: str, *, turn: int | None = None, **fields: Any) -> None:
+        """Tell the watcher; what it may print passes through the same redaction as the log."""
         if self.on_event is None:
             return
         if turn is None:
             turn = self.pipe.turn + 1 if self.pipe is not None else 0
+        if self.redact.secret is not None:
+            if fields.get("text"):
+                fields["text"] = self.redact(fields["text"])
+            call = fields.get("call")
+            if call is not None and self.redact.secret in call.arguments:
+                fields["call"] = ToolCall(call.id, call.name, self.redact(call.arguments))
+            result = fields.get("result")
+            if result is not None and self.redact.secret in result.content:
+                fields["result"] = ToolResult(self.redact(result.content), result.meta)
         self.on_event(AgentEvent(kind, turn, **fields))
 
 
 def _failure_kind(failure: Failure) -> str:
-    if failure.message.startswith("stream cut"):
-        return "stream_cut"
+    for prefix, kind in _CUT_KINDS:
+        if failure.message.startswith(prefix):
+            return kind
     if failure.status == 429:
         return "rate_limit"
     if failure.status is not None and failure.status >= 500:
@@ -715,6 +730,9 @@ def _failure_kind(failure: Failure) -> str:
     if failure.status is None and failure.kind == TRANSIENT:
         return "connection"
     return "api_error"
+
+
+_CUT_KINDS = (("stream cut", "stream_cut"), ("stream stalled", "stalled"), ("request deadline", "deadline"))
 
 
 async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None = None,

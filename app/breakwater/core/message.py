@@ -215,5 +215,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def replace_surrogates(text: str) -> str:
     """`text` with every lone surrogate (unencodable in UTF-8: a JSON "\\ud800" escape makes
-    one) replaced by U+FFFD, so it can be written, printed and tokenized."""
-    return _SURROGATE.sub("\ufffd", text) if not text.isascii() else text
+    one) replaced by U+FFFD, so it can be written, printed and tokenized. A high and a low
+    surrogate side by side (a pair split across two pieces) become the character they encode."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

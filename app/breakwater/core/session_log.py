@@ -129,9 +129,15 @@ class SessionLog:
         return log
 
     def append(self, entry: Entry) -> Entry:
-        """Append one entry; written and flushed before returning when file-backed."""
+        """Append one entry; written and flushed before returning when file-backed. Returns the
+        entry as logged: a lone surrogate (unencodable) in any of its texts becomes U+FFFD."""
         record = entry.to_record()
         line = json.dumps(record, ensure_ascii=False) + "\n"
+        if not line.isascii() and _SURROGATES.search(line):
+            record = replace_surrogates_in(record)
+            entry = (Message.from_record(record) if isinstance(entry, Message)
+                     else Event.from_record(record, entry.id))
+            line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
             self.entries.append(entry)
             if isinstance(entry, Message):
@@ -174,6 +180,7 @@ def open_session_file(path: Path):
 
 
 _SCAN = json.JSONDecoder().scan_once
+_SURROGATES = re.compile("[\ud800-\udfff]")
 _LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
 
