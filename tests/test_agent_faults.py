@@ -224,3 +224,21 @@ async def test_a_5_mb_argument_streamed_in_fragments_arrives_whole(tmp_path):
         result, log, _ = await run(server, tmp_path, window=4_000_000)
     assert result.answer == "written"
     assert (tmp_path / "big.txt").read_text() == content
+
+
+# item 13: a call without a name
+
+async def test_a_call_without_a_name_is_answered_with_an_error_and_sent_in_a_valid_form(tmp_path):
+    script = Script([Reply.calls(ScriptedToolCall("", {"command": "ls"})), Reply(text="Understood, no such tool.")])
+    with serve(script) as server:  # strict: a call without a name would be answered 400
+        result, log, _ = await run(server, tmp_path)
+    assert result.answer == "Understood, no such tool."
+    call = next(m for m in log.messages if m.tool_calls).tool_calls[0]
+    assert call.name == ""  # the log keeps what the model sent
+    answer = next(m for m in log.messages if m.role == "tool")
+    assert answer.tool_call_id == call.id and "unknown tool ''" in answer.content
+    sent = agent_requests(server)[1].messages
+    (assistant,) = [m for m in sent if m.get("tool_calls")]
+    assert assistant["tool_calls"][0]["function"]["name"] == "invalid_tool_call"
+    assert any(m["role"] == "tool" and m["tool_call_id"] == call.id for m in sent)
+    assert server.problems == []

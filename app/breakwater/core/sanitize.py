@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from breakwater.core.edits import Edit
-from breakwater.core.message import Message
+from breakwater.core.message import Message, ToolCall
 from breakwater.core.tokens import heuristic_message
 
 STAGE = "sanitize"
@@ -30,6 +30,7 @@ FRIENDLY_ERROR = re.compile(
     re.IGNORECASE,
 )
 FRIENDLY_ERROR_MAX_CHARS = 300
+INVALID_CALL_NAME = "invalid_tool_call"
 
 
 @dataclass(slots=True)
@@ -125,7 +126,7 @@ class Sanitizer:
                        heuristic_message(msg), heuristic_message(msg))
             msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
         if msg.role == "assistant" and msg.tool_calls:
-            msg = self._unique_calls(msg)
+            msg = self._named_calls(self._unique_calls(msg))
             if not msg.tool_calls and not msg.content.strip():
                 return
         if self.out and self.out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
@@ -166,6 +167,17 @@ class Sanitizer:
         self._edit(msg, "stripped", f"{gone} tool call(s) with a missing or repeated id",
                    heuristic_message(msg), heuristic_message(stripped))
         return stripped
+
+    def _named_calls(self, msg: Message) -> Message:
+        """A call without a name is rejected by strict servers, yet it was made and answered (with
+        an error): it is sent under a name that says so, so the pair stays and the model learns."""
+        if all(c.name.strip() for c in msg.tool_calls):
+            return msg
+        calls = tuple(c if c.name.strip() else ToolCall(c.id, INVALID_CALL_NAME, c.arguments) for c in msg.tool_calls)
+        named = replace(msg, tool_calls=calls)
+        self._edit(msg, "stripped", f"tool call(s) without a name sent as {INVALID_CALL_NAME}",
+                   heuristic_message(msg), heuristic_message(named))
+        return named
 
     def _feed_tool(self, msg: Message) -> None:
         cid = msg.tool_call_id

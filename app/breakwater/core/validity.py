@@ -47,7 +47,10 @@ def api_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
                 if not cid or cid in seen_ids:
                     problems.append(f"#{i}: missing or duplicate tool call id {cid!r}")
                 seen_ids.add(cid)
-                pending[cid] = c.get("function", {}).get("name", "")
+                name = c.get("function", {}).get("name", "")
+                if not str(name).strip():
+                    problems.append(f"#{i}: tool call {cid!r} without a name")
+                pending[cid] = name
     if pending:
         problems.append(f"end: calls without results {sorted(pending)}")
     return problems
