@@ -1,0 +1,145 @@
+"""Scale benchmarks (issue 8 items 8 and 9): per-message overhead and long streamed arguments.
+
+1. 1,000,000 tiny messages (alternating user/assistant, a few characters each): loading the
+   file, then `breakwater simulate --json --counter heuristic` as a user runs it. Each run is
+   a fresh subprocess, so its peak resident memory is its own (target: ≤ 10 s, ≤ 600 MB).
+2. A 5 MB tool-call argument streamed in fragments: the assembler alone (8-character
+   fragments, as a chatty server sends them) beside the string `+=` it replaced, and end to
+   end through the real client and the fake server.
+
+Prints figures (medians); asserts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import openai  # noqa: E402
+from support.fake_openai import FakeOpenAIServer, Reply, ScriptedToolCall  # noqa: E402
+
+from breakwater.agent.chat import Assembler, stream_chat  # noqa: E402
+
+MESSAGES = 1_000_000
+RUNS = 3
+LOAD_ONLY = ("import sys, time; t0 = time.perf_counter(); from breakwater.formats import load_session; "
+             "log = load_session(sys.argv[1]); print(time.perf_counter() - t0, len(log.entries))")
+
+
+def write_tiny(path: Path, n: int) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"type": "session", "id": "tiny", "version": 1, "created": "2026-12-01T00:00:00Z",
+                             "model": "gpt-4o", "window": 128_000}) + "\n")
+        turn = 1
+        for i in range(n):
+            role = "user" if i % 2 == 0 else "assistant"
+            fh.write(json.dumps({"type": "message", "id": f"m{i:07d}", "turn": turn, "role": role,
+                                 "content": f"msg {i}"}) + "\n")
+            turn += role == "assistant"
+
+
+def measured(cmd: list[str]) -> tuple[float, float, float, str]:
+    """(wall seconds, CPU seconds, peak RSS in MB, stdout) of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
+
+
+def median_runs(cmd: list[str]) -> tuple[float, float, float, str]:
+    runs = [measured(cmd) for _ in range(RUNS)]
+    return (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+            statistics.median(r[2] for r in runs), runs[0][3])
+
+
+def tiny_messages() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tiny.jsonl"
+        write_tiny(path, MESSAGES)
+        size = path.stat().st_size / 1e6
+        wall, cpu, rss, out = median_runs([sys.executable, "-c", LOAD_ONLY, str(path)])
+        print(f"{MESSAGES:,} tiny messages ({size:.0f} MB): load {float(out.split()[0]):.2f} s in-process; "
+              f"process {wall:.2f} s wall, {cpu:.2f} s CPU, peak {rss:.0f} MB (median of {RUNS})")
+        wall, cpu, rss, out = median_runs([sys.executable, "-m", "breakwater", "simulate", str(path), "--json",
+                                           "--counter", "heuristic"])
+        turns = len(json.loads(out)["turns"])
+        print(f"simulate --json --counter heuristic ({turns:,} turns): {wall:.2f} s wall, {cpu:.2f} s CPU, "
+              f"peak {rss:.0f} MB (median of {RUNS}; target ≤ 10 s, ≤ 600 MB)")
+
+
+def chunk(arguments: str | None = None, first: bool = False) -> openai.types.chat.ChatCompletionChunk:
+    function = {"name": "write_file", "arguments": ""} if first else {"arguments": arguments}
+    call = {"index": 0, "function": function, **({"id": "call_1", "type": "function"} if first else {})}
+    return openai.types.chat.ChatCompletionChunk.model_validate({
+        "id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+        "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]})
+
+
+def assemble(megabytes: float, fragment: int = 8) -> float:
+    pieces = [chunk(f"{k:0{fragment}d}"[-fragment:]) for k in range(64)]
+    n = int(megabytes * 1e6) // fragment
+    acc = Assembler(None)
+    t0 = time.perf_counter()
+    acc.feed(chunk(first=True))
+    for k in range(n):
+        acc.feed(pieces[k & 63])
+    (call,) = acc.reply().tool_calls
+    assert len(call.arguments) == n * fragment
+    return time.perf_counter() - t0
+
+
+def concatenate(megabytes: float, fragment: int = 8) -> float:
+    """What the assembler did before: `+=` on a string held in a dict (no in-place resize)."""
+    call = {"arguments": ""}
+    piece = "x" * fragment
+    t0 = time.perf_counter()
+    for _ in range(int(megabytes * 1e6) // fragment):
+        call["arguments"] += piece
+    return time.perf_counter() - t0
+
+
+async def over_the_wire(megabytes: float, chunk_size: int) -> float:
+    content = "x" * int(megabytes * 1e6)
+    reply = Reply.calls(ScriptedToolCall("write_file", {"path": "big.txt", "content": content}), chunk_size=chunk_size)
+    with FakeOpenAIServer([reply]) as server:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-bench-0123456789",
+                                      max_retries=0) as client:
+            t0 = time.perf_counter()
+            got = await stream_chat(client, model="fake-model", messages=[{"role": "user", "content": "write"}])
+            seconds = time.perf_counter() - t0
+    assert len(got.tool_calls[0].arguments) > len(content)
+    return seconds
+
+
+def streamed_arguments() -> None:
+    for mb in (1, 2, 5):
+        print(f"assemble a {mb} MB argument from 8-character fragments: "
+              f"{statistics.median(assemble(mb) for _ in range(RUNS)):.2f} s (median of {RUNS})")
+    for mb in (0.25, 0.5, 1):
+        print(f"the old string += for {mb} MB in 8-character fragments: {concatenate(mb):.2f} s")
+    seconds = statistics.median(asyncio.run(over_the_wire(5, 512)) for _ in range(RUNS))
+    print(f"5 MB argument over the wire (real client, fake server, 512-character fragments, "
+          f"{5_000_000 // 512:,} SSE events): {seconds:.2f} s (median of {RUNS})")
+
+
+def main() -> None:
+    streamed_arguments()
+    tiny_messages()
+
+
+if __name__ == "__main__":
+    main()
