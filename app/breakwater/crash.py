@@ -18,11 +18,9 @@ from breakwater import __version__
 
 
 def crash_dir() -> Path:
-    base = os.environ.get("BREAKWATER_CACHE_DIR")
-    if base:
-        return Path(base) / "crash"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "breakwater" / "crash"
+    from breakwater.core.tokens import cache_dir
+
+    return cache_dir().parent / "crash"  # beside the tokenizer cache: $BREAKWATER_CACHE_DIR or XDG's
 
 
 def _redactor():
