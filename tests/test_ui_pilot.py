@@ -10,11 +10,13 @@ from textual.widgets import Static
 from ui_support import app_for, ready, screen_text, until
 
 from breakwater.core.simulate import view_at
-from breakwater.ui.messages import SimulationReady, ViewReady
+from breakwater.ui.config import UISettings
+from breakwater.ui.messages import SimulationReady, TurnChosen, ViewReady
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 from breakwater.ui.widgets.text_pane import TextPane
+from breakwater.ui.widgets.timeline import Timeline
 
 SIZE = (160, 48)
 
@@ -177,3 +179,47 @@ async def test_every_sample_opens(name):
     async with app.run_test(size=(120, 40)) as pilot:
         await ready(pilot)
         assert "turn" in screen_text(app)
+
+
+async def test_keys_are_remapped_from_the_config_by_binding_id(tmp_path, monkeypatch):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[ui]\ntheme = "breakwater-light"\n[ui.keymap]\n"replay.prev" = "p"\n')
+    monkeypatch.setenv("BREAKWATER_CONFIG", str(cfg))
+    app = app_for("sanitizer-mess.jsonl", settings=UISettings.load())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert app.theme == "breakwater-light"
+        last = app.screen.turn
+        await pilot.press("p")
+        await ready(pilot, last - 1)
+        await pilot.press("left")             # the old key no longer steps
+        await pilot.pause(0.2)
+        assert app.screen.turn == last - 1
+        assert ("replay.prev", "p") in {(b[0], b[1]) for b in app.binding_table()}
+
+
+async def test_timeline_click_scrubs_and_space_plays():
+    app = app_for("npm-install-flood.jsonl")
+    chosen, hook = posted(TurnChosen)
+    async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+        await ready(pilot)
+        timeline = app.screen.query_one(Timeline)
+        await pilot.click(Timeline, offset=(9, 3))     # the first column of the chart
+        await ready(pilot, 1)
+        assert chosen and chosen[-1].turn == 1 == timeline.turn
+        await pilot.press("plus", "plus", "plus", "plus")   # 16×: a turn every 30 ms
+        await pilot.press("space")
+        await until(pilot, lambda: app.screen.turn >= 4)
+        await pilot.press("space")
+        stopped = app.screen.turn
+        await pilot.pause(0.3)
+        assert app.screen.turn == stopped and "paused" in screen_text(app)
+
+
+async def test_every_action_is_in_the_command_palette():
+    app = app_for("sanitizer-mess.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        for want in ("Next", "Prev", "Turn…", "Play", "Search", "Role", "Kind", "Spill", "Help", "Theme"):
+            assert any(t.startswith(want + " (") for t in titles), (want, titles)

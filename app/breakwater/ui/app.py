@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
 from breakwater.core.policy import Policy
@@ -76,7 +76,7 @@ class BreakwaterApp(App):
         """(id, keys, description, tooltip) of every binding with an id, as currently mapped."""
         seen: dict[str, tuple[str, str, str, str]] = {}
         for node in (self, *self.screen_stack, *self.screen.query("*")):
-            for _, b in node._bindings:
+            for _, b in self._mapped(node):
                 if not b.id:
                     continue
                 prev = seen.get(b.id)
@@ -86,11 +86,18 @@ class BreakwaterApp(App):
                 seen[b.id] = (b.id, keys, b.description, b.tooltip)
         return sorted(seen.values())
 
+    def _mapped(self, node) -> BindingsMap:
+        """A node's bindings with the user's keymap applied (Textual applies it on the fly)."""
+        bindings = node._bindings.copy()
+        if self._keymap:
+            bindings.apply_keymap(self._keymap)
+        return bindings
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         done: set[str] = set()
         for node in (screen, *screen.query("*"), self):
-            for _, b in node._bindings:
+            for _, b in self._mapped(node):
                 if not b.id or b.id in done or not b.description:
                     continue
                 done.add(b.id)

@@ -43,8 +43,8 @@ INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 
 class ReplayScreen(Screen):
     BINDINGS = [
-        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
-        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
+        Binding("l,right", "step(1)", "Next", id="replay.next", tooltip="Step one request forward"),
+        Binding("h,left", "step(-1)", "Prev", id="replay.prev", tooltip="Step one request back"),
         Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
         Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
         Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
@@ -227,7 +227,11 @@ class ReplayScreen(Screen):
 
     def action_cycle_kind(self) -> None:
         lst = self.query_one(MessageList)
-        order = [None, "any", *lst.kinds_present()]
+        present = lst.kinds_present()
+        if not present and lst.filter.kind is None:
+            self.notify(f"nothing was compacted at turn {self.turn}: no edit kinds to filter by", timeout=4)
+            return
+        order = [None, "any", *present]
         cur = lst.filter.kind if lst.filter.kind in order else None
         self._filter(kind=order[(order.index(cur) + 1) % len(order)])
 

@@ -10,8 +10,7 @@ from breakwater.core.replay import TurnDetail
 from breakwater.core.simulate import TurnStats
 from breakwater.ui.widgets.drawn import Drawn
 
-ZONE_TEXT = {"safe": "safe zone: sent as is", "soft": "soft zone: snip, mask, microcompact",
-             "hard": "hard zone: deep compaction"}
+ZONE_TEXT = {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}
 
 
 class Gauges(Drawn):
@@ -45,6 +44,7 @@ class Gauges(Drawn):
         if v.zone != "safe":
             limit = v.soft_limit if v.zone == "soft" else v.hard_limit
             out.append(f" (history {v.base_tokens:,} > {v.zone} limit {limit:,})", style=self._c("dim"))
+        out.append(" · " + self._what_ran(), style=self._c("dim"))
         if not v.fits:
             out.append("  DOES NOT FIT THE WINDOW", style=self._c("hard") + self._c("label"))
         out.append("\n")
@@ -52,6 +52,18 @@ class Gauges(Drawn):
         out.append("\n")
         self._counts(out, d)
         return out
+
+    def _what_ran(self) -> str:
+        """What the pipeline did for this request, in words."""
+        st, d = self.stats, self.detail
+        done = []
+        if st is not None and st.compaction:
+            done.append("deep compaction made here")
+        elif d is not None and d.summary is not None:
+            done.append("an earlier summary in effect")
+        if st is not None and st.level != "none":
+            done.append(f"stages up to {st.level}")
+        return ", ".join(done) if done else "sent as is"
 
     def _bar(self, v, width: int) -> Text:
         """The window as a bar: sent solid, the history before compaction shaded, limits as ┃."""

@@ -31,7 +31,7 @@ from breakwater.ui.widgets.badges import ALL_KINDS, ROLES, label
 SUMMARY_ROW = -1
 PREVIEW_CHARS = 400
 BADGES_SHOWN = 2
-BADGE_COLUMN = 13
+BADGE_COLUMN = 12
 ROLE_SHORT = {"system": "sys", "user": "user", "assistant": "asst", "tool": "tool"}
 
 

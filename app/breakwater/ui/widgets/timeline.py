@@ -2,8 +2,8 @@
 colour) as block-character columns, the soft and hard limits as lines, a ▼ over every deep compaction; below, the
 billed tokens with and without compaction (the "wallet" of seed 000). Click or drag to scrub.
 
-Drawn with block characters rather than a plotting library: one cell per column maps straight
-to a turn for scrubbing, the colours come from the theme, and it costs O(width) per paint.
+Drawn with block characters rather than a plotting library: each column maps straight to its
+turns for scrubbing, the colours come from the theme, and it costs O(width × height) per change.
 """
 
 from __future__ import annotations
@@ -40,23 +40,20 @@ class Timeline(Drawn):
     def _c(self, name: str):
         return self.get_component_rich_style(f"timeline--{name}", partial=True)
 
-    def _columns(self) -> tuple[int, int]:
-        """(chart width, turns per column)."""
-        sim = self.simulation
+    def _spans(self) -> list[tuple[int, int]]:
+        """For each column of the chart, the turns it stands for ([start, end) indices): the turns
+        are spread over the whole width, several to a column or several columns to a turn."""
+        n = len(self.simulation.turns)
         width = max(10, self.size.width - 9)
-        n = len(sim.turns) if sim else 0
-        per = max(1, -(-n // width))
-        return width, per
+        return [(c * n // width, max(c * n // width + 1, (c + 1) * n // width)) for c in range(width)]
 
     def turn_at(self, x: int) -> int | None:
         sim = self.simulation
         if not sim or not sim.turns:
             return None
-        width, per = self._columns()
-        col = x - 8
-        if col < 0:
-            return 1
-        return max(1, min(len(sim.turns), col * per + 1))
+        spans = self._spans()
+        col = max(0, min(len(spans) - 1, x - 8))
+        return spans[col][0] + 1
 
     def draw(self) -> Text:
         sim = self.simulation
@@ -68,26 +65,25 @@ class Timeline(Drawn):
         if not sim.turns:
             return Text("this session has no model requests yet", style=self._c("dim"))
         height = max(3, self.size.height - 3)
-        width, per = self._columns()
         p = sim.policy
         cols = []
-        for c in range(0, len(sim.turns), per):
-            group = sim.turns[c:c + per]
+        for a, b in self._spans():
+            group = sim.turns[a:b]
             top = max(group, key=lambda t: t.sent_tokens)
             cols.append((max(t.raw_tokens for t in group), top.sent_tokens, top.zone,
-                         any(t.compaction for t in group), c + 1, c + len(group)))
+                         any(t.compaction for t in group), a + 1, b))
         # the scale is the window (or the largest request), not the raw history: raw can be 10× the
         # window, and the limits and what is sent are what matter; raw taller than that is clipped
         peak = max(max(c[1] for c in cols), p.window)
         units = height * 8
         soft_row = round(p.soft_limit / peak * units) // 8
         hard_row = round(p.hard_limit / peak * units) // 8
-        cur = (self.turn - 1) // per
+        cur = {i for i, col in enumerate(cols) if col[4] <= self.turn <= col[5]}
         lines: list[Text] = []
         # the mark row: compactions and the cursor
         mark = Text(" " * 8)
         for i, col in enumerate(cols):
-            if i == cur:
+            if i in cur:
                 mark.append("▼" if col[3] else "↓", self._c("cursor"))
             else:
                 mark.append("▼" if col[3] else " ", self._c("compaction"))
@@ -114,7 +110,7 @@ class Timeline(Drawn):
                     ch, style = "╌", self._c("limit-hard")
                 else:
                     ch, style = " ", None
-                if i == cur:
+                if i in cur:
                     style = (style or self._c("cursor")) + self._c("cursor")
                 line.append(ch, style)
             lines.append(line)
