@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from breakwater.core.edits import Edit, View
-from breakwater.core.policy import Policy
+from breakwater.core.policy import PRESETS, Policy
 from breakwater.core.session_log import SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, simulate
 
@@ -148,6 +148,18 @@ class Comparison:
         }
 
 
+def counterpart(policy: Policy) -> Policy:
+    """What to hold `policy` against by default, at its window: its own preset when it was edited,
+    else the next preset."""
+    window = policy.window
+    own = PRESETS.get(policy.preset, Policy()).with_changes(window=window)
+    if own != policy:
+        return own
+    names = list(PRESETS)
+    nxt = names[(names.index(policy.preset) + 1) % len(names)] if policy.preset in names else names[0]
+    return PRESETS[nxt].with_changes(window=window)
+
+
 def compare(log: SessionLog, a: Policy, b: Policy, counter: str = "exact", model: str | None = None,
             turn: int | None = None) -> Comparison:
     """Simulate `log` under `a` and `b`; compare the requests of `turn` (default: the last turn)."""
@@ -158,4 +170,4 @@ def compare(log: SessionLog, a: Policy, b: Policy, counter: str = "exact", model
                       simulate(log, b, counter, model, views=wanted), turn)
 
 
-__all__ = ["Comparison", "MessageDiff", "Totals", "TurnDiff", "compare", "message_diffs"]
+__all__ = ["Comparison", "MessageDiff", "Totals", "TurnDiff", "compare", "counterpart", "message_diffs"]

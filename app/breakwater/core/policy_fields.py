@@ -32,7 +32,7 @@ UNIT_SUFFIXES = (("_tokens", "tokens"), ("_chars", "chars"), ("_head", "chars"),
                  ("_messages", "messages"), ("_turns", "turns"), ("_lines", "lines"), ("_bytes", "bytes"),
                  ("_entries", "entries"), ("_days", "days"), ("_s", "s"), ("_k", "hits"))
 UNITS = {"window": "tokens", "soft_ratio": "× window", "small_window_buffer_ratio": "× window",
-         "deep_keep_ratio": "× window", "precise_ratio": "× soft limit", "soft_hysteresis_ratio": "× soft limit",
+         "deep_keep_ratio": "× window", "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
          "shape_keep_last_max": "turns",
          "shape_keep_last_min": "turns", "memory_fragments_threshold": "files"}
 

@@ -38,9 +38,10 @@ class BreakwaterApp(App):
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
-                 settings: UISettings | None = None):
+                 settings: UISettings | None = None, compare: Policy | None = None):
         super().__init__()
         self.replay = replay
+        self.compare = compare
         self.start_turn = turn
         self.workspace = workspace
         self.settings = settings or UISettings()
@@ -52,6 +53,10 @@ class BreakwaterApp(App):
 
     def on_mount(self) -> None:
         self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval))
+        if self.compare is not None:
+            from breakwater.ui.screens.compare import CompareScreen
+
+            self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
         self._report_issues()
 
     def _report_issues(self) -> None:
@@ -113,8 +118,9 @@ def _runner(node, action: str):
 
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
-             settings: UISettings | None = None) -> BreakwaterApp:
+             settings: UISettings | None = None, compare: Policy | None = None) -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request)."""
     if workspace is None and isinstance(log.header.get("workspace"), str):
         workspace = Path(log.header["workspace"])
-    return BreakwaterApp(Replay(log, policy, counter, model), turn=turn, workspace=workspace, settings=settings)
+    return BreakwaterApp(Replay(log, policy, counter, model), turn=turn, workspace=workspace, settings=settings,
+                         compare=compare)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakwater.core.commands import fail, read_session, resolve_policy, sample_path, with_overlay
+from breakwater.core.commands import compare_policy, fail, read_session, resolve_policy, sample_path, with_overlay
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
 from breakwater.core.session_log import SessionLogError
 
@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workspace", metavar="DIR",
                    help="the agent's workspace, where .agent/spill/<session>/ lives (default: the session's own)")
     p.add_argument("--overlay", metavar="FILE", help="pins, triggers and undos made on this recording")
+    p.add_argument("--compare", metavar="P2", help="open beside a second policy: a preset name or a policy file")
     p.set_defaults(func=cmd_replay)
 
 
@@ -35,6 +36,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
+        other = compare_policy(args, log) if getattr(args, "compare", None) else None
         settings = UISettings.load()
     except (SessionLogError, PolicyError, UISettingsError) as exc:
         return fail(str(exc))
@@ -47,7 +49,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.app import make_app
 
     app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
-                   settings=settings)
+                   settings=settings, compare=other)
     app.run()
     return app.return_code or 0
 
@@ -55,5 +57,5 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def default(args: argparse.Namespace) -> int:
     """`breakwater` with no command: the workbench on the bundled sample, offline."""
     ns = argparse.Namespace(session=str(sample_path()), preset=None, policy=None, window=None, counter="exact",
-                            model=None, turn=None, workspace=None, overlay=None)
+                            model=None, turn=None, workspace=None, overlay=None, compare=None)
     return cmd_replay(ns)

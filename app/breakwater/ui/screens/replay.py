@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual import on, work
+from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -17,6 +18,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input
 
+from breakwater.core.compare import counterpart
 from breakwater.core.replay import Replay
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
@@ -25,9 +27,14 @@ from breakwater.ui.widgets.badges import ROLES
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import ListFilter, MessageList
+from breakwater.ui.widgets.policy_panel import PolicyPanel
 from breakwater.ui.widgets.replay_controls import SPEEDS, ReplayControls
 from breakwater.ui.widgets.timeline import Timeline
 
+
+
+class Superseded(Exception):
+    """The simulation in progress is for a policy that is no longer the current one."""
 
 
 def pins_of(replay: Replay) -> set[str]:
@@ -57,6 +64,10 @@ class ReplayScreen(Screen):
         Binding("escape", "clear_filter", "Clear filter", show=False, id="filter.clear",
                 tooltip="Show every message again"),
         Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
+        Binding("p", "toggle_policy", "Policy", id="policy.show",
+                tooltip="Show the policy panel: change any value and the session is re-simulated"),
+        Binding("c", "compare", "A/B", id="compare.open",
+                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
         Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
                 tooltip="Move the focus to the inspector (scroll the texts)"),
     ]
@@ -85,6 +96,7 @@ class ReplayScreen(Screen):
         with Horizontal(id="main"):
             yield MessageList(self.messages, pins_of(self.replay), id="messages")
             with Vertical(id="side"):
+                yield PolicyPanel(self.replay.policy, id="policy")
                 yield Inspector(self.messages, id="inspector")
                 yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Timeline(id="timeline")
@@ -105,8 +117,17 @@ class ReplayScreen(Screen):
     # -- workers ----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="simulate")
     def _simulate(self) -> None:
+        worker = get_current_worker()
+
+        def progress(turn: int, total: int) -> None:
+            if worker.is_cancelled:  # a newer policy is being simulated: stop, rather than compete for the CPU
+                raise Superseded
+            self.post_message(SimulationProgress(turn, total))
+
         try:
-            sim = self.replay.run(progress=lambda t, n: self.post_message(SimulationProgress(t, n)))
+            sim = self.replay.run(progress=progress)
+        except Superseded:
+            return
         except Exception as exc:  # a bug in a stage must not take the screen down with it
             self.post_message(SimulationFailed(f"{type(exc).__name__}: {exc}"))
             return
@@ -114,12 +135,14 @@ class ReplayScreen(Screen):
 
     @work(thread=True, exclusive=True, group="view")
     def _load_view(self, turn: int) -> None:
+        replay = self.replay
         try:
-            detail = self.replay.detail(turn)
+            detail = replay.detail(turn)
         except Exception as exc:
             self.post_message(SimulationFailed(f"turn {turn}: {type(exc).__name__}: {exc}"))
             return
-        self.post_message(ViewReady(turn, detail))
+        if replay is self.replay:  # else the policy changed meanwhile: this request is of the old one
+            self.post_message(ViewReady(turn, detail))
 
     # -- what the workers report ------------------------------------------------------------------
     @on(SimulationProgress)
@@ -128,6 +151,8 @@ class ReplayScreen(Screen):
 
     @on(SimulationReady)
     def _simulated(self, message: SimulationReady) -> None:
+        if message.simulation.policy != self.replay.policy:
+            return  # a run for a policy the panel has since changed
         turns = self.replay.turns
         if self.turn is None:
             self.turn = max(1, turns)
@@ -271,6 +296,28 @@ class ReplayScreen(Screen):
         spill.display = not spill.display
         if spill.display and spill.can_focus:
             spill.focus()
+
+    # -- tuning ------------------------------------------------------------------------------------
+    @on(PolicyPanel.Changed)
+    def _retune(self, message: PolicyPanel.Changed) -> None:
+        self.replay = self.replay.with_policy(message.policy)
+        p = message.policy
+        self.query_one(ReplayControls).update_state(
+            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
+        self._simulate()
+
+    def action_toggle_policy(self) -> None:
+        panel = self.query_one(PolicyPanel)
+        panel.display = not panel.display
+        if panel.display:
+            panel.table.focus()
+        else:
+            self.query_one(MessageList).focus()
+
+    def action_compare(self) -> None:
+        from breakwater.ui.screens.compare import CompareScreen
+
+        self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy), self.turn))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()

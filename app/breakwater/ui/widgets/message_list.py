@@ -66,7 +66,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
 
     COMPONENT_CLASSES = {
         "message-list--cursor", "message-list--index", "message-list--tokens", "message-list--future",
-        "message-list--covered", "message-list--match",
+        "message-list--covered", "message-list--match", "message-list--differs",
         *(f"message-list--role-{r}" for r in (*ROLES, "summary")),
         *(f"message-list--{k}" for k in (*ALL_KINDS, "pinned")),
     }
@@ -94,6 +94,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self.messages = messages
         self.pins = pins
         self.detail: TurnDetail | None = None
+        self.marks: set[str] = set()   # ids marked ≠ (the A/B view: edited differently under B)
         self.filter = ListFilter()
         self.rows: list[int] = list(range(len(messages)))
         self._raw_tokens: dict[int, int] = {}
@@ -107,6 +108,11 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self.detail = detail
         self._strips.clear()
         self._rebuild(keep)
+
+    def set_marks(self, ids: set[str]) -> None:
+        self.marks = set(ids)
+        self._strips.clear()
+        self.refresh()
 
     def set_filter(self, flt: ListFilter) -> None:
         keep = self.selected_index
@@ -299,9 +305,12 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             m = self.messages[index]
             future = detail is not None and index >= detail.history
             covered = bool(detail and detail.summary and m.id in detail.summary.covered)
-            gutter = " │" if covered else "  "
             text.append(f"{index:>5}", self._style("index"))
-            text.append(gutter, self._style("role-summary") if covered else Style())
+            if m.id in self.marks:
+                text.append("≠", self._style("differs"))
+            else:
+                text.append(" ")
+            text.append("│" if covered else " ", self._style("role-summary") if covered else Style())
             text.append(f"{m.turn:>4} ", self._style("index"))
             text.append(f"{ROLE_SHORT.get(m.role, m.role[:4]):<5}", self._style(f"role-{m.role}") if m.role in ROLES
                         else Style())

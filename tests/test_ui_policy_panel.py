@@ -1,0 +1,114 @@
+"""The policy panel, driven with keys as a user would, in a small host app that re-simulates."""
+
+from textual.app import App, ComposeResult
+
+from breakwater.core.policy import PRESETS, load_toml
+from breakwater.core.policy_file import save
+from breakwater.ui.widgets.policy_panel import PolicyPanel
+
+
+class PanelHost(App):
+    def __init__(self, policy, settle_s=0.05):
+        super().__init__()
+        self.start = policy
+        self.settle_s = settle_s
+        self.announced = []
+
+    def compose(self) -> ComposeResult:
+        yield PolicyPanel(self.start, id="panel", settle_s=self.settle_s)
+
+    def on_mount(self) -> None:
+        self.query_one("#policy-table").focus()
+
+    def on_policy_panel_changed(self, message: PolicyPanel.Changed) -> None:
+        self.announced.append(message.policy)
+
+
+def status(app) -> str:
+    return str(app.query_one("#policy-status").render())
+
+
+# quick edits within this much of each other are one re-simulation: wide enough that a loaded test
+# machine still presses keys inside it
+SLOW_SETTLE = 2.0
+
+
+async def settle(pilot, seconds=0.2):
+    await pilot.pause(seconds)
+    await pilot.pause()
+
+
+async def test_keys_step_a_value_and_one_announcement_follows():
+    app = PanelHost(PRESETS["breakwater"].with_changes(window=32_000), settle_s=SLOW_SETTLE)
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        panel.select("window")
+        await pilot.press("right", "right", "right", "left")
+        await settle(pilot, SLOW_SETTLE + 0.3)
+        assert panel.policy.window == 32_000 + 2 * 1_000
+        assert [p.window for p in app.announced] == [34_000]  # four presses, one re-simulation
+
+
+async def test_typing_a_value_coalesces_and_the_last_wins():
+    app = PanelHost(PRESETS["seed-001"], settle_s=SLOW_SETTLE)
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        panel.select("window")
+        await pilot.press("3", "2", "0", "0", "0", "enter")
+        await settle(pilot, SLOW_SETTLE + 0.3)
+        assert panel.policy.window == 32_000
+        assert [p.window for p in app.announced] == [32_000]
+        assert app.query_one("#policy-table").has_focus
+
+
+async def test_a_bad_value_is_refused_with_the_reason_and_nothing_changes():
+    start = PRESETS["breakwater"].with_changes(window=32_000)
+    app = PanelHost(start)
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        panel.select("soft_ratio")
+        await pilot.press("enter", *"0.95", "enter")
+        await settle(pilot)
+        assert panel.policy == start and app.announced == []
+        assert "must stay below the hard limit" in status(app)
+        await pilot.press("escape")
+        panel.select("buffer_tokens")
+        await pilot.press("enter", *"-5", "enter")
+        await settle(pilot)
+        assert "buffer_tokens cannot be negative" in status(app)
+        assert panel.policy == start
+
+
+async def test_presets_are_one_key_away_and_differences_are_marked():
+    app = PanelHost(PRESETS["breakwater"].with_changes(window=32_000))
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        await pilot.press("f7")
+        await settle(pilot)
+        assert panel.policy == PRESETS["seed-001"].with_changes(window=32_000)
+        table = app.query_one("#policy-table")
+        assert str(table.get_cell("window", "name")) == "● window"
+        assert str(table.get_cell("snip", "name")) == "  snip"
+        assert "● 1 value differs" in str(app.query_one("#policy-summary").render())
+        panel.select("window")
+        await pilot.press("delete")
+        await settle(pilot)
+        assert panel.policy == PRESETS["seed-001"]
+
+
+async def test_save_and_load_toml_from_the_panel(tmp_path):
+    app = PanelHost(PRESETS["seed-000"].with_changes(window=20_000, snip_threshold_chars=4_000))
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        path = tmp_path / "mine.toml"
+        await pilot.press("ctrl+s", *str(path), "enter")
+        await pilot.pause()
+        assert load_toml(path) == panel.policy
+        other = save(PRESETS["seed-003"].with_changes(window=9_000), tmp_path / "other.toml")
+        await pilot.press("ctrl+o", *str(other), "enter")
+        await settle(pilot)
+        assert panel.policy == load_toml(other)
+        assert app.announced[-1] == panel.policy
+        await pilot.press("ctrl+o", *str(tmp_path / "none.toml"), "enter")
+        await pilot.pause()
+        assert "no such policy file" in status(app) and panel.policy == load_toml(other)

@@ -1,0 +1,192 @@
+"""Tuning and A/B in the real workbench: keys change the policy, the session is re-simulated, and
+what the screen shows is what `simulate --json` prints under the same policy."""
+
+import json
+import subprocess
+import sys
+
+from breakwater.core.commands import read_session, sample_path
+from breakwater.core.policy import PRESETS, load_toml
+from breakwater.core.policy_file import save
+from breakwater.ui.app import make_app
+from breakwater.ui.config import UISettings
+from breakwater.ui.screens.compare import CompareScreen
+from breakwater.ui.widgets.policy_panel import PolicyPanel
+from ui_support import app_for, ready, screen_text, until
+
+SAMPLE = sample_path("long-refactor.jsonl")
+SIZE = (160, 50)
+
+
+def simulate_json(*args) -> dict:
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(SAMPLE), "--json", "--counter",
+                          "heuristic", *args], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+async def settled(pilot, policy_check) -> None:
+    """Until the screen shows the request of its turn under a policy that passes `policy_check`."""
+    screen = pilot.app.screen
+    await until(pilot, lambda: policy_check(screen.replay.policy) and screen.replay.simulation is not None
+                and screen.detail is not None and screen.detail.view.window == screen.replay.policy.window
+                and screen.query_one("#timeline").simulation is screen.replay.simulation
+                and not screen.query_one("#controls").pending, timeout=90)
+    await ready(pilot)
+
+
+def assert_screen_matches(app, data: dict) -> None:
+    screen = app.screen
+    assert screen.replay.simulation.to_json() == data
+    text = screen_text(app)
+    last = data["turns"][screen.turn - 1]
+    assert f"sent ≈{last['sent_tokens']:,} of window {data['window']:,}" in text
+    assert f"with {data['totals']['billed_sent']:,}" in text
+    assert f"{data['totals']['compactions']} deep compactions" in text
+
+
+async def open_panel(pilot) -> PolicyPanel:
+    await pilot.press("p")
+    await pilot.pause()
+    panel = pilot.app.screen.query_one(PolicyPanel)
+    assert panel.display and panel.table.has_focus
+    return panel
+
+
+async def test_stepping_the_window_resimulates_and_the_screen_equals_simulate_json(tmp_path):
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        start = app.screen.replay.policy
+        panel = await open_panel(pilot)
+        panel.select("window")
+        await pilot.press("left", "left", "left")
+        want = start.window - 3 * 1_000
+        await settled(pilot, lambda p: p.window == want)
+        assert panel.policy == app.screen.replay.policy
+        path = tmp_path / "tuned.toml"
+        await pilot.press("ctrl+s", *str(path), "enter")
+        await pilot.pause()
+        assert load_toml(path) == app.screen.replay.policy
+        assert_screen_matches(app, simulate_json("--policy", str(path)))
+
+
+async def test_a_bad_value_is_refused_and_nothing_is_resimulated():
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        sim, policy = app.screen.replay.simulation, app.screen.replay.policy
+        panel = await open_panel(pilot)
+        panel.select("soft_ratio")
+        await pilot.press("enter", *"0.9", "enter")
+        await pilot.pause(0.6)
+        assert "must stay below the hard limit" in str(panel.query_one("#policy-status").render())
+        assert str(panel.table.get_cell("soft_ratio", "name")) == "✗ soft_ratio"
+        assert "✗ refused" in screen_text(app)
+        assert app.screen.replay.policy == policy and app.screen.replay.simulation is sim
+        await pilot.press("escape")
+        assert panel.policy == policy
+
+
+async def test_a_preset_key_switches_and_the_figures_follow():
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        window = app.screen.replay.policy.window
+        await open_panel(pilot)
+        await pilot.press("f7")
+        await settled(pilot, lambda p: p.preset == "seed-001")
+        assert app.screen.replay.policy == PRESETS["seed-001"].with_changes(window=window)
+        assert_screen_matches(app, simulate_json("--preset", "seed-001", "--window", str(window)))
+
+
+async def test_loading_a_toml_from_the_panel(tmp_path):
+    path = save(PRESETS["seed-000"].with_changes(window=26_000, snip_threshold_chars=2_800), tmp_path / "p.toml")
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await open_panel(pilot)
+        await pilot.press("ctrl+o", *str(path), "enter")
+        await settled(pilot, lambda p: p.window == 26_000)
+        assert app.screen.replay.policy == load_toml(path)
+        assert_screen_matches(app, simulate_json("--policy", str(path)))
+
+
+def compare_json(*args) -> dict:
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(SAMPLE), "--json", "--counter",
+                          "heuristic", *args], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+async def comparison_ready(pilot) -> CompareScreen:
+    await until(pilot, lambda: isinstance(pilot.app.screen, CompareScreen) and pilot.app.screen.pair is not None
+                and pilot.app.screen.pair.turn == pilot.app.screen.turn, timeout=90)
+    await pilot.pause()
+    return pilot.app.screen
+
+
+def assert_comparison_on_screen(app, data: dict, turn: int) -> None:
+    screen = app.screen
+    text = screen_text(app)
+    for name in ("a", "b"):
+        totals = data["diff"]["totals"][name]
+        row = next(line for line in text.splitlines() if line.strip().startswith(name.upper() + " ")
+                   and "·" in line and f"{totals['billed_raw']:,}" in line)
+        for figure in (f"{totals['billed_sent']:,}", f"{totals['saved']:,}"):
+            assert figure in row
+        assert row.split()[-2:] == [str(totals["compactions"]), str(totals["hard_turns"])]
+        sent = data[name]["turns"][turn - 1]["sent_tokens"]
+        assert f"sent ≈{sent:,} of window {data[name]['window']:,}" in text
+    differ = {m["message_id"] for m in data["diff"]["messages"]["differ"]}
+    assert screen.pair.differ == differ and f"≠ {len(differ)} edited differently" in text
+    lst = screen.query_one("#cmp-messages")
+    marked = [m.id for m in lst.messages if m.id in lst.marks]
+    assert set(marked) == differ
+
+
+async def test_c_opens_the_comparison_with_the_preset_of_the_edited_policy(tmp_path):
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        window = app.screen.replay.policy.window
+        panel = await open_panel(pilot)
+        panel.select("mask_min_chars")
+        await pilot.press("right")
+        await settled(pilot, lambda p: p.mask_min_chars == 210)
+        await pilot.press("c")
+        screen = await comparison_ready(pilot)
+        assert screen.b.policy == PRESETS["breakwater"].with_changes(window=window)
+        turns = screen.a.turns
+        edited = save(screen.a.policy, tmp_path / "a.toml")
+        data = compare_json("--policy", str(edited), "--compare", "breakwater", "--window", str(window))
+        assert_comparison_on_screen(app, data, turns)
+        if screen.pair.differ:
+            await pilot.press("n")
+            await pilot.pause()
+            index = screen.query_one("#cmp-messages").selected_index
+            assert screen.messages[index].id in screen.pair.differ
+            assert "A: breakwater" in screen_text(app) and "B: breakwater" in screen_text(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CompareScreen)
+
+
+async def test_replay_compare_opens_two_presets_side_by_side_and_steps_together():
+    log = read_session(SAMPLE)
+    window = log.header["window"]
+    a = PRESETS["seed-000"].with_changes(window=window)
+    b = PRESETS["seed-001"].with_changes(window=window)
+    app = make_app(log, a, counter="heuristic", settings=UISettings(), compare=b, turn=120)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await comparison_ready(pilot)
+        assert screen.turn == 120
+        assert_comparison_on_screen(app, compare_json("--preset", "seed-000", "--compare", "seed-001",
+                                                      "--view", "120"), 120)
+        await pilot.press("right")
+        screen = await comparison_ready(pilot)
+        assert screen.turn == 121
+        assert_comparison_on_screen(app, compare_json("--preset", "seed-000", "--compare", "seed-001",
+                                                      "--view", "121"), 121)
+        await pilot.press("x")
+        screen = await comparison_ready(pilot)
+        assert (screen.a.policy, screen.b.policy) == (b, a)
