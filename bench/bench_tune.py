@@ -1,10 +1,13 @@
-"""Tuning benchmarks: what A/B costs against two plain simulations, on a 5,000-message session.
+"""Tuning benchmarks on a 5,000-message session: a threshold change in the workbench, from the key
+to the repainted screen, and how fast keys are answered meanwhile; what A/B costs against two
+plain simulations.
 
 Prints figures; asserts nothing (targets live in issue 9, medians are quoted in notes).
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import sys
 import tempfile
@@ -22,6 +25,7 @@ from breakwater.formats import load_session  # noqa: E402
 
 WINDOW = 128_000
 RUNS = 3
+CHANGES = 7
 
 
 def big_session(tmp: Path):
@@ -35,9 +39,58 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+async def until(pilot, condition, timeout: float = 120.0) -> None:
+    t0 = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError("the workbench did not get there in time")
+        await pilot.pause(0.005)
+
+
+async def threshold_changes(log, counter: str) -> tuple[list[float], list[float], float]:
+    """(seconds from a window key to the repainted screen, seconds to answer a key meanwhile, settle)."""
+    from breakwater.ui.app import make_app
+    from breakwater.ui.config import UISettings
+    from breakwater.ui.widgets.policy_panel import SETTLE_S, PolicyPanel
+
+    app = make_app(log, PRESETS["breakwater"].with_changes(window=WINDOW), counter=counter, settings=UISettings())
+    changes, answers = [], []
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.screen
+
+        def repainted(window: int) -> bool:
+            return (screen.replay.policy.window == window and screen.replay.simulation is not None
+                    and screen.query_one("#timeline").simulation is screen.replay.simulation
+                    and not screen.query_one("#controls").pending and screen.detail is not None)
+
+        await until(pilot, lambda: repainted(WINDOW))
+        await pilot.press("p")
+        panel = screen.query_one(PolicyPanel)
+        for _ in range(CHANGES):
+            panel.select("window")
+            t0 = time.perf_counter()
+            await pilot.press("left")
+            want = panel.policy.window
+            await until(pilot, lambda: screen.replay.policy.window == want)  # the settle delay is over
+            row = panel.table.cursor_row
+            t1 = time.perf_counter()
+            await pilot.press("down")  # a key while the session is re-simulated
+            await until(pilot, lambda: panel.table.cursor_row == row + 1)
+            answers.append(time.perf_counter() - t1)
+            await until(pilot, lambda: repainted(want))
+            changes.append(time.perf_counter() - t0)
+    return changes, answers, SETTLE_S
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log = big_session(Path(tmp))
+    for counter in ("heuristic", "exact"):
+        changes, answers, settle = asyncio.run(threshold_changes(log, counter))
+        print(f"workbench, --counter {counter}: window key -> list, gauges, inspector, timeline repainted "
+              f"{statistics.median(changes):.3f} s median of {CHANGES} (max {max(changes):.3f} s; includes the "
+              f"{settle:.2f} s settle delay that coalesces quick edits); a key answered during the re-simulation "
+              f"{statistics.median(answers) * 1000:.0f} ms median (max {max(answers) * 1000:.0f} ms)")
     a = PRESETS["breakwater"].with_changes(window=WINDOW)
     b = PRESETS["seed-001"].with_changes(window=WINDOW)
     print(f"session: {len(log.messages):,} messages, {log.turn_count():,} turns")
