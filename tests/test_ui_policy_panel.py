@@ -112,3 +112,21 @@ async def test_save_and_load_toml_from_the_panel(tmp_path):
         await pilot.press("ctrl+o", *str(tmp_path / "none.toml"), "enter")
         await pilot.pause()
         assert "no such policy file" in status(app) and panel.policy == load_toml(other)
+
+
+async def test_a_burst_of_keys_lands_in_the_box_in_order():
+    """A terminal delivers fast typing as one burst: the keys after the first reach the table
+    before the box has the focus (seen in tmux: typing 100000 gave 0)."""
+    from textual import events
+
+    app = PanelHost(PRESETS["seed-001"])
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        panel.select("window")
+        table = app.query_one("#policy-table")
+        for ch in "100000":
+            table.post_message(events.Key(ch, ch))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert panel.policy.window == 100_000
+        assert not app.query_one("#policy-input").display

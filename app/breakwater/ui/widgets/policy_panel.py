@@ -270,12 +270,19 @@ class PolicyPanel(Vertical):
 
     # -- typing: a value, or a path ------------------------------------------------------------------
     def start_typing(self, first: str) -> None:
+        box = self.query_one("#policy-input", Input)
+        if self._typing is not None and box.display:
+            # keys typed in a burst reach the table before the box has the focus: they belong in the box
+            if first:
+                box.insert_text_at_cursor(first)
+            else:
+                self._finish(box.value)
+            return
         spec = self.selected()
         if spec is None:
             return
         current = getattr(self.policy, spec.name)
         self._typing = (spec.name, current)
-        box = self.query_one("#policy-input", Input)
         box.placeholder = f"{spec.name} ({spec.unit}), enter to keep, escape to undo"
         box.value = first or show_value(current).replace(",", "")
         self._open(box, select=not first)
@@ -311,11 +318,14 @@ class PolicyPanel(Vertical):
 
     @on(Input.Submitted, "#policy-input")
     def _submitted(self, event: Input.Submitted) -> None:
+        self._finish(event.value)
+
+    def _finish(self, text: str) -> None:
         what = self._typing[0] if self._typing else None
         if what == "save":
-            self._save(event.value)
+            self._save(text)
         elif what == "load":
-            self._load(event.value)
+            self._load(text)
         elif what is not None and self.refused is not None and self.refused[0] == what:
             return  # keep the box open on a refused value: the reason is on the status line
         self._close_input()
