@@ -94,7 +94,7 @@ def test_bad_input_is_one_line_and_loses_nothing(corpus, tmp_path):
 
 def test_dask_cluster_gives_the_same_figures(corpus, local_json):
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=None,
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0",
                                   processes=True) as cluster:
         out = run(str(corpus), "--json", "--dask", cluster.scheduler_address)
     assert out.returncode == 0, out.stderr
