@@ -2,11 +2,7 @@
 
 `probes` extracts a session's checkable facts, `scoring` finds which of them a request still
 carries, `runner` replays sessions (locally in parallel, or on Dask) and `results` holds what
-was found; `commands` is `breakwater eval`. No Textual here: the workbench draws `FidelityRun`.
+was found (`FidelityRun.recall_at`, `lost_at` for the workbench's gauge); `loops` flags
+compaction loops; `commands` is `breakwater eval`. No Textual here. Nothing is imported at
+package level, so `breakwater --help` does not pay for the replay machinery.
 """
-
-from breakwater.fidelity.probes import CATEGORIES, Probe, extract
-from breakwater.fidelity.results import FidelityRun
-from breakwater.fidelity.runner import evaluate_path, replay
-
-__all__ = ["CATEGORIES", "Probe", "extract", "FidelityRun", "evaluate_path", "replay"]
