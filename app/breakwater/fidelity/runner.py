@@ -33,8 +33,7 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     return policy
 
 
-def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
-           until_turn: int | None = None) -> FidelityRun:
+def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None) -> FidelityRun:
     """Build every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
@@ -48,8 +47,6 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     compaction_turns: list[int] = []
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
-            if until_turn is not None and turns >= until_turn:
-                break
             plan = pipe.plan()
             view = plan.built or pipe.materialize(plan)
             turns = plan.turn
