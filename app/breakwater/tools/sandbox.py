@@ -19,7 +19,6 @@ namespaces may be disabled) and otherwise says so once and falls back; `bwrap` i
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import shutil
 import subprocess
@@ -103,6 +102,8 @@ def make_undumpable() -> bool:
     """prctl(PR_SET_DUMPABLE, 0): /proc/<our pid>/environ becomes root's to read. True if it took."""
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes       # only on this path: every command that registers --sandbox imports this module
+
     try:
         return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
     except (OSError, AttributeError):
