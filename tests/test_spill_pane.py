@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from pathlib import Path
@@ -9,10 +10,13 @@ from pathlib import Path
 from support.spills import write_spill
 from textual.app import App, ComposeResult
 
+from breakwater.core.commands import read_session, resolve_policy, sample_path
 from breakwater.tools.spill_index import human_size
 from breakwater.ui.spill import SpillPane, SpillView
 from breakwater.ui.spill import view as view_module
 from breakwater.ui.spill.view import TAIL_LINES
+from breakwater.ui.app import make_app
+from breakwater.ui.config import UISettings
 
 SIZE = (100, 20)
 
@@ -239,11 +243,12 @@ async def test_jump_and_search_asked_while_the_head_is_indexed_wait_for_it(tmp_p
         gate.set()
 
 
-async def test_without_a_workspace_the_pane_says_how_to_name_one():
-    app = Host(None)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert "pass --workspace DIR" in screen_text(app)
+async def test_without_a_workspace_the_pane_says_how_to_name_one(tmp_path):
+    for workspace, said in ((None, "No workspace known"), (tmp_path / "elsewhere", "is not on this machine")):
+        app = Host(workspace)
+        async with app.run_test(size=(160, 20)) as pilot:
+            await pilot.pause()
+            assert said in screen_text(app) and "pass --workspace DIR" in screen_text(app)
 
 
 async def test_a_narrow_pane_puts_the_list_above_the_file(tmp_path):
@@ -273,3 +278,18 @@ async def test_the_newest_file_is_followed_until_one_is_picked(tmp_path):
         spill_lines(tmp_path, "call_3", ["third output"])
         await until(pilot, lambda: "call_3" in screen_text(app))
         assert view.path == first
+
+
+async def test_in_the_workbench_s_shows_the_sessions_spill_files_and_follows_one(tmp_path):
+    log = read_session(sample_path("long-refactor.jsonl"))
+    path = spill_lines(tmp_path, "call_pytest", [f"test_{i} PASSED" for i in range(500)], session=log.id)
+    policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
+    app = make_app(log, policy, workspace=tmp_path, settings=UISettings(), counter="heuristic")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("s")
+        view = app.screen.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None and "test_499 PASSED" in screen_text(app))
+        assert app.focused is view
+        with path.open("a") as f:
+            f.write("1 failed, 499 passed\n")
+        await until(pilot, lambda: "1 failed, 499 passed" in screen_text(app))

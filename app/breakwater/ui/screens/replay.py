@@ -294,7 +294,7 @@ class ReplayScreen(Screen):
     def action_toggle_spill(self) -> None:
         spill = self.query_one("#spill")
         spill.display = not spill.display
-        if spill.display and spill.can_focus:
+        if spill.display:
             spill.focus()
 
     # -- tuning ------------------------------------------------------------------------------------

@@ -256,6 +256,9 @@ class SpillPane(Widget):
             if self.workspace is None:
                 return Text("No workspace known for this session: pass --workspace DIR to see its spill files.",
                             style=style)
+            if not self.workspace.is_dir():
+                return Text(f"The workspace {self.workspace} is not on this machine: pass --workspace DIR to see "
+                            "this session's spill files.", style=style)
             where = (session_spill_dir(self.workspace, self.session_id) if self.session_id is not None
                      else self.workspace / SPILL_DIR)
             return Text(status.message or f"No spill file open — spill files appear in {where} when a tool's "
