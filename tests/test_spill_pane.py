@@ -293,3 +293,14 @@ async def test_in_the_workbench_s_shows_the_sessions_spill_files_and_follows_one
         with path.open("a") as f:
             f.write("1 failed, 499 passed\n")
         await until(pilot, lambda: "1 failed, 499 passed" in screen_text(app))
+
+
+async def test_a_deleted_spill_file_is_said_gone(tmp_path):
+    path = spill_lines(tmp_path, "call_1", ["soon gone"])
+    app = Host(tmp_path)
+    async with app.run_test(size=(160, 20)) as pilot:
+        view = app.query_one(SpillView)
+        await until(pilot, lambda: view.index is not None)
+        path.unlink()
+        await until(pilot, lambda: "call_1.log is gone" in screen_text(app))
+        assert view.path is None and "soon gone" not in screen_text(app)

@@ -275,6 +275,7 @@ class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _failed(self, reason: str) -> None:
         self._close()
+        self.path = None
         self._message = reason
         self.virtual_size = Size(0, 0)
         self.refresh()
