@@ -130,3 +130,19 @@ async def test_a_burst_of_keys_lands_in_the_box_in_order():
         await settle(pilot)
         assert panel.policy.window == 100_000
         assert not app.query_one("#policy-input").display
+
+
+async def test_a_burst_after_enter_replaces_the_selected_value():
+    from textual import events
+
+    app = PanelHost(PRESETS["seed-001"])
+    async with app.run_test(size=(120, 50)) as pilot:
+        panel = app.query_one(PolicyPanel)
+        panel.select("window")
+        table = app.query_one("#policy-table")
+        panel.start_typing("")  # enter: the box opens with the value selected
+        for ch in "64000":
+            table.post_message(events.Key(ch, ch))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert panel.policy.window == 64_000

@@ -273,8 +273,10 @@ class PolicyPanel(Vertical):
         box = self.query_one("#policy-input", Input)
         if self._typing is not None and box.display:
             # keys typed in a burst reach the table before the box has the focus: they belong in the box
-            if first:
+            if first and box.selection.is_empty:
                 box.insert_text_at_cursor(first)
+            elif first:  # as the box itself does: a typed key replaces the selected value
+                box.replace(first, *box.selection)
             else:
                 self._finish(box.value)
             return
