@@ -43,19 +43,20 @@ def make_log(n: int, tmp: Path):
     return log, time.perf_counter() - t0
 
 
-async def first_paint(log) -> tuple[float, float]:
-    """Seconds from creating the app to the message list's first painted screen; MB added by then."""
+async def first_paint(log) -> tuple[float, float, float]:
+    """Seconds from creating the app to the message list's first painted screen (wall, CPU); MB
+    added by then."""
     before = rss_mb()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     app = make_app(log, preset("breakwater").with_changes(window=WINDOW), settings=UISettings())
     async with app.run_test(size=SIZE) as pilot:
         lst = app.screen.query_one(MessageList)
         while not lst._strips:          # the list has drawn its rows
             await pilot.pause(0.005)
-        took = time.perf_counter() - t0
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
         grown = rss_mb() - before
         app.exit()
-    return took, grown
+    return took, cpu, grown
 
 
 async def key_latency(log) -> dict[str, tuple[float, float]]:
@@ -87,6 +88,35 @@ async def key_latency(log) -> dict[str, tuple[float, float]]:
             for k, v in out.items()}
 
 
+async def open_big_output(tmp: Path) -> tuple[float, float]:
+    """Seconds from selecting a 10 MB tool result to the inspector showing it (wall, CPU)."""
+    from synth import tool_output
+
+    from breakwater.core.message import Message
+    from breakwater.ui.widgets.inspector import Inspector
+
+    msgs = session_messages(40, avg_tool_chars=500, seed=9)
+    big = next(i for i, m in enumerate(msgs) if m.role == "tool")
+    m = msgs[big]
+    msgs[big] = Message(m.id, "tool", tool_output(random.Random(1), 10_000_000), tool_call_id=m.tool_call_id,
+                        turn=m.turn)
+    log = load_session(write_session(tmp / "big-output.jsonl", msgs, header={"window": WINDOW}))
+    app = make_app(log, preset("breakwater").with_changes(window=WINDOW), settings=UISettings())
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        while screen.detail is None:
+            await pilot.pause(0.05)
+        inspector = screen.query_one(Inspector)
+        t0, c0 = time.perf_counter(), time.process_time()
+        screen.query_one(MessageList).select_index(big)
+        while inspector.index != big:
+            await pilot.pause(0.001)
+        await pilot.pause()
+        took = (time.perf_counter() - t0, time.process_time() - c0)
+        app.exit()
+    return took
+
+
 def jumps(log, count: int = 40) -> tuple[float, float, float]:
     replay = Replay(log, preset("breakwater").with_changes(window=WINDOW))
     t0 = time.perf_counter()
@@ -107,14 +137,17 @@ def main() -> None:
         small, _ = make_log(100, Path(tmp))
         big, parse_s = make_log(20_000, Path(tmp))
         mid, _ = make_log(5_000, Path(tmp))
+        output_wall, output_cpu = asyncio.run(open_big_output(Path(tmp)))
     asyncio.run(first_paint(small))          # warm imports and the CSS once
-    paint_small, mem_small = asyncio.run(first_paint(small))
-    paint_big, mem_big = asyncio.run(first_paint(big))
-    print(f"first paint, 100 messages: {paint_small:.3f} s (+{mem_small:.0f} MB)")
+    paint_small, cpu_small, mem_small = asyncio.run(first_paint(small))
+    paint_big, cpu_big, mem_big = asyncio.run(first_paint(big))
+    print(f"first paint, 100 messages: {paint_small:.3f} s ({cpu_small:.3f} s CPU, +{mem_small:.0f} MB)")
     print(f"first paint, 20,000 messages (parsed in {parse_s:.2f} s beforehand): {paint_big:.3f} s "
-          f"(+{mem_big:.0f} MB), {paint_big / paint_small:.2f}× the 100-message paint")
+          f"({cpu_big:.3f} s CPU, +{mem_big:.0f} MB), {paint_big / paint_small:.2f}× the 100-message paint "
+          f"({cpu_big / cpu_small:.2f}× in CPU)")
     for label, (wall, cpu) in asyncio.run(key_latency(big)).items():
         print(f"key → repaint at 20,000 messages, {label}: {wall:.1f} ms median of 25 ({cpu:.1f} ms CPU)")
+    print(f"inspector opens a 10 MB tool output: {output_wall * 1000:.0f} ms ({output_cpu * 1000:.0f} ms CPU)")
     run_s, med, worst = jumps(mid)
     print(f"jump to a random turn of 5,000 messages: {med:.1f} ms CPU median, {worst:.1f} ms worst of 40 "
           f"(after the one simulation pass with checkpoints: {run_s:.2f} s, in a worker)")

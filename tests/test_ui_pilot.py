@@ -223,3 +223,26 @@ async def test_every_action_is_in_the_command_palette():
         titles = {c.title for c in app.get_system_commands(app.screen)}
         for want in ("Next", "Prev", "Turn…", "Play", "Search", "Role", "Kind", "Spill", "Help", "Theme"):
             assert any(t.startswith(want + " (") for t in titles), (want, titles)
+
+
+async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
+    from synth import session_messages, tool_output, write_session
+
+    from breakwater.core.message import Message
+    msgs = session_messages(40, avg_tool_chars=500, seed=9)
+    big = next(i for i, m in enumerate(msgs) if m.role == "tool")
+    import random
+    msgs[big] = Message(msgs[big].id, "tool", tool_output(random.Random(1), 10_000_000),
+                        tool_call_id=msgs[big].tool_call_id, turn=msgs[big].turn)
+    app = app_for(write_session(tmp_path / "big.jsonl", msgs))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        screen.query_one(MessageList).select_index(big)
+        await until(pilot, lambda: screen.query_one(Inspector).index == big)
+        raw = screen.query_one("#inspector-raw", TextPane)
+        assert len(raw.text) >= 10_000_000 and raw.virtual_size.height > 100_000
+        raw.focus()
+        await pilot.press("end")                 # the last rows are drawn on demand, like the first
+        await pilot.pause(0.2)
+        assert raw.scroll_offset.y > 100_000
