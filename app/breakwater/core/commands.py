@@ -60,9 +60,9 @@ def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
     return policy
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="replay a session under a policy and print what each request would send")
-    p.add_argument("session", help="session file (native JSONL or OpenAI messages)")
+def add_replay_arguments(p: argparse.ArgumentParser) -> None:
+    """SESSION and how to replay it (policy, window, counter, model): shared by simulate and replay."""
+    p.add_argument("session", help="session file (native JSONL, OpenAI messages, or another agent's transcript)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
     group.add_argument("--policy", metavar="FILE.toml", help="policy file")
@@ -70,6 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
     p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="replay a session under a policy and print what each request would send")
+    add_replay_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--view", type=int, metavar="TURN", help="print the exact request of one turn as JSON "
                    "(with --compare: the turn whose messages are compared, default the last)")

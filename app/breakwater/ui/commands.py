@@ -7,21 +7,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakwater.core.commands import compare_policy, fail, read_session, resolve_policy, sample_path, with_overlay
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
+from breakwater.core.commands import (add_replay_arguments, compare_policy, fail, read_session, resolve_policy,
+                                      sample_path, with_overlay)
+from breakwater.core.policy import PolicyError
 from breakwater.core.session_log import SessionLogError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="open the workbench on a recorded session, turn by turn")
-    p.add_argument("session", help="session file (native JSONL, OpenAI messages, or another agent's transcript)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
-    group.add_argument("--policy", metavar="FILE.toml", help="policy file")
-    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else the policy's)")
-    p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
-                   help="exact: tiktoken confirms counts near the limits (default); heuristic: never tiktoken")
-    p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
+    add_replay_arguments(p)
     p.add_argument("--turn", type=int, metavar="K", help="open at turn K (default: the last)")
     p.add_argument("--workspace", metavar="DIR",
                    help="the agent's workspace, where .agent/spill/<session>/ lives (default: the session's own)")
