@@ -1,6 +1,8 @@
 """The pipeline stage by stage, the fold's bookkeeping against a from-scratch recompute, and replay."""
 
 
+import json
+
 import pytest
 
 from breakwater.core.message import Message, ToolCall
@@ -376,3 +378,40 @@ def test_a_run_of_same_role_messages_merges_into_one():
     assert len(out) == 1 and out[0].sources == tuple(f"u{i}" for i in range(5_000))
     assert out[0].message.content == "\n\n".join(f"part {i}" for i in range(5_000))
     assert len(edits) == 4_999 and all(e.kind == "merged" for e in edits)
+
+
+# -- the one exception: an over-long tool-call argument when nothing else makes the request fit ------
+def big_argument_history(chars=400_000):
+    content = "x = 1\n" * (chars // 6)
+    big = ToolCall("cw", "write_file", json.dumps({"path": "gen/big.py", "content": content}))
+    msgs = base(Message("aw", "assistant", "Writing the generated module.", (big,)),
+                Message("tw", "tool", "wrote 400000 chars", tool_call_id="cw"))
+    for g in range(2):  # two more turns of three calls each: the big call is out of working memory
+        calls = tuple(ToolCall(f"c{g}{k}", "bash", '{"command": "ls"}') for k in range(3))
+        msgs.append(Message(f"a{g}", "assistant", "", calls))
+        msgs += [Message(f"t{g}{k}", "tool", "ok", tool_call_id=f"c{g}{k}") for k in range(3)]
+    return msgs, content
+
+
+@pytest.mark.parametrize("name", ["seed-001", "seed-003"])
+def test_an_over_long_argument_beyond_working_memory_is_cut_only_to_fit(name):
+    p = preset(name).with_changes(window=32_000)
+    msgs, content = big_argument_history()
+    v = view_of(msgs, p)
+    assert v.fits and v.sent_tokens <= p.hard_limit
+    assert api_problems(v.to_api()) == []
+    call = next(c for m in v.messages for c in m.tool_calls if c.id == "cw")
+    args = json.loads(call.arguments)
+    assert call.name == "write_file" and set(args) == {"path", "content"} and args["path"] == "gen/big.py"
+    assert args["content"].startswith(content[:1500]) and args["content"].endswith(content[-1000:])
+    assert "the log keeps it whole" in args["content"]
+    edits = [e for e in v.edits if e.kind == "truncated-argument"]
+    assert [e.message_id for e in edits] == ["aw"] and edits[0].tokens_after < edits[0].tokens_before
+    assert msgs[2].tool_calls[0].arguments == json.dumps({"path": "gen/big.py", "content": content})
+
+
+def test_a_request_that_fits_keeps_its_arguments_whole():
+    msgs, _ = big_argument_history()
+    v = view_of(msgs, preset("seed-001").with_changes(window=256_000))
+    assert not any(e.kind == "truncated-argument" for e in v.edits)
+    assert [c.arguments for m in v.messages for c in m.tool_calls] == [c.arguments for m in msgs for c in m.tool_calls]

@@ -31,7 +31,7 @@ def text(draw, huge=False):
 def history(draw):
     items = draw(st.lists(st.sampled_from(
         ["user", "assistant", "calls", "calls", "calls", "orphan_result", "placeholder", "legacy_tool",
-         "cancelled", "system", "odd_role", "user", "calls", "dup_calls", "user_run"]), min_size=1, max_size=40))
+         "cancelled", "system", "odd_role", "user", "calls", "dup_calls", "user_run", "big_args"]), min_size=1, max_size=40))
     huge_at = draw(st.integers(min_value=-1, max_value=len(items) - 1)) if draw(st.booleans()) else -2
     msgs = [Message("m00000", "system", "You are an agent.")] if draw(st.booleans()) else []
     n_call = 0
@@ -63,6 +63,13 @@ def history(draw):
                                              ToolCall(cid, "bash", '{"command": "pwd"}')))
             for _ in range(draw(st.integers(1, 2))):
                 add("tool", body, tool_call_id=cid)
+        elif kind == "big_args":  # a model that writes a whole file through one call
+            n_call += 1
+            size = draw(st.sampled_from([19_999, 25_000, 120_000, 600_000]))
+            args = json.dumps({"path": "big.txt", "content": (body or "x") * (size // max(1, len(body) or 1) + 1)})
+            add("assistant", "", tool_calls=(ToolCall(f"call_{n_call}", "write_file", args[:size] + '"}'
+                                                      if draw(st.booleans()) else args),))
+            add("tool", "written", tool_call_id=f"call_{n_call}")
         elif kind == "user_run":
             for _ in range(draw(st.integers(2, 4))):
                 add("user", body or "more")
@@ -97,15 +104,31 @@ def check_view(view, msgs, policy, seen=None):
     assert api_problems(api) == [], api_problems(api)
     if seen is not None:
         assert_covered(view, seen, policy)
-    # a request that exceeds the window is never produced (a valid one always fits here)
-    assert view.fits and view.sent_tokens <= policy.window
+    # a request that exceeds the window is never produced: one always fits here, unless a tool call
+    # in working memory carries an argument too long to send (the agent then refuses to send it)
+    assert view.fits == (view.sent_tokens <= policy.window)
+    if not view.fits:
+        recent = view.messages[-policy.working_memory_messages:]
+        assert any(len(c.arguments) > policy.argument_max_chars for m in recent for c in m.tool_calls)
     originals = origin_map(msgs)
     log_calls = {(c.id, c.name, c.arguments) for m in msgs for c in m.tool_calls}
+    log_args = {(m.id, c.id): c.arguments for m in msgs for c in m.tool_calls}
+    cut = {e.message_id for e in view.edits if e.kind == "truncated-argument"}
     for m in view.messages:
         for c in m.tool_calls:
-            # calls are never altered, except that a call without a name is sent under one that says so
-            assert (c.id, c.name, c.arguments) in log_calls or (
-                c.name == INVALID_CALL_NAME and (c.id, "", c.arguments) in log_calls)
+            if (c.id, c.name, c.arguments) in log_calls:
+                continue
+            # calls are never altered, except that a call without a name is sent under one that says
+            # so, and an over-long argument is cut so the request fits
+            if c.name == INVALID_CALL_NAME and (c.id, "", c.arguments) in log_calls:
+                continue
+            original = log_args[(m.id, c.id)]
+            assert m.id in cut and len(original) > policy.argument_max_chars > len(c.arguments)
+            try:
+                keys = set(json.loads(original))
+            except ValueError:
+                continue
+            assert set(json.loads(c.arguments)) == keys
         if m.role == "user" and m.id in originals and originals[m.id].role == "user":
             original = originals[m.id].content
             assert m.content.startswith(original[: policy.user_keep_chars])

@@ -137,6 +137,7 @@ class AgentSession:
         self._scribe_from = 0
         self._call_ids: set[str] = set()
         self._volatile = ""
+        self._sent_with: dict[str, str] = {}   # user message id -> the volatile layer it went out with
         self._start_lock = asyncio.Lock()
         self._turn_lock = asyncio.Lock()
         self._pipe_lock = asyncio.Lock()
@@ -522,17 +523,21 @@ class AgentSession:
         self._volatile = volatile_context(datetime.now().strftime("%Y-%m-%d"), str(self.workspace), injected)
 
     def _build_request(self, view: View) -> tuple[list[Message], list[dict[str, Any]]]:
-        """The messages sent (the view plus the volatile layer), checked before anything is sent."""
+        """The messages sent (the view plus the volatile layer), checked before anything is sent.
+
+        The layer goes in front of a user message the first time it is sent and stays as it was
+        sent, so each request only changes at its end (the provider's prompt cache holds)."""
         if not view.fits:
             self._over_window(view.sent_tokens, view.window)
-        volatile = self._volatile
-        sent = with_volatile(view.messages, volatile)
+        latest = next((m.id for m in reversed(view.messages) if m.role == "user"), None)
+        volatile = self._sent_with.get(latest, self._volatile) if latest else self._volatile
+        sent = with_volatile(view.messages, volatile, self._sent_with)
         tokens = self.pipe.count(sent)[0]
-        if tokens > view.window and f"\n\n{RETRIEVED_HEADER}" in volatile:
+        if tokens > view.window and latest not in self._sent_with and f"\n\n{RETRIEVED_HEADER}" in volatile:
             volatile = volatile.split(f"\n\n{RETRIEVED_HEADER}", 1)[0]
             self._note({"kind": "retrieval", "dropped": "the retrieved memory would not fit the window"})
             self._volatile = volatile
-            sent = with_volatile(view.messages, volatile)
+            sent = with_volatile(view.messages, volatile, self._sent_with)
             tokens = self.pipe.count(sent)[0]
         if tokens > view.window:
             self._over_window(tokens, view.window)
@@ -542,6 +547,8 @@ class AgentSession:
             self._error({"kind": "internal", "message": "the pipeline produced an invalid request",
                          "problems": problems[:10]})
             raise AgentError(f"internal error: the pipeline produced an invalid request ({problems[0]})")
+        if latest and volatile:
+            self._sent_with.setdefault(latest, volatile)
         return sent, request
 
     def _over_window(self, tokens: int, window: int) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from breakwater.core.message import Message
 
 KINDS = ("truncated-at-source", "snipped", "masked", "folded", "microcompacted", "summarized", "dropped",
-         "merged", "stripped")
+         "merged", "stripped", "truncated-argument")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,9 @@ class View:
     api_tokens: int | None = None  # the last figure the API reported, if any
     fits: bool = True
     notes: tuple[str, ...] = field(default=())
+    # estimate (heuristic x calibration): tokens at the start identical to the previous request,
+    # what a provider's prompt cache can reuse; 0 for the first request
+    stable_prefix_tokens: int = 0
 
     def to_api(self) -> list[dict[str, Any]]:
         return [m.to_api() for m in self.messages]

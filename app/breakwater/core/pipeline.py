@@ -109,6 +109,9 @@ class Plan:
     boundary: int = 0
     drop_to: int = 0           # shape history dropped out[cut:drop_to] (none when equal to cut)
     joined: tuple[str, ...] = ()  # ids of user messages joined into the one before them
+    stable_prefix_tokens: int = 0  # estimate: the start of the request identical to the previous one
+    sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
+    recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,7 @@ class _Shape:
     counted: str
     kept_fu: int | None
     joined: tuple[str, ...]
+    heuristic: int
 
 
 class Pipeline:
@@ -141,7 +145,6 @@ class Pipeline:
         self.turn = 0
         self.raw: list[Message] = []
         self.raw_h = [0]                       # prefix sums of heuristic tokens of raw messages
-        self._raw_exact = [0]
         # per sanitized message
         self.tok0: list[int] = []
         self.P: dict[int, list[int]] = {L: [0] for L in range(4)}
@@ -163,6 +166,8 @@ class Pipeline:
         self._undone_since_view = False         # the user took a compaction back: do not redo it at once
         self._last_failure: str | None = None   # why the summarizer's last summary was rejected
         self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
+        self._previous: Plan | None = None      # the last request planned, for its cache-stable prefix
+        self._changed_from = 0                  # lowest sanitized index changed since that request
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -256,6 +261,7 @@ class Pipeline:
 
     def _recompute_from(self, d: int) -> None:
         out = self.san.out
+        self._changed_from = min(self._changed_from, d)
         for i in range(d, len(self.tok0)):
             self._near_cache.pop(i, None)
         del self.tok0[d:]
@@ -366,9 +372,10 @@ class Pipeline:
         return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * p.hard_limit)
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
-                 lower: int | None = None, boundary: int | None = None) -> tuple[int, str]:
+                 lower: int | None = None, boundary: int | None = None) -> tuple[int, str, int]:
         """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
-        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`."""
+        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
+        Returns the count, whether it is exact, and the plain heuristic figure."""
         partial = boundary is not None and lower is not None and boundary < near_start
         if not partial:
             lower, boundary = level, near_start
@@ -380,21 +387,17 @@ class Pipeline:
         h += sum(t for _, t in near)
         est = self.calibration.apply(h)
         if not self._in_band(est):
-            return est, "estimate"
+            return est, "estimate", h
         c = self.counter
         x = sum(c.exact_message(m) for m in head)
         x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
         x += sum(c.exact_message(r[0] if r else self.san.out[i].message)
                  for i, (r, _) in zip(range(near_start, n), near))
-        return x, "exact"
+        return x, "exact", h
 
     def _raw_tokens(self) -> int:
-        est = self.calibration.apply(self.raw_h[-1])
-        if not self._in_band(est):
-            return est
-        while len(self._raw_exact) <= len(self.raw):
-            self._raw_exact.append(self._raw_exact[-1] + self.counter.exact_message(self.raw[len(self._raw_exact) - 1]))
-        return self._raw_exact[len(self.raw)]
+        """The whole log so far by the seed's heuristic, never calibrated: one rule, so it never shrinks."""
+        return self.raw_h[-1]
 
     # -- summaries ---------------------------------------------------------------------------------
     def _base_start(self) -> int:
@@ -556,7 +559,7 @@ class Pipeline:
             head, _ = self._head()
             cut = self.active[-1].cut if self.active else self._base_start()
             jh, js, _ = self._seam(head, cut, n)
-            return self._measure(jh, 0, js, n, n)
+            return self._measure(jh, 0, js, n, n)[:2]
 
         base, counted = base_of()
         over = base > p.hard_limit and n >= p.fast_path_min_messages
@@ -571,6 +574,7 @@ class Pipeline:
             new_comp = self._deep_compact(force_deep or "auto", base)
             if new_comp is None:
                 notes.append("deep compaction found nothing to summarize")
+        recorded = self.active[-1].comp if self._compacted_since_view and new_comp is None else None
         if self._compacted_since_view:
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
@@ -607,13 +611,76 @@ class Pipeline:
                     counted=shape.counted, fits=shape.sent <= p.window, zone_counted=zone_counted,
                     squeeze=shape.sent > p.hard_limit, new_compaction=new_comp, notes=notes,
                     api_tokens=self.api_tokens, lower=shape.lower, boundary=shape.boundary,
-                    drop_to=shape.drop_to, joined=shape.joined)
+                    drop_to=shape.drop_to, joined=shape.joined, sent_heuristic=shape.heuristic,
+                    recorded_compaction=recorded)
         plan.counts = self._counts(plan)
         if plan.squeeze:
             view = plan.built = self.materialize(plan)
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
             plan.counts = view.edit_counts()
+            plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
+        plan.stable_prefix_tokens = self._stable_prefix(plan)
+        if plan.built is not None:
+            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
+        self._previous, self._changed_from = plan, n
         return plan
+
+    # -- the cache-stable prefix (SPEC §7) --------------------------------------------------------------
+    def _stable_prefix(self, plan: Plan) -> int:
+        """Tokens at the start of this request identical to the previous request: what a provider's
+        prompt cache can reuse. Worked out from the two plans, without building either request."""
+        prev = self._previous
+        if prev is None:
+            return 0
+        k = 0
+        while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
+            k += 1
+        end = plan.start
+        if k == len(prev.head) == len(plan.head) and prev.start == plan.start:
+            end = self._first_changed(prev, plan, plan.start, min(prev.n, plan.n, self._changed_from))
+        count = k + (end - plan.start)
+        for p_ in (prev, plan):  # a squeezed request differs from its plan from the first message squeezed on
+            if p_.built is not None:
+                changed = {e.message_id for e in p_.built.edits if e.stage == "shape_history" and e.kind == "snipped"}
+                count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
+        if plan.built is not None:
+            return self.calibration.apply(sum(heuristic_message(m) for m in plan.built.messages[:count]))
+        h = sum(heuristic_message(m) for m in plan.head[:min(count, len(plan.head))])
+        if count > len(plan.head):
+            h += self._region_tokens(plan, plan.start, plan.start + count - len(plan.head))
+        return self.calibration.apply(h)
+
+    @staticmethod
+    def _assigned(plan: Plan, i: int) -> tuple[int, bool]:
+        level, near = (plan.level if plan.boundary >= plan.near_start else plan.lower, True) \
+            if i >= plan.near_start else (plan.level if i < plan.boundary else plan.lower, False)
+        return level, near and level >= 2   # below masking, working memory is treated like the rest
+
+    def _first_changed(self, prev: Plan, plan: Plan, a: int, end: int) -> int:
+        """The first index in [a, end) whose sent form differs between the two plans."""
+        cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
+                                  if a < x < end})
+        for x, y in zip(cuts, cuts[1:]):
+            was, now = self._assigned(prev, x), self._assigned(plan, x)
+            if was == now:
+                continue
+            for i in range(x, y):
+                r1, r2 = self._transform(i, *was), self._transform(i, *now)
+                if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                    return i
+        return end
+
+    def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
+        """Heuristic tokens of out[a:b] as this plan sends them."""
+        cuts = sorted({a, b} | {x for x in (plan.boundary, plan.near_start) if a < x < b})
+        total = 0
+        for x, y in zip(cuts, cuts[1:]):
+            level, near = self._assigned(plan, x)
+            if x >= plan.near_start:
+                total += sum(self._near_cached(i, level)[1] for i in range(x, y))
+            else:
+                total += self.P[level][y] - self.P[level][x]
+        return total
 
     def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
         """The head with user messages in a row joined, also with the first kept message, so turns alternate."""
@@ -642,10 +709,10 @@ class Pipeline:
             ns = self._near_start(lv, js, n)
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
-            t, how = self._measure(jh, lv, js, ns, n, lower, boundary)
+            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary)
             partial = boundary is not None and lower is not None and boundary < ns
             return _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns, ns,
-                          t, how, kept_fu, joined)
+                          t, how, kept_fu, joined, h)
 
         shape = at(level, cut)
         if not fast or level:
@@ -792,7 +859,8 @@ class Pipeline:
         return View(turn=plan.turn, messages=tuple(msgs), edits=tuple(edits), raw_tokens=plan.raw_tokens,
                     base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                     window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
-                    api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes))
+                    api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),
+                    stable_prefix_tokens=plan.stable_prefix_tokens)
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
         """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""

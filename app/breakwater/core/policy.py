@@ -32,7 +32,7 @@ class Policy:
     fast_path_min_messages: int = 4       # seed 003: too few messages -> send as is
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
     # stays put while the request fits, so the compacted prefix (and the provider cache) holds
-    soft_hysteresis_ratio: float = 0.05
+    soft_hysteresis_ratio: float = 0.10
 
     sanitize: bool = True
 
@@ -68,6 +68,9 @@ class Policy:
     shape_keep_last_max: int = 20         # seed 003 keepLast 20 -> 3
     shape_keep_last_min: int = 3
     user_keep_chars: int = 1_000          # user messages keep at least this much
+    # only when nothing else makes a request fit: tool-call arguments over this, outside working
+    # memory, keep head and tail (SPEC §4.6; otherwise tool calls are never altered)
+    argument_max_chars: int = 20_000
 
     # tier 1 (tool output at the source)
     tool_max_lines: int = 400
@@ -166,6 +169,7 @@ HEAD_TAIL_LIMITS = (
     ("snip_head_chars", "snip_tail_chars", "snip_threshold_chars"),
     ("working_memory_head_chars", "working_memory_tail_chars", "working_memory_max_chars"),
     ("summary_pretruncate_head", "summary_pretruncate_tail", "summary_pretruncate_chars"),
+    ("snip_head_chars", "snip_tail_chars", "argument_max_chars"),
 )
 
 

@@ -1,19 +1,19 @@
 """Prompt assembly in three layers (SPEC §7, seed 003 §5).
 
-1. static system — role, tools, rules. Byte-identical on every turn of every
-   session with the same tools, so provider prompt caches hit.
+1. static system — role, tool names, rules. Byte-identical on every turn of every
+   session with the same tools, so provider prompt caches hit. The tool schemas
+   themselves go once, in the request's `tools`.
 2. session-stable context — facts fixed for the session (id, workspace, model)
    and the project history; appended to the system message once, at session start.
 3. per-turn volatile context — date, working directory, retrieved memory. It is
-   never written into the system message: it rides in front of the latest user
-   message of the request, so everything before that message stays cacheable.
+   never written into the system message: it rides in front of a user message
+   the first time that message is sent, and stays there as it was sent, so only
+   the end of the request changes from one turn to the next.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from breakwater.core.message import Message
 
@@ -41,7 +41,6 @@ def static_system(tool_schemas: Sequence[dict[str, Any]] = ()) -> str:
     text = STATIC_RULES
     if names:
         text += "\n\nTools: " + ", ".join(names) + "."
-        text += "\nTool schemas: " + json.dumps(list(tool_schemas), sort_keys=True, separators=(",", ":"))
     return text
 
 
@@ -72,25 +71,19 @@ def volatile_context(date: str, cwd: str, retrieved: str | None = None) -> str:
     return text
 
 
-def with_volatile(messages: Sequence[Message], volatile: str) -> list[Message]:
-    """Put the volatile layer in front of the latest user message; nothing else changes.
-
-    Works on Messages so the request and its token estimate are built from the same list."""
+def with_volatile(messages: Sequence[Message], volatile: str,
+                  sent_with: Mapping[str, str] | None = None) -> list[Message]:
+    """The request with the volatile layer: a user message that already went out carries the layer
+    it was sent with (`sent_with`: message id -> layer); the latest user message, if new, gets
+    `volatile`. Nothing else changes. Works on Messages so the request and its token estimate are
+    built from the same list."""
+    sent_with = sent_with or {}
     out = list(messages)
-    for i in range(len(out) - 1, -1, -1):
-        if out[i].role == "user":
-            out[i] = out[i].with_content(f"{volatile}\n\n{out[i].content}")
-            break
+    latest = next((i for i in range(len(out) - 1, -1, -1) if out[i].role == "user"), None)
+    for i, m in enumerate(out):
+        if m.role != "user":
+            continue
+        layer = sent_with.get(m.id, volatile if i == latest else None)
+        if layer:
+            out[i] = m.with_content(f"{layer}\n\n{m.content}")
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixReport:
-    stable_chars: int      # chars of the system message: identical on every request of the session
-    static_chars: int      # chars of layer 1: identical across sessions
-
-
-def stable_prefix(api_messages: list[dict[str, Any]], static: str) -> PrefixReport:
-    system = api_messages[0].get("content") if api_messages and api_messages[0].get("role") == "system" else ""
-    system = system or ""
-    return PrefixReport(len(system), len(static) if system.startswith(static) else 0)

@@ -4,14 +4,19 @@
 joined where two user messages would follow each other (seed 003's funnel merges
 consecutive roles after shaping, and strict chat templates require turns to
 alternate). `squeeze` head/tails the largest messages when even the last few
-turns do not fit.
+turns do not fit, and only then cuts over-long tool-call arguments outside
+working memory (the one exception to "tool calls are never altered").
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from typing import Any
+
 from breakwater.core import snip as snip_stage
 from breakwater.core.edits import Edit
-from breakwater.core.message import Message
+from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.tokens import heuristic_message
 
@@ -71,4 +76,57 @@ def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], 
                               f"request over hard limit {target} after keeping {policy.shape_keep_last_min} turns"))
             msgs[best] = new
             total = count(msgs)
+    if total > target:
+        total = _cut_arguments(msgs, edits, policy, count, total)
     return msgs, edits
+
+
+def _argument_marker(removed: int) -> str:
+    return f"...[{removed} chars of this argument cut so the request fits the window; the log keeps it whole]..."
+
+
+def cut_argument(arguments: str, policy: Policy) -> str:
+    """Head and tail of each over-long string in the arguments; the JSON keys (and validity) stay."""
+    limit, head, tail = policy.argument_max_chars, policy.snip_head_chars, policy.snip_tail_chars
+
+    def cut(text: str) -> str:
+        return snip_stage.head_tail(text, head, tail, _argument_marker)[0] if len(text) > limit else text
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return cut(value)
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    try:
+        parsed = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return cut(arguments)
+    return json.dumps(walk(parsed), ensure_ascii=False)
+
+
+def _cut_arguments(msgs: list[Message], edits: list[Edit], policy: Policy, count, total: int) -> int:
+    """Largest first, outside working memory: arguments over `argument_max_chars` keep head and tail."""
+    target = policy.hard_limit
+    far = len(msgs) - policy.working_memory_messages
+    sizes = sorted(((max(len(c.arguments) for c in m.tool_calls), i) for i, m in enumerate(msgs[:far])
+                    if m.role == "assistant" and m.tool_calls), reverse=True)
+    for size, i in sizes:
+        if total <= target or size <= policy.argument_max_chars:
+            break
+        m = msgs[i]
+        calls = tuple(ToolCall(c.id, c.name, cut_argument(c.arguments, policy))
+                      if len(c.arguments) > policy.argument_max_chars else c for c in m.tool_calls)
+        new = replace(m, tool_calls=calls)
+        before, after = heuristic_message(m), heuristic_message(new)
+        if after >= before:
+            continue
+        edits.append(Edit(m.id, "shape_history", "truncated-argument", (), before, after,
+                          f"request over hard limit {target} with every message cut; "
+                          f"tool-call argument over {policy.argument_max_chars} chars"))
+        msgs[i] = new
+        total = count(msgs)
+    return total

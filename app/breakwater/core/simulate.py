@@ -12,9 +12,9 @@ from typing import Any, Callable, Collection
 
 from breakwater.core.edits import View
 from breakwater.core.message import Message
-from breakwater.core.pipeline import LEVEL_NAMES, RECORDED, Compaction, Pipeline
+from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.session_log import SessionLog
 from breakwater.core.tokens import TokenCounter
 
 
@@ -32,19 +32,39 @@ class TurnStats:
     edits: dict[str, int]
     api_tokens: int | None = None
     compaction: str | None = None
-    recorded_compaction: str | None = None   # the original agent's, applied right before this request
+    recorded_compaction: str | None = None   # from the log (its agent's), applied right before this request
+    fits: bool = True
+    stable_prefix_tokens: int = 0
+    sent_heuristic: int = 0
+    compaction_source: str | None = None    # "recorded" (from the log) or "decided" (by this run)
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
                "base_tokens": self.base_tokens, "sent_tokens": self.sent_tokens, "zone": self.zone,
-               "counted": self.counted, "zone_counted": self.zone_counted, "stage": self.level, "edits": dict(self.edits)}
+               "counted": self.counted, "zone_counted": self.zone_counted, "fits": self.fits,
+               "stable_prefix_tokens": self.stable_prefix_tokens, "stage": self.level, "edits": dict(self.edits)}
         if self.api_tokens is not None:
             out["api_tokens"] = self.api_tokens
         if self.compaction:
             out["compaction"] = self.compaction
+            out["compaction_source"] = self.compaction_source
         if self.recorded_compaction:
             out["recorded_compaction"] = self.recorded_compaction
         return out
+
+
+# How each figure is counted: one rule per figure (printed by `simulate --help` and in --json).
+FIGURE_RULES = {
+    "raw_tokens": "the whole history before the request by the seed's heuristic, never calibrated (≈): "
+                  "it never shrinks",
+    "sent_tokens": "the heuristic times the calibration factor (≈), confirmed by tiktoken near the limits; "
+                   "`counted` says which",
+    "stable_prefix_tokens": "≈ heuristic times calibration: the start of the request identical to the "
+                            "previous request, what a provider's prompt cache can reuse",
+    "billed_raw": "sum of raw_tokens (≈)",
+    "billed_sent": "sum of sent_tokens",
+    "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
+}
 
 
 @dataclass
@@ -53,8 +73,8 @@ class Simulation:
     counter: str
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)
-    compactions: list[Compaction] = field(default_factory=list)
-    recorded: list[str] = field(default_factory=list)   # ids of the compaction events the transcript holds
+    compactions: list[Compaction] = field(default_factory=list)   # decided by this run
+    recorded: list[str] = field(default_factory=list)   # ids of the log's compactions applied (its agent's)
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
 
@@ -66,15 +86,25 @@ class Simulation:
     def billed_sent(self) -> int:
         return sum(t.sent_tokens for t in self.turns)
 
+    @property
+    def saved(self) -> int:
+        return self.billed_raw - sum(t.sent_heuristic for t in self.turns)
+
+    @property
+    def over_window(self) -> list[TurnStats]:
+        return [t for t in self.turns if not t.fits]
+
     def to_json(self) -> dict[str, Any]:
         p = self.policy
         return {
             "window": p.window, "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
             "counter": self.counter, "encoding": self.encoding,
+            "counting": FIGURE_RULES,
             "turns": [t.to_json() for t in self.turns],
-            "totals": {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
-                       "saved": self.billed_raw - self.billed_sent, "compactions": len(self.compactions),
-                       "recorded_compactions": len(self.recorded), "turns": len(self.turns)},
+            "totals": {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
+                       "compactions": len(self.compactions) + len(self.recorded),
+                       "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
+                       "over_window": len(self.over_window), "turns": len(self.turns)},
         }
 
 
@@ -95,7 +125,6 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
-    recorded = None
     for i, entry in enumerate(log.entries):
         if isinstance(entry, Message) and entry.role == "assistant":
             if until_turn is not None and pipe.turn + 1 > until_turn:
@@ -105,16 +134,21 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             plan = pipe.plan()
             if plan.turn in views:
                 sim.views[plan.turn] = plan.built or pipe.materialize(plan)
+            comp, source = plan.new_compaction, "decided"
             if plan.new_compaction:
                 sim.compactions.append(plan.new_compaction)
+            recorded = plan.recorded_compaction
+            if recorded:
+                sim.recorded.append(recorded.id)
+                if comp is None:
+                    comp, source = recorded, "recorded"
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
                                        plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
-                                       plan.api_tokens,
-                                       plan.new_compaction.id if plan.new_compaction else None, recorded))
-            recorded = None
-        elif isinstance(entry, Event) and entry.type == "compaction" and entry.get("trigger") == RECORDED:
-            sim.recorded.append(entry.id)
-            recorded = entry.id
+                                       plan.api_tokens, comp.id if comp else None,
+                                       recorded_compaction=recorded.id if recorded else None, fits=plan.fits,
+                                       stable_prefix_tokens=plan.stable_prefix_tokens,
+                                       sent_heuristic=plan.sent_heuristic,
+                                       compaction_source=source if comp else None))
         pipe.feed(entry)
     sim.seconds = time.perf_counter() - t0
     return sim
