@@ -110,9 +110,9 @@ def answered(server: FakeOpenAIServer):
 
 
 def strip_volatile(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The request without the per-turn layer in front of its latest user message."""
+    """The request without the per-turn layers: each user message keeps the one it first went out with."""
     out = [dict(m) for m in messages]
-    for m in reversed(out):
+    for m in out:
         if m.get("role") == "user":
             text = m.get("content") or ""
             if text.startswith(VOLATILE_HEADER):
@@ -120,7 +120,6 @@ def strip_volatile(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 start = head_end + len(RETRIEVED_FOOTER) if head_end >= 0 else 0
                 cut = text.find("\n\n", start)
                 m["content"] = text[cut + 2:]
-            break
     return out
 
 

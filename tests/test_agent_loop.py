@@ -374,10 +374,15 @@ async def test_a_session_takes_several_user_messages(tmp_path):
         async with AgentSession(agent_config(server, tmp_path)) as agent:
             assert await agent.send("one") == "first answer"
             assert await agent.send("two") == "second answer"
-        last = server.chat_requests[-1].messages
+        requests = [r.messages for r in server.chat_requests]
+    last = requests[-1]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "tool"]
-    assert last[1]["content"] == "one"  # the volatile layer moved on to the latest user message
-    assert last[3]["content"].endswith("\n\ntwo")
+    # what was sent stays as sent: "one" keeps the layer it went out with, "two" has its own,
+    # and each request starts with the whole previous one
+    assert last[1] == requests[0][1] and last[1]["content"].endswith("\n\none")
+    assert last[3]["content"].startswith("[Context for this turn]") and last[3]["content"].endswith("\n\ntwo")
+    for before, after in zip(requests, requests[1:]):
+        assert after[: len(before)] == before
 
 
 async def test_manual_controls_are_logged_and_obeyed(tmp_path):
@@ -408,7 +413,7 @@ async def test_a_request_that_exceeds_the_window_is_never_sent(tmp_path):
     script = Script([Reply(text="never")])
     with serve(script) as server:
         with pytest.raises(AgentError, match="over the window of 300; a request that exceeds the window is never sent"):
-            await run(server, tmp_path, window=300)   # the system prompt alone is larger
+            await run(server, tmp_path, window=300, prompt="Do the task. " * 200)  # the prompt alone is larger
         assert server.chat_requests == []
     (log_path,) = (tmp_path / ".agent" / "sessions").iterdir()
     (error,) = events(load(log_path), "error", kind="window")

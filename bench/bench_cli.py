@@ -1,0 +1,54 @@
+"""Command-line start-up: each command against `python -c pass` (issue 7 item 14: ≤ 150 ms).
+
+Prints medians; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNS = 7
+
+
+def median_run(argv: list[str], cwd: str, env: dict[str, str]) -> float:
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Path(tmp) / "tiny.jsonl"
+        session.write_text("\n".join(json.dumps(r) for r in (
+            {"type": "session", "id": "tiny", "window": 32000},
+            {"type": "message", "id": "m1", "role": "user", "content": "hello"},
+            {"type": "message", "id": "m2", "role": "assistant", "content": "hi"})) + "\n")
+        (Path(tmp) / "notes.txt").write_text("a plain text file\n" * 50)
+        env = dict(os.environ, BREAKWATER_CACHE_DIR=str(Path(tmp) / "cache"), HOME=tmp)
+        bw = [py, "-m", "breakwater"]
+        base = median_run([py, "-c", "pass"], tmp, env)
+        print(f"python -c pass: {base * 1000:.0f} ms (median of {RUNS})")
+        for label, argv in (
+                ("--version", ["--version"]),
+                ("simulate (heuristic, tiny session)", ["simulate", str(session), "--counter", "heuristic", "--json"]),
+                ("simulate --help", ["simulate", "--help"]),
+                ("tokens (text file)", ["tokens", "notes.txt", "--json"]),
+                ("tool read_file", ["tool", "read_file", "notes.txt", "--workspace", tmp]),
+                ("memory show", ["memory", "show", "--workspace", tmp])):
+            t = median_run(bw + argv, tmp, env)
+            print(f"breakwater {label}: {t * 1000:.0f} ms, {(t - base) * 1000:.0f} ms over python -c pass")
+
+
+if __name__ == "__main__":
+    main()
