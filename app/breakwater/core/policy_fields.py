@@ -22,7 +22,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("mask", ("mask", "mask_min_chars", "fold_min_chars"), ("working_memory_",)),
     ("microcompact", ("microcompact",), ("microcompact_",)),
     ("deep compact", ("keep_first_user",), ("deep_", "summary_", "summarizer")),
-    ("shape history", ("user_keep_chars",), ("shape_",)),
+    ("shape history", ("user_keep_chars", "argument_max_chars"), ("shape_",)),
     ("tool output (tier 1)", (), ("tool_", "read_file_", "bash_")),
     ("memory (tier 3)", (), ("scribe_", "memory_", "retrieval_", "project_")),
 )
