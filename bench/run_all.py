@@ -6,7 +6,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-for name in ("bench_core", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats",
+for name in ("bench_core", "bench_cli", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats",
              "bench_fidelity", "bench_ui", "bench_scale", "bench_tune"):
     path = HERE / f"{name}.py"
     if not path.exists():

@@ -1,40 +1,54 @@
-"""Command line (SPEC §11). Each layer registers its own sub-commands."""
+"""Breakwater: a terminal workbench that runs an LLM agent's context-compaction pipeline and shows
+every decision it makes."""
+
+# Each layer registers its own sub-commands. Only the module of the command asked for is imported
+# (the agent's pulls in the openai client, ~0.7 s), so the other commands start quickly.
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 
 from breakwater import __version__
 
+REGISTRARS = ("breakwater.core.commands", "breakwater.memory.commands", "breakwater.tools.commands",
+              "breakwater.formats.commands", "breakwater.ui.commands", "breakwater.fidelity.commands",
+              "breakwater.agent.commands")
+EVERY = "*"
 
-def build_parser() -> argparse.ArgumentParser:
+
+def wanted_command(argv: list[str]) -> str | None:
+    """The sub-command named on the command line; EVERY when help is asked for first; None for none."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return EVERY
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
+    """The parser with the sub-commands' modules registered up to the one that defines `command`
+    (all of them for EVERY or a name none defines, so argparse can list the choices)."""
     parser = argparse.ArgumentParser(prog="breakwater", description=__doc__)
     parser.add_argument("--version", action="version", version=f"breakwater {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from breakwater.core import commands as core_commands
-    from breakwater.tools import commands as tool_commands
-    from breakwater.memory import commands as memory_commands
-    from breakwater.agent import commands as agent_commands
-    from breakwater.formats import commands as format_commands
-    from breakwater.ui import commands as ui_commands
-    from breakwater.fidelity import commands as fidelity_commands
-
-    core_commands.register(sub)
-    tool_commands.register(sub)
-    memory_commands.register(sub)
-    agent_commands.register(sub)
-    format_commands.register(sub)
-    ui_commands.register(sub)
-    fidelity_commands.register(sub)
+    if command is None:
+        return parser
+    for name in REGISTRARS:
+        importlib.import_module(name).register(sub)
+        if command in sub.choices:
+            break
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `breakwater ... | head` ends quietly, as a command-line tool should
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(wanted_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         from breakwater.ui import commands as ui_commands

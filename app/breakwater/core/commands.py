@@ -5,16 +5,39 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 
-from breakwater.core.overlay import apply_overlay, load_overlay
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS, Policy, PolicyError, from_mapping, load_toml, preset
-from breakwater.core.session_log import SessionLog, SessionLogError
-from breakwater.core.simulate import Simulation, simulate, view_at
-from breakwater.core.tokens import TokenCounter, TokenizerUnavailable, encoding_for_model, heuristic_message
+from typing import TYPE_CHECKING
+
+from breakwater.core.policy import (DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError, from_mapping,
+                                    load_toml, preset)
+
+if TYPE_CHECKING:  # the heavy modules load in the commands that use them, so start-up stays short
+    from breakwater.core.session_log import SessionLog
+    from breakwater.core.simulate import Simulation
 
 DEFAULT_SAMPLE = "long-refactor.jsonl"
+DEFAULT_MODEL = "gpt-4o"   # picks the tokenizer (o200k_base) when neither --model nor the session names one
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def counting_epilog() -> str:
+    from breakwater.core.figures import FIGURE_RULES
+
+    import textwrap
+
+    def items(pairs) -> str:
+        return "\n".join(textwrap.fill(f"{name}: {text}", 96, initial_indent="  ", subsequent_indent="    ")
+                         for name, text in pairs)
+
+    counter = textwrap.fill(f"counter: exact (the default) uses tiktoken with the encoding of --model, else of the "
+                            f"session's model, else of {DEFAULT_MODEL}; an unknown model falls back to the heuristic "
+                            f"(≈). `breakwater tokens` follows the same rule.", 96)
+    return (f"how each figure is counted (≈ marks an estimate):\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n"
+            f"presets:\n{items(PRESET_DESCRIPTIONS.items())}")
 
 
 def fail(reason: str) -> int:
@@ -23,6 +46,8 @@ def fail(reason: str) -> int:
 
 
 def sample_path(name: str = DEFAULT_SAMPLE) -> Path:
+    from importlib import resources
+
     return Path(str(resources.files("breakwater.sample_sessions") / name))
 
 
@@ -69,11 +94,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else the policy's)")
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
-    p.add_argument("--model", help="model name that picks the tokenizer (default: the session's)")
+    p.add_argument("--model", help=f"model name that picks the tokenizer (default: the session's, else {DEFAULT_MODEL})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="replay a session under a policy and print what each request would send")
+    p = sub.add_parser("simulate", help="replay a session under a policy and print what each request would send",
+                       description="Replay a session under a policy: one row per request (turn), with the tokens "
+                                   "it would send, its zone and what the pipeline did to it.",
+                       epilog=counting_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_replay_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--view", type=int, metavar="TURN", help="print the exact request of one turn as JSON "
@@ -84,15 +112,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="pins, triggers and undos made in the workbench on this recording (its .overlay.jsonl)")
     p.set_defaults(func=cmd_simulate)
 
-    t = sub.add_parser("tokens", help="heuristic, exact and recorded API token counts of a session")
+    t = sub.add_parser("tokens", help="heuristic, exact and recorded API token counts of a session or any text file",
+                       description="Count a session (every supported format) or any other text file: the seed's "
+                                   "heuristic, tiktoken's exact count and, for a session, the last prompt_tokens "
+                                   "the API reported.")
     t.add_argument("file")
-    t.add_argument("--model", help="model name that picks the tokenizer (default: the session's, else gpt-4o)")
+    t.add_argument("--model", help=f"model name that picks the tokenizer (default: the session's, else {DEFAULT_MODEL})")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_tokens)
 
 
 def with_overlay(log: SessionLog, path: str | Path | None) -> SessionLog:
     """The log with the overlay at `path` merged in; its bad lines reported like the session's."""
+    from breakwater.core.overlay import apply_overlay, load_overlay
+
     if not path:
         return log
     events, issues = load_overlay(Path(path))
@@ -117,12 +150,18 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from breakwater.core.session_log import SessionLogError
+    from breakwater.core.simulate import simulate, view_at
+
+    args.model = args.model or None
     try:
         log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
         other = compare_policy(args, log) if getattr(args, "compare", None) else None
     except (SessionLogError, PolicyError) as exc:
         return fail(str(exc))
+    if args.counter == "exact" and not args.model and not log.header.get("model"):
+        args.model = DEFAULT_MODEL
     turns = log.turn_count()
     if other is not None:
         if args.view is not None and not 1 <= args.view <= turns:
@@ -140,14 +179,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             return fail(f"--view {args.view}: the session has turns 1..{turns} (and {turns + 1}, the next request)")
         view = view_at(log, policy, args.view, args.counter, args.model)
         out = {"turn": view.turn, "zone": view.zone, "raw_tokens": view.raw_tokens, "sent_tokens": view.sent_tokens,
-               "counted": view.counted, "messages": view.to_api(), "edits": [e.to_json() for e in view.edits]}
+               "counted": view.counted, "fits": view.fits, "stable_prefix_tokens": view.stable_prefix_tokens,
+               "messages": view.to_api(), "edits": [e.to_json() for e in view.edits]}
         print(json.dumps(out, ensure_ascii=False, indent=1))
+        if not view.fits:
+            print(f"breakwater: warning: turn {view.turn} needs {view.sent_tokens:,} tokens, over the window of "
+                  f"{view.window:,}; the agent would not send it", file=sys.stderr)
         return 0
     sim = simulate(log, policy, args.counter, args.model)
     if args.json:
         print(json.dumps(sim.to_json(), ensure_ascii=False))
     else:
         print_table(sim, log)
+    over = sim.over_window
+    if over:
+        first = over[0]
+        print(f"breakwater: warning: {plural(len(over), 'request')} over the window of {policy.window:,} tokens "
+              f"(first: turn {first.turn}, {first.sent_tokens:,} tokens); the agent would not send them",
+              file=sys.stderr)
     return 0
 
 
@@ -172,15 +221,14 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
         if t.recorded_compaction:
             edits = f"[bold cyan]recorded compaction[/] · {edits}"
         mark = "" if t.counted == "exact" else "≈"
-        table.add_row(str(t.turn), f"{t.raw_tokens:,}", f"{mark}{t.sent_tokens:,}",
-                      f"[{styles[t.zone]}]{t.zone}[/]", t.level, edits)
+        sent = f"{mark}{t.sent_tokens:,}" if t.fits else f"[bold red]{mark}{t.sent_tokens:,} over[/]"
+        table.add_row(str(t.turn), f"≈{t.raw_tokens:,}", sent, f"[{styles[t.zone]}]{t.zone}[/]", t.level, edits)
     console.print(table)
-    saved = sim.billed_raw - sim.billed_sent
-    pct = 100 * saved / sim.billed_raw if sim.billed_raw else 0
-    console.print(f"billed without compaction {sim.billed_raw:,} · with {sim.billed_sent:,} · "
-                  f"saved {saved:,} ({pct:.0f}%) · {len(sim.compactions)} deep compactions · "
-                  + (f"{len(sim.recorded)} recorded in the transcript · " if sim.recorded else "") +
-                  f"{len(sim.turns)} turns · pipeline {sim.seconds * 1000:.0f} ms")
+    pct = 100 * sim.saved / sim.billed_raw if sim.billed_raw else 0
+    console.print(f"billed without compaction ≈{sim.billed_raw:,} · with {sim.billed_sent:,} · "
+                  f"saved ≈{sim.saved:,} ({pct:.0f}%) · {plural(len(sim.compactions), 'deep compaction')} · "
+                  + (f"{len(sim.recorded)} recorded in the log · " if sim.recorded else "") +
+                  f"{plural(len(sim.turns), 'turn')} · pipeline {sim.seconds * 1000:.0f} ms")
 
 
 def print_comparison(comparison, log: SessionLog) -> None:
@@ -204,41 +252,71 @@ def print_comparison(comparison, log: SessionLog) -> None:
     console.print(table)
     for name, tot in zip("AB", comparison.totals):
         console.print(f"{name}: billed without compaction {tot.billed_raw:,} · with {tot.billed_sent:,} · "
-                      f"saved {tot.saved:,} ({tot.saved_pct:.0f}%) · {tot.compactions} deep compactions · "
-                      f"{tot.hard_turns} turns in the hard zone")
+                      f"saved {tot.saved:,} ({tot.saved_pct:.0f}%) · {plural(tot.compactions, 'deep compaction')} · "
+                      f"{plural(tot.hard_turns, 'turn')} in the hard zone")
     same = sum(1 for t in comparison.turns if not t.differs)
     console.print(f"{same} of {len(comparison.turns)} turns identical (not listed; ◆ deep compaction); "
                   f"at turn {comparison.turn}, {len(comparison.messages)} messages are edited differently")
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
+    from breakwater.core.session_log import SessionLogError
+    from breakwater.core.tokens import (TokenCounter, TokenizerUnavailable, encoding_for_model, heuristic_message,
+                                        heuristic_text)
+
+    text = None
     try:
         log = read_session(args.file)
     except SessionLogError as exc:
-        return fail(str(exc))
-    model = args.model or log.header.get("model") or "gpt-4o"
-    msgs = log.messages
-    heuristic = sum(heuristic_message(m) for m in msgs)
-    enc = encoding_for_model(model)
-    exact = None
-    if enc:
-        try:
-            exact = TokenCounter(enc).exact_messages(msgs)
-        except TokenizerUnavailable as exc:
+        text = plain_text(args.file)
+        if text is None:
             return fail(str(exc))
+        log = None
+    model = args.model or (log.header.get("model") if log else None) or DEFAULT_MODEL
+    enc = encoding_for_model(model)
+    counter = TokenCounter(enc)
+    try:
+        if log is None:
+            heuristic = heuristic_text(text)
+            exact = counter.exact_text(text) if enc else None
+        else:
+            heuristic = sum(heuristic_message(m) for m in log.messages)
+            exact = counter.exact_messages(log.messages) if enc else None
+    except TokenizerUnavailable as exc:
+        return fail(str(exc))
     api = None
-    for ev in log.events:
+    for ev in (log.events if log else ()):
         if ev.type == "usage" and isinstance(ev.get("prompt_tokens"), int):
             api = ev.get("prompt_tokens")
     if args.json:
-        out = {"heuristic": heuristic, "exact": exact, "encoding": enc, "model": model, "messages": len(msgs)}
+        out = {"heuristic": heuristic, "exact": exact, "encoding": enc, "model": model,
+               "kind": "session" if log else "text"}
+        if log is not None:
+            out["messages"] = len(log.messages)
         if api is not None:
             out["api_last_prompt_tokens"] = api
         print(json.dumps(out))
         return 0
-    print(f"{'messages':>10}  {len(msgs):,}")
-    print(f"{'heuristic':>10}  {heuristic:,}")
+    if log is not None:
+        print(f"{'messages':>10}  {len(log.messages):,}")
+    else:
+        print(f"{'text':>10}  {len(text):,} chars (not a session: counted as plain text)")
+    print(f"{'heuristic':>10}  ≈{heuristic:,}")
     print(f"{'exact':>10}  " + (f"{exact:,} ({enc})" if exact is not None else f"≈ unknown model {model!r}: heuristic only"))
     if api is not None:
         print(f"{'api':>10}  {api:,} (last prompt_tokens recorded)")
     return 0
+
+
+def plain_text(path: str) -> str | None:
+    """The file as text when it is readable UTF-8 with no NUL byte; None otherwise."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data[:65536]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -221,6 +221,10 @@ class Pipeline:
                 if isinstance(est, int):
                     self.calibration.observe(prompt, est)
 
+    def applied(self, compaction_id: str) -> bool:
+        """Whether a compaction of the log is in effect (one of another policy is not)."""
+        return any(a.comp.id == compaction_id for a in self.active)
+
     def _undo(self, target: str) -> None:
         self.triggers.pop(target, None)
         for i, a in enumerate(self.active):
@@ -604,7 +608,7 @@ class Pipeline:
             self._last_failure = None
         if shape.drop_to > shape.cut:
             kept = len([g for g in self.group_starts if shape.drop_to <= g < n])
-            notes.append(f"shape history kept the last {kept} turns")
+            notes.append(f"shape history kept the last {kept} turn{'' if kept == 1 else 's'}")
         plan = Plan(turn=self.turn + 1, n=n, cut=shape.cut, start=shape.start, level=shape.level,
                     near_start=shape.near_start, keep_first_user=shape.kept_fu, head=shape.head,
                     raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=shape.sent, zone=zone,

@@ -5,9 +5,7 @@ Numbers come from the seeds (SPEC §4); `PRESETS` reproduces each seed's strateg
 
 from __future__ import annotations
 
-import hashlib
 import json
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -113,6 +111,8 @@ class Policy:
 
     def fingerprint(self) -> str:
         """Identifies the compaction behaviour; tier-1 and memory settings do not change a view."""
+        import hashlib
+
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith(NOT_COMPACTION)}
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -228,6 +228,8 @@ def from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> Policy:
 
 
 def load_toml(path: Path) -> Policy:
+    import tomllib
+
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
 from breakwater.core.edits import View
+from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.message import Message
 from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import SessionLog
+from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.tokens import TokenCounter
 
 
@@ -51,20 +52,6 @@ class TurnStats:
         if self.recorded_compaction:
             out["recorded_compaction"] = self.recorded_compaction
         return out
-
-
-# How each figure is counted: one rule per figure (printed by `simulate --help` and in --json).
-FIGURE_RULES = {
-    "raw_tokens": "the whole history before the request by the seed's heuristic, never calibrated (≈): "
-                  "it never shrinks",
-    "sent_tokens": "the heuristic times the calibration factor (≈), confirmed by tiktoken near the limits; "
-                   "`counted` says which",
-    "stable_prefix_tokens": "≈ heuristic times calibration: the start of the request identical to the "
-                            "previous request, what a provider's prompt cache can reuse",
-    "billed_raw": "sum of raw_tokens (≈)",
-    "billed_sent": "sum of sent_tokens",
-    "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
-}
 
 
 @dataclass
@@ -139,7 +126,6 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 sim.compactions.append(plan.new_compaction)
             recorded = plan.recorded_compaction
             if recorded:
-                sim.recorded.append(recorded.id)
                 if comp is None:
                     comp, source = recorded, "recorded"
             sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
@@ -150,6 +136,8 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                                        sent_heuristic=plan.sent_heuristic,
                                        compaction_source=source if comp else None))
         pipe.feed(entry)
+        if isinstance(entry, Event) and entry.type == "compaction" and pipe.applied(entry.id):
+            sim.recorded.append(entry.id)
     sim.seconds = time.perf_counter() - t0
     return sim
 

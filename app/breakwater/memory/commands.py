@@ -12,6 +12,10 @@ from breakwater.core.policy import Policy
 _POLICY = Policy()
 
 
+
+def lines(n: int) -> str:
+    return f"{n} line{'' if n == 1 else 's'}"
+
 def register(sub) -> None:
     parser = sub.add_parser("memory", help="read and write the workspace's session memory",
                             description="Read and write the session memory under WORKSPACE/.agent/.")
@@ -77,10 +81,10 @@ def _add(args) -> int:
     bullets = "\n".join(ln if ln.startswith("- ") else f"- {ln}" for ln in lines)
     result = _store(args).append(bullets, args.turn)
     if result.overflow:
-        print(f"MEMORY.md is full ({result.memory_lines} lines): entry written to {result.path.name}, "
+        print(f"MEMORY.md is full ({lines(result.memory_lines)}): entry written to {result.path.name}, "
               f"pointer added")
     else:
-        print(f"entry appended to MEMORY.md ({result.memory_lines} lines)")
+        print(f"entry appended to MEMORY.md ({lines(result.memory_lines)})")
     return 0
 
 

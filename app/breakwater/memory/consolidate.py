@@ -54,7 +54,8 @@ class ConsolidationReport:
         if not self.ran:
             return f"not consolidated: {self.reason}"
         text = (f"consolidated: {self.bullets_before} bullets -> {self.bullets_after}, "
-                f"{self.fragments_removed} fragments removed, MEMORY.md has {self.memory_lines} lines")
+                f"{self.fragments_removed} fragment{'' if self.fragments_removed == 1 else 's'} removed, "
+                f"MEMORY.md has {self.memory_lines} line{'' if self.memory_lines == 1 else 's'}")
         if self.archive:
             text += f", older entries in {self.archive}"
         return text

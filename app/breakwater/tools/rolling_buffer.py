@@ -73,7 +73,7 @@ def head_size_for(max_lines: int) -> int:
 
 
 def truncation_marker(dropped: int) -> str:
-    return f"... [{dropped} lines truncated for context efficiency] ..."
+    return f"... [{dropped} line{'' if dropped == 1 else 's'} truncated for context efficiency] ..."
 
 
 def whole_chars(data: bytes | bytearray) -> bytes:

@@ -151,11 +151,13 @@ def spill_notice(rel_path: str, *, total_lines: int, total_bytes: int, dropped_l
     """
     what = []
     if dropped_lines:
-        what.append(f"{dropped_lines} lines were truncated above (lines {first_dropped_line}-"
+        what.append(f"1 line was truncated above (line {first_dropped_line})" if dropped_lines == 1 else
+                    f"{dropped_lines} lines were truncated above (lines {first_dropped_line}-"
                     f"{first_dropped_line + dropped_lines - 1})")
     if cut_lines:
-        what.append(f"{cut_lines} long lines were cut")
-    saved = (f"[Full output ({total_lines} lines, {total_bytes} bytes) saved to {rel_path}; "
+        what.append("1 long line was cut" if cut_lines == 1 else f"{cut_lines} long lines were cut")
+    saved = (f"[Full output ({total_lines} line{'' if total_lines == 1 else 's'}, {total_bytes} "
+             f"byte{'' if total_bytes == 1 else 's'}) saved to {rel_path}; "
              f"{' and '.join(what) or 'nothing was truncated'}.")
     if binary:
         return (f"{saved} It is binary: read it as hex with {hex_range_hint(rel_path, 0, DEFAULT_HEX_BYTES)} "

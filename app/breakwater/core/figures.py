@@ -1,0 +1,17 @@
+"""How each figure of a simulation is counted: one rule per figure, stated once.
+
+Printed by `simulate --help` and in `simulate --json` (`counting`); kept apart from the
+simulation itself so the help text costs no import of the pipeline.
+"""
+
+FIGURE_RULES = {
+    "raw_tokens": "the whole history before the request by the seed's heuristic, never calibrated (≈): "
+                  "it never shrinks",
+    "sent_tokens": "the heuristic times the calibration factor (≈), confirmed by tiktoken near the limits; "
+                   "`counted` says which",
+    "stable_prefix_tokens": "≈ heuristic times calibration: the start of the request identical to the "
+                            "previous request, what a provider's prompt cache can reuse",
+    "billed_raw": "sum of raw_tokens (≈)",
+    "billed_sent": "sum of sent_tokens",
+    "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
+}

@@ -1,0 +1,74 @@
+"""The command line as a user meets it (issue 7 items 14-17): quick start-up (only the command's own
+modules are imported), tokens on any text file, help without internal notes, singular and plural."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def loaded_after(*argv):
+    """The modules imported once the command line has been parsed for argv."""
+    code = ("import sys; from breakwater import cli; argv = sys.argv[1:]; "
+            "cli.build_parser(cli.wanted_command(argv)); print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["simulate", "s.jsonl"], ["tokens", "README.md"],
+                                  ["tool", "read_file", "x"], ["memory", "show"]])
+def test_commands_that_talk_to_no_model_never_import_the_client(argv):
+    loaded = loaded_after(*argv)
+    assert "openai" not in loaded and "breakwater.agent.session" not in loaded
+    assert "textual" not in loaded and "tiktoken" not in loaded
+    if argv[0] != "simulate":
+        assert "breakwater.core.pipeline" not in loaded
+
+
+def test_help_lists_every_command_and_shows_no_internal_notes():
+    out = subprocess.run([sys.executable, "-m", "breakwater", "--help"], capture_output=True, text=True).stdout
+    for command in ("simulate", "tokens", "tool", "memory", "run", "import", "replay"):
+        assert f"    {command}" in out
+    assert "SPEC" not in out and "registers" not in out
+
+
+def test_run_still_parses_its_options():
+    out = subprocess.run([sys.executable, "-m", "breakwater", "run", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--prompt" in out.stdout
+
+
+def test_tokens_counts_any_text_file(tmp_path):
+    notes = tmp_path / "README.md"
+    notes.write_text("# Title\n\nSome prose, and 中文 too.\n" * 40)
+    out = subprocess.run([sys.executable, "-m", "breakwater", "tokens", str(notes), "--json"], capture_output=True,
+                         text=True)
+    data = json.loads(out.stdout)
+    assert out.returncode == 0 and data["kind"] == "text" and data["encoding"] == "o200k_base"
+    assert data["heuristic"] > 0 and data["exact"] > 0
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    bad = subprocess.run([sys.executable, "-m", "breakwater", "tokens", str(binary)], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_one_default_counter_for_simulate_and_tokens(tmp_path):
+    doc = tmp_path / "chat.json"
+    doc.write_text(json.dumps([{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi"},
+                               {"role": "user", "content": "go on"}]))
+    sim = json.loads(subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(doc), "--json"],
+                                    capture_output=True, text=True).stdout)
+    tok = json.loads(subprocess.run([sys.executable, "-m", "breakwater", "tokens", str(doc), "--json"],
+                                    capture_output=True, text=True).stdout)
+    assert sim["encoding"] == tok["encoding"] == "o200k_base" and sim["counter"] == "exact"
+
+
+def test_singular_and_plural():
+    from breakwater.tools.rolling_buffer import truncation_marker
+    from breakwater.tools.spill import spill_notice
+
+    assert truncation_marker(1) == "... [1 line truncated for context efficiency] ..."
+    notice = spill_notice("a.log", total_lines=1, total_bytes=1, dropped_lines=1, cut_lines=1, first_dropped_line=3,
+                          read_max_lines=400)
+    assert "(1 line, 1 byte)" in notice and "1 line was truncated above (line 3)" in notice
+    assert "1 long line was cut" in notice
