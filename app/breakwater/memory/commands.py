@@ -13,7 +13,7 @@ _POLICY = Policy()
 
 
 
-def lines(n: int) -> str:
+def line_count(n: int) -> str:
     return f"{n} line{'' if n == 1 else 's'}"
 
 def register(sub) -> None:
@@ -81,10 +81,10 @@ def _add(args) -> int:
     bullets = "\n".join(ln if ln.startswith("- ") else f"- {ln}" for ln in lines)
     result = _store(args).append(bullets, args.turn)
     if result.overflow:
-        print(f"MEMORY.md is full ({lines(result.memory_lines)}): entry written to {result.path.name}, "
+        print(f"MEMORY.md is full ({line_count(result.memory_lines)}): entry written to {result.path.name}, "
               f"pointer added")
     else:
-        print(f"entry appended to MEMORY.md ({lines(result.memory_lines)})")
+        print(f"entry appended to MEMORY.md ({line_count(result.memory_lines)})")
     return 0
 
 
