@@ -28,7 +28,7 @@ def test_commands_that_talk_to_no_model_never_import_the_client(argv):
 
 def test_help_lists_every_command_and_shows_no_internal_notes():
     out = subprocess.run([sys.executable, "-m", "breakwater", "--help"], capture_output=True, text=True).stdout
-    for command in ("simulate", "tokens", "tool", "memory", "run", "import", "replay"):
+    for command in ("simulate", "tokens", "tool", "memory", "run", "import", "replay", "eval"):
         assert f"    {command}" in out
     assert "SPEC" not in out and "registers" not in out
 
