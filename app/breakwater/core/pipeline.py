@@ -168,6 +168,10 @@ class Pipeline:
         self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
         self._previous: Plan | None = None      # the last request planned, for its cache-stable prefix
         self._changed_from = 0                  # lowest sanitized index changed since that request
+        self._near_sums: dict[tuple[int, int, int], tuple] = {}  # one plan's working-memory sums
+        self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
+        self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
+        self._far_recent: dict[int, tuple] = {}   # far forms of the newest messages, at levels 1-3
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -268,6 +272,7 @@ class Pipeline:
         self._changed_from = min(self._changed_from, d)
         for i in range(d, len(self.tok0)):
             self._near_cache.pop(i, None)
+            self._far_recent.pop(i, None)
         del self.tok0[d:]
         for L in range(4):
             del self.P[L][d + 1:]
@@ -294,8 +299,10 @@ class Pipeline:
             self.tok0.append(t0)
             self.P[0].append(self.P[0][-1] + t0)
             pinned = self._pinned(i)
+            forms = []
             for L in range(1, 4):
                 res = None if pinned else self._far(msg, L)
+                forms.append(res)
                 kind = res[2] if res else None
                 self.P[L].append(self.P[L][-1] + (heuristic_message(res[0]) if res else t0))
                 for k in FAR_KINDS:
@@ -303,6 +310,11 @@ class Pipeline:
                     arr.append(arr[-1] + (1 if kind == k else 0))
             src = (msg.meta or {}).get("source") if msg.role == "tool" and msg.meta else None
             self.srcP.append(self.srcP[-1] + (1 if isinstance(src, dict) and src.get("dropped_lines") else 0))
+            self._far_recent[i] = tuple(forms)
+        # only messages about to leave working memory are asked for their far form again
+        horizon = len(out) - 4 * self.policy.working_memory_messages
+        if len(self._far_recent) > 8 * self.policy.working_memory_messages:
+            self._far_recent = {k: v for k, v in self._far_recent.items() if k >= horizon}
 
     def _pinned(self, i: int) -> bool:
         return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
@@ -353,6 +365,10 @@ class Pipeline:
     def _transform(self, i: int, level: int, near: bool):
         if level == 0 or self._pinned(i):
             return None
+        if not near:
+            forms = self._far_recent.get(i)
+            if forms is not None:
+                return forms[level - 1]
         msg = self.san.out[i].message
         return self._near(msg, level) if near else self._far(msg, level)
 
@@ -376,19 +392,35 @@ class Pipeline:
         return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * p.hard_limit)
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
-                 lower: int | None = None, boundary: int | None = None) -> tuple[int, str, int]:
+                 lower: int | None = None, boundary: int | None = None,
+                 head_tokens: int | None = None) -> tuple[int, str, int]:
         """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
         ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
         Returns the count, whether it is exact, and the plain heuristic figure."""
         partial = boundary is not None and lower is not None and boundary < near_start
         if not partial:
             lower, boundary = level, near_start
+        # one plan asks for the same request shape several times (zone, stages, shaping): once each
+        key = (tuple(map(id, head)), level, start, near_start, n, lower, boundary)
+        hit = self._measured.get(key)
+        if hit is not None:
+            return hit[0]
+        result = self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
+        self._measured[key] = (result, head)   # the head is kept so its ids stay unique for the plan
+        return result
+
+    def _count_shape(self, head, level, start, near_start, n, lower, boundary, partial, head_tokens):
         near_level = lower if partial else level
         P = self.P
-        h = sum(heuristic_message(m) for m in head)
+        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
         h += P[level][boundary] - P[level][start] + P[lower][near_start] - P[lower][boundary]
-        near = [self._near_cached(i, near_level) for i in range(near_start, n)]
-        h += sum(t for _, t in near)
+        key = (near_level, near_start, n)
+        hit = self._near_sums.get(key)
+        if hit is None:
+            near = [self._near_cached(i, near_level) for i in range(near_start, n)]
+            hit = self._near_sums[key] = (sum(t for _, t in near), near)
+        near_h, near = hit
+        h += near_h
         est = self.calibration.apply(h)
         if not self._in_band(est):
             return est, "estimate", h
@@ -552,6 +584,8 @@ class Pipeline:
         """Decide the next request. May perform (and return) a deep compaction."""
         self.san.close_group()
         self._sync()
+        self._near_sums = {}
+        self._measured = {}
         p = self.policy
         notes: list[str] = []
         new_comp: Compaction | None = None
@@ -694,7 +728,14 @@ class Pipeline:
             start += 1
         if sum(1 for m in msgs if m.role == "user") < 2:
             return msgs, start, ()
+        # the same parts give the same joined message: build it (and count it) once, not every request
+        hit = self._joined.get(tuple(id(m) for m in msgs))
+        if hit is not None and all(a is b for a, b in zip(hit[0], msgs)):
+            return hit[1], start, hit[2]
         joined, absorbed = join_users(msgs)
+        if len(self._joined) > 16:
+            self._joined.clear()
+        self._joined[tuple(id(m) for m in msgs)] = (msgs, joined, tuple(absorbed))
         return joined, start, tuple(absorbed)
 
     def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
@@ -704,16 +745,21 @@ class Pipeline:
         cut = self.active[-1].cut if self.active else self._base_start()
         fu_i = self._first_user() if p.keep_first_user else None
 
+        seams: dict[int, tuple] = {}
+
         def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
-            head = head0
-            kept_fu = fu
-            if s > cut and fu_i is not None and cut <= fu_i < s:
-                head, kept_fu = head0 + [self.san.out[fu_i].message], fu_i
-            jh, js, joined = self._seam(head, s, n)
+            framed = seams.get(s)
+            if framed is None:
+                head, kept_fu = head0, fu
+                if s > cut and fu_i is not None and cut <= fu_i < s:
+                    head, kept_fu = head0 + [self.san.out[fu_i].message], fu_i
+                jh, js, joined = self._seam(head, s, n)
+                framed = seams[s] = (jh, js, joined, kept_fu, sum(heuristic_message(m) for m in jh))
+            jh, js, joined, kept_fu, head_h = framed
             ns = self._near_start(lv, js, n)
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
-            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary)
+            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns
             return _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns, ns,
                           t, how, kept_fu, joined, h)
@@ -796,7 +842,7 @@ class Pipeline:
         near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
         if near_level:
             for i in range(plan.near_start, plan.n):
-                res = self._transform(i, near_level, near=True)
+                res = self._near_cached(i, near_level)[0]
                 if res:
                     counts[res[2]] = counts.get(res[2], 0) + 1
         src = self.srcP[plan.n] - self.srcP[plan.start]
