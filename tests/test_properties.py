@@ -112,7 +112,10 @@ def check_view(view, msgs, policy, seen=None):
         assert any(len(c.arguments) > policy.argument_max_chars for m in recent for c in m.tool_calls)
     originals = origin_map(msgs)
     log_calls = {(c.id, c.name, c.arguments) for m in msgs for c in m.tool_calls}
-    log_args = {(m.id, c.id): c.arguments for m in msgs for c in m.tool_calls}
+    log_args = {}
+    for m in msgs:  # the first call with each id is the one sent (a merged message keeps its first id)
+        for c in m.tool_calls:
+            log_args.setdefault(c.id, c.arguments)
     cut = {e.message_id for e in view.edits if e.kind == "truncated-argument"}
     for m in view.messages:
         for c in m.tool_calls:
@@ -122,7 +125,7 @@ def check_view(view, msgs, policy, seen=None):
             # so, and an over-long argument is cut so the request fits
             if c.name == INVALID_CALL_NAME and (c.id, "", c.arguments) in log_calls:
                 continue
-            original = log_args[(m.id, c.id)]
+            original = log_args[c.id]
             assert m.id in cut and len(original) > policy.argument_max_chars > len(c.arguments)
             try:
                 keys = set(json.loads(original))
