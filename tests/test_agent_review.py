@@ -12,7 +12,7 @@ from agent_support import Script, agent_config, answered, events, load, replayed
 from support.fake_openai import Reply, ScriptedToolCall
 
 from breakwater.agent import AgentSession
-from breakwater.agent.review import ACCEPT, CANCEL, SummaryDecision, SummaryProposal
+from breakwater.core.review import ACCEPT, CANCEL, SummaryDecision, SummaryProposal
 from breakwater.core.summarize import SUMMARY_HEADER
 
 EDITED = "## Original goal\n- The user's own words: finish the scripted task.\n## Files read or changed\n- none"

@@ -79,15 +79,16 @@ def test_bad_overlay_lines_are_reported_by_number_and_the_rest_applies(tmp_path)
     good = {"type": "trigger", "id": "o00002", "at": 10, "stage": "snip"}
     path.write_text("\n".join([
         "{broken",
-        json.dumps({"type": "compaction", "id": "o00001", "at": 3, "summary": "x"}),
+        json.dumps({"type": "config", "id": "o00001", "at": 3, "window": 9}),
         json.dumps(good),
         json.dumps({"type": "pin", "id": "o00003", "at": -1, "message_id": "m00001"}),
         json.dumps({"type": "undo", "id": "o00004", "at": 4}),
+        json.dumps({"type": "compaction", "id": "o00005", "at": 4, "cut_id": "m00003"}),
     ]) + "\n")
     overlay = OverlayFile(path)
     assert [e.id for e in overlay.events] == ["o00002"]
-    assert [i.line for i in overlay.issues] == [1, 2, 4, 5]
-    assert "not 'compaction'" in overlay.issues[1].reason
+    assert [i.line for i in overlay.issues] == [1, 2, 4, 5, 6]
+    assert "not 'config'" in overlay.issues[1].reason and "needs \"summary\"" in overlay.issues[4].reason
     merged = overlay.apply(load_session(session))
     assert merged.entries[10].id == "o00002"
 

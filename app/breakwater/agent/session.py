@@ -39,7 +39,7 @@ from breakwater.agent.chat import (
 from breakwater.agent.config import AgentConfig, resolve_sandbox
 from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
-from breakwater.agent.review import Reviewer, SummaryDecision, SummaryProposal
+from breakwater.core.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
 from breakwater.core.edits import View
 from breakwater.core.message import Message, ToolCall
@@ -450,7 +450,7 @@ class AgentSession:
         return view, comp
 
     async def _review(self, view: View, comp: Compaction, previous: View | None) -> tuple[View, Compaction | None]:
-        """Show the proposed compaction and do what the user decides (see agent/review.py)."""
+        """Show the proposed compaction and do what the user decides (see core/review.py)."""
         earlier = {e.message_id for e in previous.edits if e.kind == "summarized"} if previous else set()
         covered = tuple(dict.fromkeys(e.message_id for e in view.edits
                                       if e.kind == "summarized" and e.message_id not in earlier))

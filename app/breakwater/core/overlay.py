@@ -10,18 +10,31 @@ two event streams, so the pipeline stays a pure function of (log + overlay, poli
 from __future__ import annotations
 
 import json
+import os
+from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from breakwater.core.edits import View
 from breakwater.core.message import Message
+from breakwater.core.pipeline import Compaction
+from breakwater.core.policy import Policy
 from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog, iter_json_lines
+from breakwater.core.simulate import make_pipeline
 
-OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo")
+OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo", "compaction")
+KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin": "message_id",
+             "unpin": "message_id"}
 SUFFIX = ".overlay.jsonl"
 
 
 def overlay_path(session: Path) -> Path:
-    """Where the overlay of `session` lives: beside it, named after it."""
+    """Where the overlay of `session` lives: beside it, named after it — except for the bundled
+    samples (package data, maybe read-only), whose overlays live in the user's state directory."""
+    samples = Path(str(resources.files("breakwater.sample_sessions")))
+    if session.resolve().parent == samples.resolve():
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        return state / "breakwater" / "overlays" / (session.name + SUFFIX)
     return session.with_name(session.name + SUFFIX)
 
 
@@ -61,7 +74,7 @@ def _invalid(obj: Any) -> str | None:
     at = obj.get("at")
     if not isinstance(at, int) or isinstance(at, bool) or at < 0:
         return "\"at\" must be a non-negative entry count"
-    key = "target" if obj["type"] == "undo" else "stage" if obj["type"] == "trigger" else "message_id"
+    key = KEY_FIELD[obj["type"]]
     if not isinstance(obj.get(key), str) or not obj[key]:
         return f"a {obj['type']} event needs \"{key}\""
     return None
@@ -116,3 +129,25 @@ class OverlayFile:
 
     def apply(self, log: SessionLog) -> SessionLog:
         return apply_overlay(log, self.events)
+
+
+def manual_compaction(log: SessionLog, policy: Policy, turn: int, counter: str = "exact",
+                      model: str | None = None) -> tuple[Compaction | None, View]:
+    """The deep compaction a user asks for at request `turn` of a recording (extractive summary,
+    no model), and the view it gives; the caller decides whether to record it."""
+    pipe = make_pipeline(log, policy, counter, model)
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            if pipe.turn + 1 == turn:
+                break
+            pipe.plan()
+        pipe.feed(entry)
+    view, comp = pipe.view("manual")
+    return comp, view
+
+
+def compaction_record(comp: Compaction) -> dict[str, Any]:
+    """The fields of a compaction event an overlay stores (its id is the overlay's own)."""
+    data = dict(comp.to_event().data)
+    data.pop("policy", None)   # a manual compaction applies under any policy
+    return data

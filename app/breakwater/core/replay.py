@@ -88,6 +88,7 @@ class Replay:
     model: str | None = None
     summarizer: object | None = None
     simulation: Simulation | None = None
+    recording: SessionLog | None = None   # the file as recorded, when `log` has an overlay merged in
     _checkpoints: list[_Checkpoint] = field(default_factory=list, repr=False)
     _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -219,7 +220,7 @@ class Replay:
     # -- what part 2 and part 3 build on ----------------------------------------------------------
     def with_policy(self, policy: Policy) -> "Replay":
         """The same log under another policy (not yet run)."""
-        return Replay(self.log, policy, self.counter, self.model, self.summarizer)
+        return Replay(self.log, policy, self.counter, self.model, self.summarizer, recording=self.recording)
 
     def append(self, entry: Entry) -> None:
         """A live entry: appended to the log; figures are stale until the next `run()`."""

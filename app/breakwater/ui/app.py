@@ -16,6 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
+from breakwater.core.overlay import OverlayFile
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
 from breakwater.core.session_log import SessionLog
@@ -38,10 +39,12 @@ class BreakwaterApp(App):
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
-                 settings: UISettings | None = None, compare: Policy | None = None):
+                 settings: UISettings | None = None, compare: Policy | None = None,
+                 overlay: OverlayFile | None = None):
         super().__init__()
         self.replay = replay
         self.compare = compare
+        self.overlay = overlay
         self.start_turn = turn
         self.workspace = workspace
         self.settings = settings or UISettings()
@@ -52,7 +55,8 @@ class BreakwaterApp(App):
             self.set_keymap(dict(self.settings.keymap))
 
     def on_mount(self) -> None:
-        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval))
+        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
+                                      overlay=self.overlay))
         if self.compare is not None:
             from breakwater.ui.screens.compare import CompareScreen
 
@@ -60,7 +64,7 @@ class BreakwaterApp(App):
         self._report_issues()
 
     def _report_issues(self) -> None:
-        issues = self.replay.log.issues
+        issues = [*self.replay.log.issues, *(self.overlay.issues if self.overlay else ())]
         if not issues:
             return
         lines = [f"line {i.line}: {i.reason}" for i in issues[:MAX_ISSUES_SHOWN]]
@@ -108,6 +112,9 @@ class BreakwaterApp(App):
                 done.add(b.id)
                 yield SystemCommand(f"{b.description} ({self.get_key_display(b)})", b.tooltip or b.description,
                                     _runner(node, b.action))
+        if hasattr(screen, "undo_commands"):
+            for title, help, target in screen.undo_commands():
+                yield SystemCommand(title, help, _runner(screen, f"undo({target!r})"))
 
 
 def _runner(node, action: str):
@@ -118,9 +125,13 @@ def _runner(node, action: str):
 
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
-             settings: UISettings | None = None, compare: Policy | None = None) -> BreakwaterApp:
-    """The workbench on `log` under `policy`, at `turn` (default: the last recorded request)."""
+             settings: UISettings | None = None, compare: Policy | None = None,
+             overlay: OverlayFile | None = None) -> BreakwaterApp:
+    """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
+    `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
+    and undos on this recording (merged on top)."""
     if workspace is None and isinstance(log.header.get("workspace"), str):
         workspace = Path(log.header["workspace"])
-    return BreakwaterApp(Replay(log, policy, counter, model), turn=turn, workspace=workspace, settings=settings,
-                         compare=compare)
+    replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
+    return BreakwaterApp(replay, turn=turn, workspace=workspace, settings=settings, compare=compare,
+                         overlay=overlay)

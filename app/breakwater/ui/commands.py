@@ -7,10 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakwater.core.commands import (add_replay_arguments, compare_policy, fail, read_session, resolve_policy,
-                                      sample_path, with_overlay)
-from breakwater.core.policy import PolicyError
+from breakwater.core.commands import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
+    sample_path
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
 from breakwater.core.session_log import SessionLogError
+from breakwater.tools import sandbox
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,18 +20,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--turn", type=int, metavar="K", help="open at turn K (default: the last)")
     p.add_argument("--workspace", metavar="DIR",
                    help="the agent's workspace, where .agent/spill/<session>/ lives (default: the session's own)")
-    p.add_argument("--overlay", metavar="FILE", help="pins, triggers and undos made on this recording")
+    p.add_argument("--overlay", metavar="FILE",
+                   help="pins, triggers and undos made on this recording (default: SESSION.overlay.jsonl beside it)")
     p.add_argument("--compare", metavar="P2", help="open beside a second policy: a preset name or a policy file")
     p.set_defaults(func=cmd_replay)
+
+    c = sub.add_parser("chat", help="open the workbench chatting with a live agent",
+                       description="Chat with the agent while watching its context: the same list, gauges, "
+                                   "inspector, timeline and spill pane as replay, growing as the agent works.")
+    c.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL, the config file)")
+    c.add_argument("--model", help="model name (default: the config file's, else the first the endpoint lists)")
+    c.add_argument("--summary-model", help="model for deep-compaction summaries (default: --model)")
+    c.add_argument("--workspace", metavar="DIR", type=Path, help="the directory the agent works in (default: .)")
+    c.add_argument("--window", type=int, help="the model's context window in tokens")
+    c.add_argument("--preset", choices=sorted(PRESETS), help=f"compaction policy (default {DEFAULT_PRESET})")
+    c.add_argument("--yes", dest="auto_approve", action="store_true", default=None,
+                   help="approve every tool call without asking")
+    sandbox.add_argument(c)
+    c.set_defaults(func=cmd_chat)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.config import UISettings, UISettingsError
 
+    from breakwater.core.overlay import OverlayFile, overlay_path
+
     try:
-        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
-        policy = resolve_policy(args, log)
-        other = compare_policy(args, log) if getattr(args, "compare", None) else None
+        log = read_session(args.session)
+        named = getattr(args, "overlay", None)
+        if named and not Path(named).is_file():
+            return fail(f"--overlay {named}: no such file")
+        overlay = OverlayFile(Path(named) if named else overlay_path(Path(args.session)))
+        policy = resolve_policy(args, overlay.apply(log))
+        other = compare_policy(args, overlay.apply(log)) if getattr(args, "compare", None) else None
         settings = UISettings.load()
     except (SessionLogError, PolicyError, UISettingsError) as exc:
         return fail(str(exc))
@@ -43,7 +65,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.app import make_app
 
     app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
-                   settings=settings, compare=other)
+                   settings=settings, compare=other, overlay=overlay)
     app.run()
     return app.return_code or 0
 
@@ -53,3 +75,39 @@ def default(args: argparse.Namespace) -> int:
     ns = argparse.Namespace(session=str(sample_path()), preset=None, policy=None, window=None, counter="exact",
                             model=None, turn=None, workspace=None, overlay=None, compare=None)
     return cmd_replay(ns)
+
+
+def configured(env=None) -> bool:
+    """Whether any endpoint or key was given anywhere (flags are checked by the caller)."""
+    import os
+
+    from breakwater.agent.config import config_path, read_file
+
+    env = os.environ if env is None else env
+    path, explicit = config_path(env)
+    data = read_file(path, explicit)
+    return bool(env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY") or data.get("base_url")
+                or data.get("api_key") or data.get("model"))
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from breakwater.agent.config import ConfigError, load_config, resolve_sandbox
+    from breakwater.ui.config import UISettings, UISettingsError
+
+    flags = {"base_url": args.base_url, "model": args.model, "summary_model": args.summary_model,
+             "workspace": args.workspace, "window": args.window, "auto_approve": args.auto_approve,
+             "preset": args.preset, "sandbox": args.sandbox}
+    try:
+        config = load_config(flags)
+        sandbox.say_once(resolve_sandbox(config), prefix="breakwater chat")
+        settings = UISettings.load()
+        has_model = bool(args.base_url or args.model) or configured()
+    except (ConfigError, PolicyError, sandbox.SandboxError, UISettingsError) as exc:
+        return fail(str(exc))
+    from breakwater.ui.chat_app import ChatApp
+
+    app = ChatApp(config, configured=has_model, settings=settings)
+    app.run()
+    if app.agent is not None and app.agent.path is not None:
+        print(f"session: {app.agent.path}")
+    return app.return_code or 0

@@ -7,6 +7,7 @@ the only code that changes what is shown.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from textual import on, work
@@ -19,7 +20,12 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from breakwater.core.compare import counterpart
+from breakwater.core.review import SummaryProposal
+from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
 from breakwater.core.replay import Replay
+from breakwater.core.session_log import SessionLog
+from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
+from breakwater.ui.screens.dialogs import SummaryReviewScreen
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
@@ -48,8 +54,8 @@ def pins_of(replay: Replay) -> set[str]:
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 
 
-class ReplayScreen(Screen):
-    BINDINGS = [
+class ReplayScreen(ControlsMixin, Screen):
+    BINDINGS = [*CONTROL_BINDINGS,
         Binding("l,right", "step(1)", "Next", id="replay.next", tooltip="Step one request forward"),
         Binding("h,left", "step(-1)", "Prev", id="replay.prev", tooltip="Step one request back"),
         Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
@@ -73,9 +79,12 @@ class ReplayScreen(Screen):
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
-                 play_interval: float = 0.5):
+                 play_interval: float = 0.5, overlay: OverlayFile | None = None):
         super().__init__()
         self.replay = replay
+        # a recording never changes: what the user does to it goes to its overlay, merged on top
+        self.recording: SessionLog = replay.recording or replay.log
+        self.overlay = overlay
         self.turn = turn
         self.workspace = workspace
         self.play_interval = play_interval
@@ -154,12 +163,14 @@ class ReplayScreen(Screen):
         if message.simulation.policy != self.replay.policy:
             return  # a run for a policy the panel has since changed
         turns = self.replay.turns
-        if self.turn is None:
-            self.turn = max(1, turns)
-        self.turn = max(1, min(self.turn, turns + 1))
+        self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns)
         self._go(self.turn)
+
+    def turn_to_show(self, turns: int) -> int:
+        """The turn to draw once a simulation is ready: the one asked for, else the last."""
+        return self.turn if self.turn is not None else max(1, turns)
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
@@ -321,3 +332,67 @@ class ReplayScreen(Screen):
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()
+
+    # -- control by hand: on a recording, everything goes to its overlay ---------------------------
+    def _overlay(self) -> OverlayFile | None:
+        if self.overlay is None:
+            if self.recording.path is None:
+                self.notify("This session has no file, so there is nowhere to keep a pin or undo.",
+                            severity="warning")
+                return None
+            self.overlay = OverlayFile(overlay_path(self.recording.path))
+        return self.overlay
+
+    def record_control(self, type: str, data: dict) -> None:
+        overlay = self._overlay()
+        if overlay is None or self.turn is None:
+            return
+        try:
+            event = overlay.add(type, position_of_turn(self.recording, self.turn), **data)
+        except (OSError, ValueError) as exc:
+            self.notify(f"Could not write {overlay.path}: {exc}", title="Not recorded", severity="error")
+            return
+        self.notify(f"{type} {next(iter(data.values()))} from turn {self.turn} on — kept in {overlay.path.name}",
+                    title="Recorded in the overlay", timeout=4)
+        self.reload(self._with_overlay(), event)
+
+    def _with_overlay(self) -> Replay:
+        r = self.replay
+        return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
+                      recording=self.recording)
+
+    def reload(self, replay: Replay, cause=None) -> None:
+        """Show another simulation of the session (its log grew, an overlay event, another policy)."""
+        self.replay = replay
+        self.app.replay = replay
+        self.messages = replay.log.messages
+        lst = self.query_one(MessageList)
+        lst.set_messages(self.messages, pins_of(replay))
+        self.query_one(Inspector).set_messages(self.messages)
+        self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
+        self.query_one(ReplayControls).update_state(pending=True)
+        self._simulate()
+
+    @work(exclusive=True, group="compact")
+    async def compact_now(self) -> None:
+        if self.turn is None or self._overlay() is None:
+            return
+        r = self.replay
+        turn = self.turn
+        comp, view = await asyncio.to_thread(manual_compaction, r.log, r.policy, turn, r.counter, r.model)
+        if comp is None:
+            self.notify("Nothing before this request can be summarized.", severity="warning")
+            return
+        before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
+        earlier = {e.message_id for e in before.edits if e.kind == "summarized"} if before else set()
+        covered = tuple(dict.fromkeys(e.message_id for e in view.edits
+                                      if e.kind == "summarized" and e.message_id not in earlier))
+        proposal = SummaryProposal(comp, covered, comp.tokens_before, comp.tokens_after)
+        decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal))
+        if decision.action == "cancel":
+            self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)
+            return
+        record = compaction_record(comp)
+        if decision.action == "edit":
+            record.update(summary=decision.text, reviewed="edited")
+        self.record_control("compaction", record)

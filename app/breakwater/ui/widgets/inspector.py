@@ -47,6 +47,11 @@ class InspectorHead(Drawn):
 class Inspector(Vertical):
     def __init__(self, messages: list[Message], id: str | None = None):
         super().__init__(id=id)
+        self.set_messages(messages)
+        self.index: int | None = None
+        self.detail: TurnDetail | None = None
+
+    def set_messages(self, messages: list[Message]) -> None:
         self.messages = messages
         self.by_call: dict[str, list[int]] = {}   # tool_call_id -> indices of its results
         self.call_of: dict[str, tuple[int, object]] = {}   # tool_call_id -> (assistant index, call)
@@ -55,8 +60,7 @@ class Inspector(Vertical):
                 self.by_call.setdefault(m.tool_call_id, []).append(i)
             for c in m.tool_calls:
                 self.call_of[c.id] = (i, c)
-        self.index: int | None = None
-        self.detail: TurnDetail | None = None
+        self.index = None   # redraw on the next show()
 
     def compose(self) -> ComposeResult:
         yield InspectorHead(id="inspector-head")

@@ -103,6 +103,15 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self.virtual_size = Size(0, len(self.rows))
 
     # -- data -------------------------------------------------------------------------------------
+    def set_messages(self, messages: list[Message], pins: set[str]) -> None:
+        """The log changed (it grew, or pins changed): same selection where it still exists."""
+        keep = self.selected_index
+        self.messages, self.pins = messages, pins
+        self._raw_tokens.clear()
+        self._lower = None
+        self._strips.clear()
+        self._rebuild(keep)
+
     def set_detail(self, detail: TurnDetail | None) -> None:
         keep = self.selected_index
         self.detail = detail

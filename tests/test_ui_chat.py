@@ -1,0 +1,189 @@
+"""`breakwater chat` driven by keys against the project's fake OpenAI server (strict checks):
+prompts, approvals, cancel, controls by hand, the summary preview; and the same screen again
+from the recorded file with `replay`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent_support import Script, agent_config, answered, events, load, replayed_requests, serve, strip_volatile
+from support.fake_openai import Reply, ScriptedToolCall
+from textual.widgets import Input
+from ui_support import ready, screen_text, until
+
+from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.ui.app import make_app
+from breakwater.ui.chat_app import ChatApp
+from breakwater.ui.config import UISettings
+from breakwater.ui.screens.dialogs import ApprovalScreen, SummaryReviewScreen
+from breakwater.ui.widgets.gauges import Gauges
+from breakwater.ui.widgets.message_list import MessageList
+
+SIZE = (160, 48)
+
+
+def bash(command: str) -> Reply:
+    return Reply.calls(ScriptedToolCall("bash", {"command": command}))
+
+
+def chat_app(server, tmp_path, **kw) -> ChatApp:
+    return ChatApp(agent_config(server, tmp_path, **kw), settings=UISettings(), counter="heuristic")
+
+
+async def say(pilot, text: str) -> None:
+    chat = pilot.app.screen.query_one("#chat-input", Input)
+    chat.focus()
+    chat.value = text
+    await pilot.press("enter")
+
+
+async def idle(pilot) -> None:
+    screen = pilot.app.screen
+    await until(pilot, lambda: not screen._busy and screen.detail is not None
+                and screen.detail.view.turn == screen.replay.turns + 1)
+
+
+async def test_a_prompt_streams_runs_an_approved_tool_and_the_replay_shows_the_same(tmp_path):
+    script = Script([bash("echo hello-from-bash"), Reply(text="All done: hello.")])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path, auto_approve=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "Say hello with bash.")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            assert "echo hello-from-bash" in screen_text(app)
+            await pilot.press("y")
+            screen = app.screen_stack[1]
+            await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen))
+            await idle(pilot)
+            text = screen_text(app)
+            assert "All done: hello." in text
+            live = (screen.detail.view, screen.query_one(Gauges).render().plain)
+            path = app.agent.path
+            policy = app.agent.policy
+            await pilot.press("ctrl+q")
+        assert server.problems == [] and script.problems == []
+        tool = next(m for m in load(path).messages if m.role == "tool")
+        assert "hello-from-bash" in tool.content
+    replay = make_app(load(path), policy, counter="heuristic", settings=UISettings())
+    async with replay.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: replay.replay.simulation is not None)
+        await pilot.press("end", "right")   # the next request, as the live screen showed it
+        await ready(pilot, replay.replay.turns + 1)
+        assert replay.screen.detail.view == live[0]
+        assert replay.screen.query_one(Gauges).render().plain == live[1]
+
+
+async def test_deny_and_allow_for_the_session(tmp_path):
+    script = Script([bash("echo one"), bash("echo two"), bash("echo three"), Reply(text="ok")])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path, auto_approve=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "Run three commands.")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            await pilot.press("n")                       # deny the first
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and "echo two" in screen_text(app))
+            await pilot.press("a")                       # allow bash for the session
+            await idle(pilot)
+            path = app.agent.path
+            await pilot.press("ctrl+q")
+    tools = [m.content for m in load(path).messages if m.role == "tool"]
+    assert tools[0].startswith("Denied:") and "two" in tools[1] and "three" in tools[2]
+    assert server.problems == []
+
+
+async def test_cancel_a_long_request_and_the_next_one_plans_again(tmp_path):
+    slow = Reply(text="this reply is slow " * 50, chunk_delay=0.2)
+    script = Script([slow, Reply(text="second answer")])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "Take your time.")
+            await until(pilot, lambda: "assistant ▸" in screen_text(app))
+            app.screen.query_one(MessageList).focus()
+            await pilot.press("ctrl+x")
+            await until(pilot, lambda: not app.screen._busy)
+            await say(pilot, "Again, quickly.")
+            await idle(pilot)
+            assert "second answer" in screen_text(app)
+            path, policy = app.agent.path, app.agent.policy
+            await pilot.press("ctrl+q")
+        received = [strip_volatile(r.messages) for r in answered(server)]
+    log = load(path)
+    assert any((m.meta or {}).get("partial") for m in log.messages)
+    assert [strip_volatile(r) for r in replayed_requests(log, policy)] == received
+    assert server.problems == []
+
+
+async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path):
+    steps = [step for k in range(3) for step in (bash(f"seq {k} 400"), Reply(text=f"round {k}"))]
+    script = Script([*steps, Reply(text="after the edit"), Reply(text="after undo"), Reply(text="after pin")])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            for k in range(3):
+                await say(pilot, f"part {k}")
+                await idle(pilot)
+            screen = app.screen
+            screen.query_one(MessageList).focus()
+            before = screen.detail.view.sent_tokens
+            await pilot.press("M")                     # mask now: logged, the gauge moves at once
+            await until(pilot, lambda: events(app.agent.log, "trigger", stage="mask"))
+            await idle(pilot)
+            assert screen.detail.view.sent_tokens < before
+            await pilot.press("D")                     # deep compaction: the preview comes first
+            await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+            dialog = app.screen
+            assert "Replaces" in screen_text(app) and "tokens" in screen_text(app)
+            area = dialog.query_one("#review-text")
+            area.text = "## Original goal\n- EDITED BY THE USER"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: events(app.agent.log, "compaction"))
+            await idle(pilot)
+            await say(pilot, "continue")
+            await idle(pilot)
+            last = server.chat_requests[-1].messages
+            assert any("EDITED BY THE USER" in (m.get("content") or "") for m in last)
+            screen.query_one(MessageList).focus()
+            await pilot.press("u")                     # undo the latest: the compaction
+            await until(pilot, lambda: events(app.agent.log, "undo"))
+            await idle(pilot)
+            await say(pilot, "without it")
+            await idle(pilot)
+            assert not any(SUMMARY_HEADER in (m.get("content") or "") for m in server.chat_requests[-1].messages)
+            lst = screen.query_one(MessageList)
+            lst.focus()
+            first_tool = next(i for i, m in enumerate(lst.messages) if m.role == "tool")
+            lst.select_index(first_tool)
+            await pilot.press("P")
+            await until(pilot, lambda: events(app.agent.log, "pin"))
+            await idle(pilot)
+            assert lst.messages[first_tool].id in lst.pins
+            await say(pilot, "pinned")
+            await idle(pilot)
+            pinned = lst.messages[first_tool].content
+            assert any(m.get("content") == pinned for m in server.chat_requests[-1].messages)
+            await pilot.press("ctrl+q")
+    assert server.problems == [] and script.problems == []
+    for r in server.chat_requests:
+        assert r.reply is not None and not r.reply.is_error
+
+
+async def test_without_a_model_the_chat_says_how_to_configure_and_the_rest_works(tmp_path, monkeypatch):
+    monkeypatch.setenv("BREAKWATER_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    from breakwater.agent.config import load_config
+
+    app = ChatApp(load_config({"workspace": tmp_path}, env={"BREAKWATER_CONFIG": str(tmp_path / "none.toml")}),
+                  configured=False, settings=UISettings())
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: hasattr(app.screen, "agent") and app.screen.detail is not None)
+        text = screen_text(app)
+        assert "No model is configured" in text and "--base-url" in text
+        assert app.screen.query_one("#chat-input", Input).disabled
+        await pilot.press("f1")
+        await until(pilot, lambda: "keys and colours" in screen_text(app))
+        await asyncio.sleep(0)

@@ -1,0 +1,122 @@
+"""Control by hand on a recording: pins, triggers, deep compactions and undos go to the sibling
+overlay (never into the recording), show at once, and come back when the session is reopened."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+from ui_support import ready, screen_text, until
+
+from breakwater.core.commands import read_session, sample_path
+from breakwater.core.overlay import OverlayFile, overlay_path
+from breakwater.core.policy import preset
+from breakwater.core.simulate import view_at
+from breakwater.ui.app import make_app
+from breakwater.ui.config import UISettings
+from breakwater.ui.screens.dialogs import SummaryReviewScreen
+from breakwater.ui.widgets.message_list import MessageList
+
+SIZE = (160, 48)
+
+
+def recording(tmp_path, name="long-refactor.jsonl"):
+    path = tmp_path / name
+    shutil.copy(sample_path(name), path)
+    return path
+
+
+def open_app(path, turn=None):
+    log = read_session(path)
+    overlay = OverlayFile(overlay_path(path))
+    return make_app(log, preset("breakwater").with_changes(window=32000), turn=turn, counter="heuristic",
+                    settings=UISettings(), overlay=overlay)
+
+
+async def test_a_pin_goes_to_the_overlay_shows_at_once_and_is_there_when_reopened(tmp_path):
+    path = recording(tmp_path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    app = open_app(path, turn=40)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 40)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        masked = next(e.message_id for e in screen.detail.view.edits if e.kind == "masked")
+        lst.select_id(masked)
+        lst.focus()
+        await pilot.press("P")
+        await until(pilot, lambda: masked in lst.pins and screen.detail is not None
+                    and not any(e.message_id == masked and e.kind == "masked" for e in screen.detail.view.edits))
+        await ready(pilot, 40)
+        assert "pin" in screen_text(app)
+    (event,) = OverlayFile(overlay_path(path)).events
+    assert event.type == "pin" and event.get("message_id") == masked
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest   # the recording is untouched
+
+    again = open_app(path, turn=40)
+    async with again.run_test(size=SIZE) as pilot:
+        await ready(pilot, 40)
+        assert masked in again.screen.query_one(MessageList).pins
+        expected = view_at(OverlayFile(overlay_path(path)).apply(read_session(path)),
+                           preset("breakwater").with_changes(window=32000), 40, counter="heuristic")
+        assert again.screen.detail.view == expected
+
+    # and the headless command reads the same overlay
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json", "--counter",
+                          "heuristic", "--window", "32000", "--preset", "breakwater",
+                          "--overlay", str(overlay_path(path))], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["turns"][39]["sent_tokens"] == expected.sent_tokens
+
+
+async def test_trigger_then_undo_from_the_keys(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=12)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 12)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        before = screen.detail.view.sent_tokens
+        await pilot.press("C")   # microcompact now
+        await until(pilot, lambda: screen.detail is not None and screen.detail.view.turn == 12
+                    and screen.detail.view.edit_counts().get("microcompacted", 0) > 0)
+        assert screen.detail.view.sent_tokens < before
+        await pilot.press("u")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 2)
+        await until(pilot, lambda: screen.detail is not None and screen.detail.view.turn == 12
+                    and screen.detail.view.sent_tokens == before)
+    types = [e.type for e in OverlayFile(overlay_path(path)).events]
+    assert types == ["trigger", "undo"]
+
+
+async def test_a_deep_compaction_is_previewed_edited_and_recorded_in_the_overlay(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 30)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        assert "Replaces" in screen_text(app)
+        app.screen.query_one("#review-text").text = "## Original goal\n- kept by hand"
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: screen.detail is not None and screen.detail.summary is not None
+                    and "kept by hand" in screen.detail.summary.message.content)
+    (event,) = OverlayFile(overlay_path(path)).events
+    assert event.type == "compaction" and event.get("trigger") == "manual" and event.get("reviewed") == "edited"
+
+
+async def test_cancelling_the_preview_records_nothing(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 30)
+        app.screen.query_one(MessageList).focus()
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, SummaryReviewScreen))
+    assert not overlay_path(path).exists()
