@@ -187,3 +187,42 @@ async def test_without_a_model_the_chat_says_how_to_configure_and_the_rest_works
         await pilot.press("f1")
         await until(pilot, lambda: "keys and colours" in screen_text(app))
         await asyncio.sleep(0)
+
+
+async def test_a_write_is_approved_from_its_diff(tmp_path):
+    (tmp_path / "notes.txt").write_text("old line\nkept line\n")
+    write = Reply.calls(ScriptedToolCall("write_file", {"path": "notes.txt", "content": "new line\nkept line\n"}))
+    script = Script([write, Reply(text="written")])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path, auto_approve=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "Edit the notes.")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            text = screen_text(app)
+            assert "overwrite notes.txt" in text and "-old line" in text and "+new line" in text
+            await pilot.press("y")
+            await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen))
+            await idle(pilot)
+            await pilot.press("ctrl+q")
+    assert (tmp_path / "notes.txt").read_text() == "new line\nkept line\n"
+
+
+async def test_errors_are_notifications_and_the_app_goes_on(tmp_path):
+    script = Script([Reply.rate_limit(retry_after=0), Reply(text="after the retry"),
+                     Reply(status=401, error={"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                              "param": None, "code": "invalid_api_key"})])
+    with serve(script) as server:
+        app = chat_app(server, tmp_path)
+        seen = []
+        app.notify = lambda message, **kw: seen.append((kw.get("title"), str(message)))  # what the user is told
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "one")
+            await idle(pilot)
+            assert any(title == "Request failed" and "retrying" in text for title, text in seen)
+            await say(pilot, "two")
+            await until(pilot, lambda: any(title == "The agent stopped" for title, _ in seen))
+            assert app.is_running
+            assert "after the retry" in screen_text(app)
+            await pilot.press("ctrl+q")

@@ -27,7 +27,7 @@ from breakwater.agent.session import AgentError, AgentSession
 from breakwater.core.message import ToolCall
 from breakwater.core.replay import Replay
 from breakwater.core.review import SummaryDecision, SummaryProposal
-from breakwater.tools.workspace import WorkspaceError
+from breakwater.tools.workspace import Workspace, WorkspaceError
 from breakwater.ui.screens.dialogs import DENY, SESSION, ApprovalScreen, SummaryReviewScreen
 from breakwater.ui.screens.replay import ReplayScreen
 from breakwater.ui.widgets.message_list import MessageList
@@ -103,6 +103,8 @@ class ChatScreen(ReplayScreen):
             super().action_jump(where)
 
     def _refresh_live(self) -> None:
+        if not self.is_attached or not self.query(MessageList):
+            return   # the app is closing: the agent's last words need no screen
         r = self.replay
         self.reload(Replay(self.agent.log, self.agent.policy, r.counter, r.model, r.summarizer))
 
@@ -200,8 +202,7 @@ class ChatScreen(ReplayScreen):
             return None
         try:
             path = json.loads(call.arguments or "{}").get("path")
-            ws = self.agent._workspace
-            fd = ws.open(path, os.O_RDONLY)
+            fd = Workspace(self.agent.workspace).open(path, os.O_RDONLY)
         except (ValueError, AttributeError, TypeError, OSError, WorkspaceError):
             return None
         with open(fd, "rb", closefd=True) as fh:
