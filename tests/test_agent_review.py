@@ -90,8 +90,8 @@ async def test_a_declined_automatic_compaction_is_logged_with_its_undo_and_not_s
 async def test_a_cancelled_manual_compaction_leaves_the_session_as_it_was(tmp_path):
     reviewer = Reviewer(CANCEL, SummaryDecision("edit", EDITED))
     script = Script([*floods(3), Reply(text="a"), Reply(text="b"), Reply(text="c")])
-    with serve(script) as server:
-        async with AgentSession(agent_config(server, tmp_path), review=reviewer) as agent:
+    with serve(script, window=6000) as server:
+        async with AgentSession(agent_config(server, tmp_path, window=6000), review=reviewer) as agent:
             await agent.send("one")
             entries_before = len(agent.log.entries)
             assert await agent.compact_now() is None
@@ -118,3 +118,14 @@ async def test_a_broken_reviewer_does_not_lose_the_compaction(tmp_path):
     assert events(log, "compaction") and not events(log, "compaction", reviewed="declined")
     assert any("the summary review failed" in (e.get("message") or "") for e in events(log, "error", kind="review"))
     assert any(summaries_in(r) for r in received)
+
+
+async def test_a_manual_compaction_that_would_only_cover_the_kept_first_message_is_not_proposed(tmp_path):
+    reviewer = Reviewer()
+    script = Script([Reply(text="short answer")])
+    with serve(script) as server:
+        async with AgentSession(agent_config(server, tmp_path, window=32000), review=reviewer) as agent:
+            await agent.send("A short question.")
+            assert await agent.compact_now() is None
+    assert reviewer.proposals == []
+    assert not events(load(agent.path), "compaction")

@@ -549,8 +549,9 @@ class Pipeline:
             head, _ = self._head()
             est_summary = 600
             cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
-        if cut <= start:
-            return None
+        kept_first = self._first_user() if self.policy.keep_first_user else None
+        if cut <= start or (cut - start == 1 and start == kept_first):
+            return None   # nothing to summarize, or only the first user message, which stays verbatim
         previous = self.active[-1].comp.summary if self.active else None
         covered = [out[i].message for i in range(start, cut)]
         result = self.summarizer.summarize(covered, previous, self.policy)

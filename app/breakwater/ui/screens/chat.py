@@ -107,6 +107,8 @@ class ChatScreen(ReplayScreen):
             return   # the app is closing: the agent's last words need no screen
         r = self.replay
         self.reload(Replay(self.agent.log, self.agent.policy, r.counter, r.model, r.summarizer))
+        if self.follow and self.messages:
+            self.query_one(MessageList).select_index(len(self.messages) - 1)   # the newest in view
 
     # -- talking to the agent -----------------------------------------------------------------------
     @on(Input.Submitted, "#chat-input")

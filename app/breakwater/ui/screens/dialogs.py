@@ -62,9 +62,9 @@ class ApprovalScreen(ModalScreen[str]):
             with VerticalScroll(id="dialog-body"):
                 yield Static(self._body(), id="dialog-detail")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Allow once [y]", id="once", variant="success")
-                yield Button(f"Allow {self.call.name} for this session [a]", id="session", variant="primary")
-                yield Button("Deny [n]", id="deny", variant="error")
+                yield Button("Allow once (y)", id="once", variant="success")
+                yield Button(f"Allow {self.call.name} for this session (a)", id="session", variant="primary")
+                yield Button("Deny (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#dialog").border_title = f"The agent wants to run {self.call.name}"
@@ -120,8 +120,8 @@ class SummaryReviewScreen(ModalScreen[SummaryDecision]):
             yield Static(self._what(), id="dialog-what")
             yield TextArea(p.summary, id="review-text", soft_wrap=True, show_line_numbers=False)
             with Horizontal(id="dialog-buttons"):
-                yield Button("Accept [ctrl+s]", id="accept", variant="success")
-                yield Button("Cancel [esc]", id="cancel", variant="error")
+                yield Button("Accept (ctrl+s)", id="accept", variant="success")
+                yield Button("Cancel (esc)", id="cancel", variant="error")
 
     def on_mount(self) -> None:
         p = self.proposal
