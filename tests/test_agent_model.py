@@ -121,3 +121,31 @@ def test_the_llm_summarizer_produces_or_is_rejected(model_id, capsys):
     verdict = "kept" if outcome.ok else f"rejected ({outcome.reason}); extractive fallback used"
     report(capsys, f"summarizer: {verdict}; {outcome.completion_tokens} completion tokens in "
                    f"{time.monotonic() - started:.1f} s")
+
+
+async def test_the_workbench_chats_with_the_real_model(model_id, tmp_path, capsys):
+    """One chat session in the workbench, driven by keys, against the real small model."""
+    from textual.widgets import Input
+    from ui_support import until
+
+    from breakwater.ui.chat_app import ChatApp
+    from breakwater.ui.config import UISettings
+
+    config = AgentConfig(base_url=BASE_URL, model=model_id, workspace=tmp_path, window=WINDOW, auto_approve=True,
+                         max_steps=4, max_tokens=96, request_timeout_s=120)
+    app = ChatApp(config, settings=UISettings(), counter="heuristic")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: hasattr(app.screen, "agent"), timeout=60)
+        chat = app.screen.query_one("#chat-input", Input)
+        chat.focus()
+        chat.value = "Say hello in one short sentence."
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen._busy, timeout=10)
+        await until(pilot, lambda: not app.screen._busy, timeout=300)
+        path = app.agent.path
+        await pilot.press("ctrl+q")
+    log = load(path)
+    assistants = [m for m in log.messages if m.role == "assistant"]
+    report(capsys, f"workbench chat: {len(assistants)} assistant message(s), first: {assistants[0].content[:120]!r}")
+    assert assistants and events(log, "usage")
+    assert_log_valid(log, preset("breakwater").with_changes(window=WINDOW))
