@@ -387,8 +387,8 @@ async def test_a_session_takes_several_user_messages(tmp_path):
 
 async def test_manual_controls_are_logged_and_obeyed(tmp_path):
     script = Script([*tool_steps(3, 300), Reply(text="a"), Reply(text="b")])
-    with serve(script) as server:
-        async with AgentSession(agent_config(server, tmp_path)) as agent:
+    with serve(script, window=6000) as server:   # small enough that the kept tail leaves history to summarize
+        async with AgentSession(agent_config(server, tmp_path, window=6000)) as agent:
             await agent.send("one")
             comp = await agent.compact_now()
             assert comp is not None and comp.trigger == "manual"

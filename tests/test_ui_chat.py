@@ -120,8 +120,8 @@ async def test_cancel_a_long_request_and_the_next_one_plans_again(tmp_path):
 async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path):
     steps = [step for k in range(3) for step in (bash(f"seq {k} 400"), Reply(text=f"round {k}"))]
     script = Script([*steps, Reply(text="after the edit"), Reply(text="after undo"), Reply(text="after pin")])
-    with serve(script) as server:
-        app = chat_app(server, tmp_path)
+    with serve(script, window=4000) as server:   # the kept tail leaves history to summarize
+        app = chat_app(server, tmp_path, window=4000)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: hasattr(app.screen, "agent"))
             for k in range(3):
