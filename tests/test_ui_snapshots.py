@@ -40,3 +40,37 @@ def test_help_screen(snap_compare, theme):
         await pilot.pause(0.2)
 
     assert snap_compare(_app(theme, "sanitizer-mess.jsonl"), terminal_size=(120, 40), run_before=open_help)
+
+
+@pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
+def test_chat_screen_without_a_model(snap_compare, theme, tmp_path, monkeypatch):
+    from breakwater.agent.config import load_config
+    from breakwater.ui.chat_app import ChatApp
+
+    (tmp_path / "config.toml").write_text("")
+    env = {"BREAKWATER_CONFIG": str(tmp_path / "config.toml")}
+    app = ChatApp(load_config({"workspace": tmp_path}, env=env), configured=False,
+                  settings=UISettings(theme=theme), counter="heuristic")
+
+    async def opened(pilot):
+        await ready(pilot)
+        app.clear_notifications()
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=opened)
+
+
+@pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
+def test_summary_preview_on_a_recording(snap_compare, theme, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))   # the sample's overlay goes here, if anything is kept
+
+    async def preview(pilot):
+        await ready(pilot)
+        await pilot.press("D")
+        for _ in range(100):
+            if pilot.app.screen.__class__.__name__ == "SummaryReviewScreen":
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.2)
+
+    assert snap_compare(_app(theme, turn=30), terminal_size=(160, 48), run_before=preview)
