@@ -59,18 +59,3 @@ def test_chat_screen_without_a_model(snap_compare, theme, tmp_path, monkeypatch)
 
     assert snap_compare(app, terminal_size=(160, 48), run_before=opened)
 
-
-@pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
-def test_summary_preview_on_a_recording(snap_compare, theme, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))   # the sample's overlay goes here, if anything is kept
-
-    async def preview(pilot):
-        await ready(pilot)
-        await pilot.press("D")
-        for _ in range(100):
-            if pilot.app.screen.__class__.__name__ == "SummaryReviewScreen":
-                break
-            await pilot.pause(0.05)
-        await pilot.pause(0.2)
-
-    assert snap_compare(_app(theme, turn=30), terminal_size=(160, 48), run_before=preview)
