@@ -20,7 +20,7 @@ from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction
 from breakwater.core.policy import Policy
 from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog, iter_json_lines
-from breakwater.core.simulate import make_pipeline
+from breakwater.core.simulate import pipeline_at
 
 OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo", "compaction")
 KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin": "message_id",
@@ -135,14 +135,7 @@ def manual_compaction(log: SessionLog, policy: Policy, turn: int, counter: str =
                       model: str | None = None) -> tuple[Compaction | None, View]:
     """The deep compaction a user asks for at request `turn` of a recording (extractive summary,
     no model), and the view it gives; the caller decides whether to record it."""
-    pipe = make_pipeline(log, policy, counter, model)
-    for entry in log.entries:
-        if isinstance(entry, Message) and entry.role == "assistant":
-            if pipe.turn + 1 == turn:
-                break
-            pipe.plan()
-        pipe.feed(entry)
-    view, comp = pipe.view("manual")
+    view, comp = pipeline_at(log, policy, turn, counter, model).view("manual")
     return comp, view
 
 

@@ -142,9 +142,9 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     return sim
 
 
-def view_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", model: str | None = None,
-            summarizer=None) -> View:
-    """The exact request of turn `turn` (1-based); past the last turn: the next request."""
+def pipeline_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", model: str | None = None,
+                summarizer=None) -> Pipeline:
+    """The pipeline fed everything before request `turn` (1-based), each earlier request planned."""
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
@@ -152,5 +152,11 @@ def view_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", 
                 break
             pipe.plan()
         pipe.feed(entry)
-    view, _ = pipe.view()
+    return pipe
+
+
+def view_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", model: str | None = None,
+            summarizer=None) -> View:
+    """The exact request of turn `turn` (1-based); past the last turn: the next request."""
+    view, _ = pipeline_at(log, policy, turn, counter, model, summarizer).view()
     return view
