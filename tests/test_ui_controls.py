@@ -120,3 +120,16 @@ async def test_cancelling_the_preview_records_nothing(tmp_path):
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SummaryReviewScreen))
     assert not overlay_path(path).exists()
+
+
+async def test_each_stage_can_be_triggered_from_its_key(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=12)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 12)
+        app.screen.query_one(MessageList).focus()
+        for key in ("S", "M", "C"):
+            await pilot.press(key)
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 3)
+    stages = [e.get("stage") for e in OverlayFile(overlay_path(path)).events]
+    assert stages == ["snip", "mask", "microcompact"]
