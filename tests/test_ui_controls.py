@@ -133,3 +133,21 @@ async def test_each_stage_can_be_triggered_from_its_key(tmp_path):
         await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 3)
     stages = [e.get("stage") for e in OverlayFile(overlay_path(path)).events]
     assert stages == ["snip", "mask", "microcompact"]
+
+
+async def test_undo_of_a_pin_unpins(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=40)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 40)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        masked = next(e.message_id for e in screen.detail.view.edits if e.kind == "masked")
+        lst.select_id(masked)
+        lst.focus()
+        await pilot.press("P")
+        await until(pilot, lambda: masked in lst.pins)
+        await pilot.press("u")
+        await until(pilot, lambda: masked not in lst.pins and screen.detail is not None
+                    and any(e.message_id == masked and e.kind == "masked" for e in screen.detail.view.edits))
+    assert [e.type for e in OverlayFile(overlay_path(path)).events] == ["pin", "undo"]

@@ -160,6 +160,7 @@ class Pipeline:
         self.active: list[_Active] = []
         self.triggers: dict[str, int] = {}
         self.pins: set[str] = set()
+        self.pin_events: dict[str, str] = {}   # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
         self.compactions_applied = 0
         self._compacted_since_view = False
@@ -212,11 +213,9 @@ class Pipeline:
             self._undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
-            (self.pins.add if ev.type == "pin" else self.pins.discard)(mid)
-            self._sync()
-            idx = self.id_index.get(mid)
-            if idx is not None:
-                self._recompute_from(idx)
+            if ev.type == "pin":
+                self.pin_events[ev.id] = mid
+            self._set_pin(mid, ev.type == "pin")
         elif ev.type == "usage":
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
@@ -229,8 +228,17 @@ class Pipeline:
         """Whether a compaction of the log is in effect (one of another policy is not)."""
         return any(a.comp.id == compaction_id for a in self.active)
 
+    def _set_pin(self, mid: str, pinned: bool) -> None:
+        (self.pins.add if pinned else self.pins.discard)(mid)
+        self._sync()
+        idx = self.id_index.get(mid)
+        if idx is not None:
+            self._recompute_from(idx)
+
     def _undo(self, target: str) -> None:
         self.triggers.pop(target, None)
+        if target in self.pin_events:
+            self._set_pin(self.pin_events.pop(target), False)
         for i, a in enumerate(self.active):
             if a.comp.id == target:
                 del self.active[i:]

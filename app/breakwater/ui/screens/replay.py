@@ -44,10 +44,16 @@ class Superseded(Exception):
 
 
 def pins_of(replay: Replay) -> set[str]:
+    """The messages pinned at the end of the log (a pin, an unpin, or an undo naming a pin)."""
     pins: set[str] = set()
+    pinned_by: dict[str, str] = {}
     for ev in replay.log.events:
         if ev.type in ("pin", "unpin"):
             (pins.add if ev.type == "pin" else pins.discard)(str(ev.get("message_id")))
+            if ev.type == "pin":
+                pinned_by[ev.id] = str(ev.get("message_id"))
+        elif ev.type == "undo" and str(ev.get("target")) in pinned_by:
+            pins.discard(pinned_by.pop(str(ev.get("target"))))
     return pins
 
 
