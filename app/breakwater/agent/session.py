@@ -451,10 +451,7 @@ class AgentSession:
 
     async def _review(self, view: View, comp: Compaction, previous: View | None) -> tuple[View, Compaction | None]:
         """Show the proposed compaction and do what the user decides (see core/review.py)."""
-        earlier = {e.message_id for e in previous.edits if e.kind == "summarized"} if previous else set()
-        covered = tuple(dict.fromkeys(e.message_id for e in view.edits
-                                      if e.kind == "summarized" and e.message_id not in earlier))
-        proposal = SummaryProposal(comp, covered, comp.tokens_before, comp.tokens_after)
+        proposal = SummaryProposal.of(comp, view, previous)
         try:
             decision = self.review(proposal)
             if inspect.isawaitable(decision):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from breakwater.core.edits import View
 from breakwater.core.pipeline import Compaction
 
 ACTIONS = ("accept", "edit", "cancel")
@@ -27,6 +28,15 @@ class SummaryProposal:
     covered: tuple[str, ...]     # ids of the log messages the summary replaces
     tokens_before: int
     tokens_after: int
+
+    @classmethod
+    def of(cls, comp: Compaction, view: View, previous: View | None) -> "SummaryProposal":
+        """The proposal for `comp`, whose request is `view`: it covers what `view` summarizes and
+        `previous` (the request before it, if any) did not."""
+        earlier = {e.message_id for e in previous.edits if e.kind == "summarized"} if previous else set()
+        covered = tuple(dict.fromkeys(e.message_id for e in view.edits
+                                      if e.kind == "summarized" and e.message_id not in earlier))
+        return cls(comp, covered, comp.tokens_before, comp.tokens_after)
 
     @property
     def summary(self) -> str:

@@ -390,10 +390,7 @@ class ReplayScreen(ControlsMixin, Screen):
             self.notify("Nothing before this request can be summarized.", severity="warning")
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
-        earlier = {e.message_id for e in before.edits if e.kind == "summarized"} if before else set()
-        covered = tuple(dict.fromkeys(e.message_id for e in view.edits
-                                      if e.kind == "summarized" and e.message_id not in earlier))
-        proposal = SummaryProposal(comp, covered, comp.tokens_before, comp.tokens_after)
+        proposal = SummaryProposal.of(comp, view, before)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal))
         if decision.action == "cancel":
             self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)
