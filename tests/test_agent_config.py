@@ -104,3 +104,13 @@ def _http_date(seconds_from_now: float) -> str:
     import time
 
     return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+def test_configured_means_an_endpoint_a_key_or_a_model_was_named(tmp_path):
+    env = {"BREAKWATER_CONFIG": str(tmp_path / "c.toml")}
+    (tmp_path / "c.toml").write_text("window = 8000\n")
+    assert not load_config({}, env=env).configured
+    assert load_config({"model": "m"}, env=env).configured
+    assert load_config({}, env={**env, "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}).configured
+    (tmp_path / "c.toml").write_text('api_key = "k"\n')
+    assert load_config({}, env=env).configured

@@ -54,6 +54,12 @@ class AgentConfig:
     def summarizer_model(self) -> str | None:
         return self.summary_model or self.model
 
+    @property
+    def configured(self) -> bool:
+        """Whether anything (flag, environment, config file) named an endpoint, a key or a model;
+        if not, the workbench says how to configure one instead of calling OpenAI keyless."""
+        return self.base_url != DEFAULT_BASE_URL or self.api_key != NO_KEY or self.model is not None
+
 
 # config-file key -> the type it must have
 _FILE_KEYS: dict[str, tuple[type, ...]] = {

@@ -77,19 +77,6 @@ def default(args: argparse.Namespace) -> int:
     return cmd_replay(ns)
 
 
-def configured(env=None) -> bool:
-    """Whether any endpoint or key was given anywhere (flags are checked by the caller)."""
-    import os
-
-    from breakwater.agent.config import config_path, read_file
-
-    env = os.environ if env is None else env
-    path, explicit = config_path(env)
-    data = read_file(path, explicit)
-    return bool(env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY") or data.get("base_url")
-                or data.get("api_key") or data.get("model"))
-
-
 def cmd_chat(args: argparse.Namespace) -> int:
     from breakwater.agent.config import ConfigError, load_config, resolve_sandbox
     from breakwater.ui.config import UISettings, UISettingsError
@@ -101,12 +88,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
         config = load_config(flags)
         sandbox.say_once(resolve_sandbox(config), prefix="breakwater chat")
         settings = UISettings.load()
-        has_model = bool(args.base_url or args.model) or configured()
     except (ConfigError, PolicyError, sandbox.SandboxError, UISettingsError) as exc:
         return fail(str(exc))
     from breakwater.ui.chat_app import ChatApp
 
-    app = ChatApp(config, configured=has_model, settings=settings)
+    app = ChatApp(config, configured=config.configured, settings=settings)
     app.run()
     if app.agent is not None and app.agent.path is not None:
         print(f"session: {app.agent.path}")
