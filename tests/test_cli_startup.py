@@ -2,6 +2,7 @@
 modules are imported), tokens on any text file, help without internal notes, singular and plural."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -72,3 +73,18 @@ def test_singular_and_plural():
                           read_max_lines=400)
     assert "(1 line, 1 byte)" in notice and "1 line was truncated above (line 3)" in notice
     assert "1 long line was cut" in notice
+
+
+def test_the_workbench_with_no_command_fails_in_one_line_too(tmp_path):
+    """`breakwater` alone goes through the same last resort as every sub-command: an install
+    missing a dependency is one line and a report, not a traceback."""
+    broken = tmp_path / "site"
+    broken.mkdir()
+    (broken / "tomli_w.py").write_text("raise ImportError('tomli_w is broken in this install')\n")
+    env = {**os.environ, "PYTHONPATH": str(broken), "BREAKWATER_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "breakwater"], capture_output=True, text=True, timeout=60,
+                         env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode == 70
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr
+    assert "tomli_w is broken in this install" in lines[0]

@@ -50,12 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(wanted_command(argv))
     args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        from breakwater.ui import commands as ui_commands
-
-        return ui_commands.default(args)
     try:
-        return int(args.func(args) or 0)
+        return int(_dispatch(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -66,3 +62,13 @@ def main(argv: list[str] | None = None) -> int:
 
         print(report_crash(exc, argv if argv is not None else sys.argv[1:]), file=sys.stderr)
         return 70  # EX_SOFTWARE
+
+
+def _dispatch(args: argparse.Namespace) -> int | None:
+    """The sub-command asked for, or the workbench on the bundled sample when none was."""
+    func = getattr(args, "func", None)
+    if func is None:
+        from breakwater.ui import commands as ui_commands
+
+        func = ui_commands.default
+    return func(args)
