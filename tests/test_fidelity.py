@@ -12,6 +12,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import preset
 from breakwater.core.session_log import Event, SessionLog, load_native
 from breakwater.core.simulate import simulate
+from breakwater.core.summarize import ExtractiveSummarizer, SummaryResult
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract, normalise
 from breakwater.fidelity.results import PINNED
@@ -127,19 +128,32 @@ def test_billed_tokens_are_the_simulation_figures(name):
         assert run.compaction_turns == tuple(t.turn for t in sim.turns if t.compaction)
 
 
+class ForgetfulSummarizer(ExtractiveSummarizer):
+    """The offline summary without the user's later instructions: what the default summary was
+    before it kept them (it kept the last three user messages)."""
+
+    name = "forgetful"
+
+    def summarize(self, messages, previous, policy):
+        result = super().summarize(messages, previous, policy)
+        kept = [line for line in result.text.splitlines() if not line.startswith("- User: ")]
+        return SummaryResult("\n".join(kept), True, self.name)
+
+
 def test_a_summary_that_drops_a_later_correction_loses_it_and_the_default_keeps_it():
     log = sample("long-refactor.jsonl")
     probes = extract(log)
     decimal = next(p for p in probes if p.kind == "constraint" and "money must be" in p.text)
-    seed0 = run_of("long-refactor.jsonl", "seed-000")
-    i = seed0.probes.index(decimal)
-    first_gone = next(k for k in range(decimal.turn, seed0.turns + 1) if not seed0.kept[i] >> (k - 1) & 1)
-    assert first_gone in seed0.compaction_turns                  # a deep compaction dropped it
-    assert decimal in seed0.lost_at(first_gone)
     assert decimal.message_id == "m00090"                        # the workbench jumps there
-    default = run_of("long-refactor.jsonl", "breakwater")
-    j = default.probes.index(decimal)
-    assert all(default.kept[j] >> (k - 1) & 1 for k in range(decimal.turn, default.turns + 1))
+    forgetful = replay(log, policy_for("seed-000", log, None), summarizer=ForgetfulSummarizer())
+    i = forgetful.probes.index(decimal)
+    first_gone = next(k for k in range(decimal.turn, forgetful.turns + 1) if not forgetful.kept[i] >> (k - 1) & 1)
+    assert first_gone in forgetful.compaction_turns              # a deep compaction dropped it
+    assert decimal in forgetful.lost_at(first_gone)
+    for name in ("seed-000", "breakwater"):                      # the offline summary keeps it
+        run = run_of("long-refactor.jsonl", name)
+        j = run.probes.index(decimal)
+        assert run.compaction_turns and all(run.kept[j] >> (k - 1) & 1 for k in range(decimal.turn, run.turns + 1))
 
 
 def test_gauge_series_and_recall_at_agree():

@@ -106,3 +106,15 @@ def test_dask_without_a_scheduler_is_one_line(corpus):
     out = run(str(corpus / "nginx-error-log.jsonl"), "--dask", "tcp://127.0.0.1:9", timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("breakwater: cannot reach the Dask scheduler")
+
+
+def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
+    """Issue 12's tuning target, on the sample sessions and the real transcripts at a 32k window."""
+    real = Path(__file__).resolve().parent / "fixtures" / "real"
+    out = run(str(SAMPLES), str(real), "--window", "32000", "--presets", "breakwater,seed-001", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    default, masking = data["presets"]["breakwater"], data["presets"]["seed-001"]
+    assert default["sessions"] == 17 and default["compactions"] > 0
+    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.95
+    assert masking["pinned_recall"] < 0.95                                    # the metric discriminates

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from breakwater.core.mask import mask_far
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import Policy, PolicyError, from_mapping, load_toml, preset
@@ -159,6 +160,37 @@ def test_microcompact_skeleton_names_the_call():
     v = view_of(msgs, p)
     far = [m for m in v.messages[:-6] if m.role == "tool"]
     assert far[0].content == "[read_file(path=utils.go) → 1200 lines; output cleared to save context]"
+
+
+NPM_FAILURE = ("npm WARN deprecated inflight@1.0.6\n" * 40 + "npm ERR! code ERESOLVE\n"
+               "npm ERR! ERESOLVE unable to resolve dependency tree\n\n[exit code: 1]")
+
+
+def test_masked_output_still_says_how_the_command_went():
+    # the agent needs to know that a step failed, and why, after its output is cleared
+    p = preset("seed-001").with_changes(window=16_000)
+    msgs = base(*exchange("f", NPM_FAILURE), *exchange("ok", "added 12 packages\n" * 20 + "[exit code: 0]"))
+    msgs += soft_zone_history(n=12, size=16_000)[2:]
+    v = view_of(msgs, p)
+    failed, passed = (next(m for m in v.messages if m.tool_call_id == c) for c in ("cf", "cok"))
+    assert failed.content == (f"[early tool output cleared to save context. original length: {len(NPM_FAILURE)} bytes; "
+                              "exit 1; first error: npm ERR! code ERESOLVE]")
+    assert passed.content.endswith("bytes; exit 0]")
+    # a placeholder never outgrows what it replaces: then it says only the length
+    tiny = Message("t", "tool", "E   " + "x" * 206, tool_call_id="c")
+    assert mask_far(tiny, p)[0].content == "[early tool output cleared to save context. original length: 210 bytes]"
+
+
+def test_microcompact_skeleton_keeps_the_exit_status_and_first_error():
+    p = Policy(window=32_000, snip=False, mask=False, deep_compact=False)
+    msgs = base()
+    for i in range(12):
+        msgs += exchange(i, NPM_FAILURE if i == 0 else "\n".join(f"line {k}" for k in range(1200)) + "\n[exit code: 0]")
+    v = view_of(msgs, p)
+    far = [m for m in v.messages[:-6] if m.role == "tool"]
+    assert far[0].content == ("[bash(command=ls) → 44 lines, exit 1, first error: npm ERR! code ERESOLVE; "
+                              "output cleared to save context]")
+    assert far[1].content == "[bash(command=ls) → 1201 lines, exit 0; output cleared to save context]"
 
 
 def test_pinned_messages_are_never_compacted():

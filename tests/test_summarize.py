@@ -2,7 +2,7 @@ import json
 
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
-from breakwater.core.summarize import (SECTIONS, ExtractiveSummarizer, pretruncate, summary_request,
+from breakwater.core.summarize import (SECTIONS, ExtractiveSummarizer, pretruncate, summary_request, user_instructions,
                                        validate_summary)
 
 P = Policy()
@@ -84,3 +84,41 @@ def test_extractive_summary_keeps_every_changed_path_and_counts_the_read_ones_le
     # the count survives the next compaction, which starts from this summary
     again = ExtractiveSummarizer().summarize([Message("u2", "user", "go on")], body, Policy()).text
     assert "(50 more files read, not listed)" in again and changed[0] in again
+
+
+def test_extractive_summary_keeps_every_user_instruction_across_compactions():
+    first = [Message("u", "user", "Split BillingService into repositories. Do not modify db/migrations/ at all."),
+             Message("a", "assistant", "On it.")]
+    later = []
+    for i in range(6):
+        later += [Message(f"u{i}", "user", f"Thanks. Keep the public API of module_{i} as it is, please."),
+                  Message(f"a{i}", "assistant", "Done.")]
+    one = ExtractiveSummarizer().summarize(first + later[:6], None, P).text
+    # a constraint that shares the goal's message stays with the goal; each later one has its own line
+    assert "Do not modify db/migrations/ at all." in one.split("\n")[1]
+    assert all(f"- User: Keep the public API of module_{i} as it is, please." in one for i in range(3))
+    assert one.count("- Latest request: ") == 1 and "Latest request: Thanks. Keep the public API of module_2" in one
+    # the next compaction starts from this summary; the first user message of its span is not a goal
+    two = ExtractiveSummarizer().summarize(later[6:], one, P).text
+    assert two.count("Split BillingService") == 1
+    assert all(f"module_{i} as it is" in two for i in range(6))
+
+
+def test_user_instructions_beyond_the_budget_are_counted_not_lost_silently():
+    msgs = [Message("u", "user", "Port the CLI to click.")]
+    for i in range(40):
+        msgs += [Message(f"u{i}", "user", f"Never rename the option --flag-{i:02d}, scripts depend on it " + "x" * 60),
+                 Message(f"a{i}", "assistant", "ok")]
+    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    goal = body.split("## Key decisions")[0]
+    kept = [i for i in range(40) if f"--flag-{i:02d}" in goal]
+    assert kept == list(range(40 - len(kept), 40)) and 10 < len(kept) < 40      # the most recent ones
+    assert f"({40 - len(kept)} earlier user instructions left out)" in goal
+    again = ExtractiveSummarizer().summarize([Message("v", "user", "Also never print colours.")], body, P).text
+    assert f"({40 - len(kept) + 1} earlier user instructions left out)" in again and "never print colours" in again
+    assert validate_summary(f"<summary>{again}</summary>", P).ok
+
+
+def test_user_questions_and_chatter_are_not_instructions():
+    assert user_instructions("Why does it fail? Make sure the tests pass. ok") == ["Make sure the tests pass."]
+    assert user_instructions("不要修改 db/migrations/ 目录。谢谢") == ["不要修改 db/migrations/ 目录。"]

@@ -1,15 +1,17 @@
 """Observation masking (seed 001): old tool output and old reasoning give way.
 
 Outside the protected working memory (the last `working_memory_messages`
-messages), tool results over `mask_min_chars` become a one-line placeholder and
-assistant text over `fold_min_chars` is folded. Inside working memory, tool
-output over `working_memory_max_chars` keeps its first and last 500 chars.
+messages), tool results over `mask_min_chars` become a one-line placeholder that
+still says how the call went (exit status, first error line), and assistant text
+over `fold_min_chars` is folded. Inside working memory, tool output over
+`working_memory_max_chars` keeps its first and last 500 chars.
 Tool calls (name and arguments) are never altered.
 """
 
 from __future__ import annotations
 
 from breakwater.core.message import Message, utf8_len
+from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail
 
@@ -17,8 +19,11 @@ STAGE = "mask"
 WORKING_MEMORY_STAGE = "working_memory"
 
 
-def mask_placeholder(original: str) -> str:
-    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes]"
+def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
+    """seed 001's one line; how the call went (`exit 1; first error: …`) stays, as the agent needs it
+    to know whether that step worked."""
+    tail = "".join(f"; {f}" for f in facts or ())
+    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes{tail}]"
 
 
 def fold_placeholder(original: str) -> str:
@@ -34,7 +39,10 @@ Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, sp
 
 def mask_far(msg: Message, policy: Policy) -> Result:
     if msg.role == "tool" and len(msg.content) > policy.mask_min_chars:
-        return msg.with_content(mask_placeholder(msg.content)), ((0, len(msg.content)),), "masked"
+        text = mask_placeholder(msg.content, outcome_facts(msg))
+        if len(text) >= len(msg.content):
+            text = mask_placeholder(msg.content)
+        return msg.with_content(text), ((0, len(msg.content)),), "masked"
     return fold(msg, policy)
 
 

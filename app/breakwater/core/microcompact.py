@@ -1,7 +1,8 @@
 """Microcompact (seed 000): a far tool interaction shrinks to one skeleton line.
 
 `read_file(path=utils.go) → 847 lines`: the call stays exactly as it was made;
-its result becomes the line that says what it was and how big.
+its result becomes the line that says what it was, how big, and how it went (exit status, first
+error line).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 
 from breakwater.core.mask import fold
 from breakwater.core.message import Message, ToolCall
+from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 
 STAGE = "microcompact"
@@ -40,8 +42,7 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
     if isinstance(source, dict) and source.get("total_lines"):
         lines = int(source["total_lines"])
     facts.append(f"{lines} line{'s' if lines != 1 else ''}")
-    if isinstance(source, dict) and source.get("exit_code") not in (None, 0):
-        facts.append(f"exit {source['exit_code']}")
+    facts.extend(outcome_facts(result))
     if isinstance(source, dict) and source.get("spill"):
         facts.append(f"full output in {source['spill']}")
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"

@@ -13,9 +13,10 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Iterator, Protocol, Sequence
 
 from breakwater.core.message import Message
+from breakwater.core.outcome import error_lines
 from breakwater.core.policy import Policy
 
 SUMMARY_HEADER = "[Summary of prior conversation]"
@@ -127,33 +128,27 @@ def garbled(text: str) -> str | None:
 
 # -- the offline extractive summarizer -----------------------------------------------------------
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
-ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
-               "timed out", "refused", "错误", "失败", "异常", "超时")
-
-
-def error_lines(text: str, limit: int = 20) -> list[str]:
-    """Lines that mention an error, in order, each once (C-level substring search, no regex backtracking)."""
-    lower = text.lower()
-    starts: set[int] = set()
-    for word in ERROR_WORDS:
-        pos = lower.find(word)
-        found = 0
-        while pos >= 0 and found < limit:
-            starts.add(lower.rfind("\n", 0, pos) + 1)
-            found += 1
-            nl = lower.find("\n", pos)
-            pos = lower.find(word, nl) if nl >= 0 else -1
-    out = []
-    for start in sorted(starts)[:limit]:
-        end = text.find("\n", start)
-        out.append(text[start: end if end >= 0 else len(text)])
-    return out
 _DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
                        r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
 _SECTION_LINE = re.compile(r"^- (.*)$")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
+_BULLET = re.compile(r"^(?:[-*•>#]+|\d+[.)])\s+")
+MIN_SENTENCE_CHARS = 12
+# what a user says to keep doing, stop doing or never do: corrections, limits, preferences
+USER_CONSTRAINT = re.compile(
+    r"(?i)\b(?:don't|do not|never|must|always|keep|only|avoid|without|make sure|instead|rather than|"
+    r"no longer|stop|shouldn't|should not|not allowed|prefer|leave)\b|不要|别|必须|只能|不能|保持|避免|而不是|"
+    r"改成|改用|不许|禁止|务必|符合|规范|注意|保留")
 
 MAX_ITEMS = {"Key decisions": 8, "Errors and resolutions": 10}
 MAX_READ_PATHS = 40  # every changed path is kept; read ones up to this many, the most recent
+GOAL_CHARS = 600
+INSTRUCTION_CHARS = 300
+LATEST_REQUEST_CHARS = 400
+INSTRUCTIONS_BUDGET = 2_400  # of `summary_max_chars`: the user's instructions, the most recent first
+_INSTRUCTION = "User: "
+_LATEST = "Latest request: "
+_MORE_INSTRUCTIONS = re.compile(r"^\((\d+) earlier user instructions? left out\)$")
 _MORE_PATHS = re.compile(r"^\((\d+) more files? read, not listed\)$")
 CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Write", "Edit", "MultiEdit")
 
@@ -163,8 +158,17 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in re.split(r"(?<=[.!?。！？])\s+|\n+", text) if s.strip()]
+def sentences(text: str) -> Iterator[str]:
+    """Sentences and list items, without their bullets; fragments too short to state anything are skipped."""
+    for raw in _SENTENCE_END.split(text):
+        found = _BULLET.sub("", raw.strip())
+        if len(found) >= MIN_SENTENCE_CHARS:
+            yield found
+
+
+def user_instructions(text: str) -> list[str]:
+    """The sentences of a user message that correct, constrain or state a preference (not questions)."""
+    return [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
 
 
 def _parse_previous(previous: str | None) -> dict[str, list[str]]:
@@ -211,7 +215,6 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], previous: str | None, policy: Policy) -> SummaryResult:
         prev = _parse_previous(previous)
-        goal = prev["Original goal"][:]
         decisions = prev["Key decisions"][:]
         files: dict[str, str] = {}
         left_out = 0
@@ -226,16 +229,13 @@ class ExtractiveSummarizer:
         progress: list[str] = []
         commands: list[str] = []
         users = [m for m in messages if m.role == "user" and not m.content.startswith(SUMMARY_HEADER)]
-        if not goal and users:
-            goal.append(_clip(users[0].content, 600))
-        for u in users[1:][-3:]:
-            goal.append("Later the user said: " + _clip(u.content, 240))
+        goal = goal_lines(prev["Original goal"], users)
         last_text = ""
         for m in messages:
             if m.role == "assistant":
                 if m.content.strip():
                     last_text = m.content
-                    for s in _sentences(pretruncate(m.content, policy)):
+                    for s in sentences(pretruncate(m.content, policy)):
                         if _DECISION.search(s):
                             decisions.append(_clip(s, 220))
                 for path, verb in _call_paths(m):
@@ -252,7 +252,7 @@ class ExtractiveSummarizer:
             progress.append("Last actions: " + "; ".join(commands[-3:]))
         progress.append("Next: continue from the last status above.")
         sections = {
-            "Original goal": _dedupe(goal)[:4],
+            "Original goal": goal,
             "Key decisions": _dedupe(decisions)[-MAX_ITEMS["Key decisions"]:],
             "Files read or changed": file_lines(files, left_out),
             "Progress and next steps": progress,
@@ -267,6 +267,44 @@ class ExtractiveSummarizer:
         if len(body) > policy.summary_max_chars:
             body = body[: policy.summary_max_chars - 20].rsplit("\n", 1)[0] + "\n- …"
         return SummaryResult(body, True, self.name)
+
+
+def goal_lines(previous: list[str], users: Sequence[Message]) -> list[str]:
+    """The goal, every correction or constraint the user gave since (the most recent ones within
+    `INSTRUCTIONS_BUDGET`, saying how many were left out), and the user's latest request."""
+    goal, latest, said, left_out = None, None, [], 0
+    for line in previous:
+        more = _MORE_INSTRUCTIONS.match(line)
+        if more:
+            left_out += int(more.group(1))
+        elif line.startswith(_LATEST):
+            latest = line
+        elif goal is None:
+            goal = line
+        else:
+            said.append(line)
+    for i, u in enumerate(users):
+        if goal is None and i == 0:
+            goal = _clip(u.content, GOAL_CHARS)
+            said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)
+                     if " ".join(s.split()) not in goal]
+            continue
+        said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)]
+        latest = _LATEST + _clip(u.content, LATEST_REQUEST_CHARS)
+    said = _dedupe(said)
+    kept, used = [], 0
+    for line in reversed(said):
+        used += len(line) + 3
+        if used > INSTRUCTIONS_BUDGET:
+            break
+        kept.append(line)
+    left_out += len(said) - len(kept)
+    lines = ([goal] if goal else []) + kept[::-1]
+    if left_out:
+        lines.append(f"({left_out} earlier user instruction{'s' if left_out != 1 else ''} left out)")
+    if latest and not any(latest[len(_LATEST):].rstrip("…") in line for line in lines):
+        lines.append(latest)
+    return lines
 
 
 def file_lines(files: dict[str, str], left_out: int = 0, budget: int = MAX_READ_PATHS) -> list[str]:

@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.summarize import CHANGE_TOOLS, error_lines
+from breakwater.core.outcome import exit_status, salient_errors
+from breakwater.core.summarize import CHANGE_TOOLS, sentences, user_instructions
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -25,29 +26,17 @@ CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 PINNED_KINDS = ("goal", "constraint", "file-modified", "last-error", "pinned")
 
 ANCHOR_CHARS = 80           # a prefix this long identifies a sentence, a command or an error line
-MIN_SENTENCE_CHARS = 12
 MAX_ERRORS_PER_RESULT = 3
 MAX_DECISIONS_PER_MESSAGE = 3
 RESOLUTION_LOOKAHEAD = 3    # assistant messages after an error where its resolution is looked for
 
 _QUOTES = str.maketrans({c: " " for c in "`*\"'“”‘’\\"})
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
-_BULLET = re.compile(r"^(?:[-*•>#]+|\d+[.)])\s+")
-_CONSTRAINT = re.compile(
-    r"(?i)\b(?:don't|do not|never|must|always|keep|only|avoid|without|make sure|instead|rather than|"
-    r"no longer|stop|shouldn't|should not|not allowed|prefer|leave)\b|不要|别|必须|只能|不能|保持|避免|而不是|"
-    r"改成|改用|不许|禁止|务必|符合|规范|注意|保留")
 _DECISION = re.compile(
     r"(?i)\b(?:i'll|i will|we'll|we will|let's|decided|decide|going to|plan is|plan:|instead|because|"
     r"switch(?:ed)? to|will use|chose|choose|rather than)\b|决定|改用|选择|因为|打算|采用|方案")
 _RESOLUTION = re.compile(
     r"(?i)\b(?:fix|fixed|fixing|because|cause|caused|the problem|the issue|instead|resolved|root cause)\b|"
     r"修|原因|因为|导致|问题|解决")
-_STRONG_ERROR = re.compile(
-    r"(?i)err!|\berror\b\s*[:\]]|\w(?:error|exception)\b|^e\s{2,}\w|^\s*fatal\b|traceback \(most|^failed\b|"
-    r"\bpanic:|错误|失败|异常")
-_EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
-                   re.IGNORECASE)
 PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "target_file")
 COMMAND_KEYS = ("command", "cmd")
 
@@ -136,25 +125,6 @@ def units(messages: Iterable[Message]) -> Iterator[list[Message]]:
         yield current
 
 
-def sentences(text: str) -> Iterator[str]:
-    for raw in _SENTENCE_END.split(text):
-        s = _BULLET.sub("", raw.strip())
-        if len(s) >= MIN_SENTENCE_CHARS:
-            yield s
-
-
-def exit_status(result: Message) -> int | None:
-    meta = result.meta or {}
-    for source in (meta, meta.get("source") if isinstance(meta.get("source"), dict) else {}):
-        code = source.get("exit_code")
-        if isinstance(code, int) and not isinstance(code, bool):
-            return code
-    found = None
-    for m in _EXIT.finditer(result.content[-400:]):
-        found = int(next(g for g in m.groups() if g is not None))
-    return found
-
-
 def status_markers(code: int) -> tuple[str, ...]:
     return (f"exit code: {code}", f"exit code {code}", f"exit status {code}", f"exit status: {code}",
             f"exited with {code}", f"exit {code}")
@@ -206,22 +176,13 @@ def extract(log: SessionLog) -> list[Probe]:
             _assistant(msg, turn + 1, col, results, open_errors)
             turn += 1
         elif msg.role == "tool" and _may_report_errors(msg, calls.get(msg.tool_call_id or "")):
-            for line in salient_errors(msg.content):
+            for line in salient_errors(msg.content, MAX_ERRORS_PER_RESULT):
                 anchor = clip(normalise(line))
                 probe = col.add("errors", "error", line.strip()[:200], turn, msg.id, (anchor,)) if len(anchor) >= 8 else None
                 if probe:
                     open_errors.append((probe, RESOLUTION_LOOKAHEAD))
     source = _source_units(log)
     return [p for p in col.probes if matches(p, source.get(p.message_id, ""))]
-
-
-def salient_errors(text: str) -> list[str]:
-    """The lines that state an error (npm ERR!, `E   ...`, `error:`, tracebacks), else the first
-    line that merely mentions one."""
-    strong = [line for line in text.splitlines() if _STRONG_ERROR.search(line)]
-    if strong:
-        return strong[:MAX_ERRORS_PER_RESULT]
-    return error_lines(text, limit=MAX_ERRORS_PER_RESULT)[:1]
 
 
 def _may_report_errors(result: Message, call: ToolCall | None) -> bool:
@@ -237,12 +198,11 @@ def _may_report_errors(result: Message, call: ToolCall | None) -> bool:
 
 
 def _user(msg: Message, turn: int, first: bool, col: _Collector) -> None:
-    found = list(sentences(msg.content))
-    if first and found:
-        col.add("goal", "goal", found[0][:300], turn, msg.id, (clip(normalise(found[0])),))
-        found = found[1:]
-    for s in found:
-        if _CONSTRAINT.search(s) and not s.rstrip().endswith(("?", "？")):
+    goal = next(sentences(msg.content), None) if first else None
+    if goal:
+        col.add("goal", "goal", goal[:300], turn, msg.id, (clip(normalise(goal)),))
+    for s in user_instructions(msg.content):
+        if s != goal:
             col.add("goal", "constraint", s[:300], turn, msg.id, (clip(normalise(s)),))
 
 

@@ -18,6 +18,7 @@ from breakwater.core.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
 from breakwater.core.session_log import SessionLog, SessionLogError
 from breakwater.core.simulate import make_pipeline
+from breakwater.core.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import FidelityRun, PresetSummary, SessionSummary, Tally, totals_json
@@ -33,15 +34,17 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     return policy
 
 
-def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None) -> FidelityRun:
+def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
+           summarizer: Summarizer | None = None) -> FidelityRun:
     """Build every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
-    they leave untouched are then searched once."""
+    they leave untouched are then searched once. `summarizer` replaces the offline one, to
+    measure another summarizer on the same sessions."""
     scorer = scorer or Scorer(extract(log))
     probes = scorer.probes
     kept = [0] * len(probes)
-    pipe = make_pipeline(log, policy, counter)
+    pipe = make_pipeline(log, policy, counter, summarizer=summarizer)
     raw = sent = turns = 0
     summaries: set[str] = set()
     compaction_turns: list[int] = []

@@ -1,0 +1,89 @@
+"""How a tool call went, as its result says: the exit status and the lines that state an error.
+
+Masking and microcompact keep these when they clear a result, the extractive summary lists the
+error lines, and fidelity's probes look for the same facts, so all of them read a result the
+same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from breakwater.core.message import Message
+
+ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
+               "timed out", "refused", "错误", "失败", "异常", "超时")
+# a line that states an error (npm ERR!, pytest's `E   ...`, `error:`, a traceback), not one that mentions it
+STRONG_ERROR = re.compile(
+    r"(?i)err!|\berror\b\s*[:\]]|\w(?:error|exception)\b|^e\s{2,}\w|^\s*fatal\b|traceback \(most|^failed\b|"
+    r"\bpanic:|错误|失败|异常")
+_STRONG_LINE = re.compile(r"(?m)^.*(?:" + STRONG_ERROR.pattern[4:] + r").*$", re.IGNORECASE)
+_EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
+                   re.IGNORECASE)
+EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
+ERROR_LINE_CHARS = 160      # enough to identify an error; a stack of them is not kept
+
+
+def exit_status(result: Message) -> int | None:
+    """The exit status recorded with a tool result (tier 1's metadata), else the last one its output reports."""
+    meta = result.meta or {}
+    source = meta.get("source")
+    for where in (meta, source if isinstance(source, dict) else {}):
+        code = where.get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+    found = None
+    for m in _EXIT.finditer(result.content[-EXIT_TAIL_CHARS:]):
+        found = int(next(g for g in m.groups() if g is not None))
+    return found
+
+
+def error_lines(text: str, limit: int = 20) -> list[str]:
+    """Lines that mention an error, in order, each once (C-level substring search, no regex backtracking)."""
+    lower = text.lower()
+    starts: set[int] = set()
+    for word in ERROR_WORDS:
+        pos = lower.find(word)
+        found = 0
+        while pos >= 0 and found < limit:
+            starts.add(lower.rfind("\n", 0, pos) + 1)
+            found += 1
+            nl = lower.find("\n", pos)
+            pos = lower.find(word, nl) if nl >= 0 else -1
+    out = []
+    for start in sorted(starts)[:limit]:
+        end = text.find("\n", start)
+        out.append(text[start: end if end >= 0 else len(text)])
+    return out
+
+
+def salient_errors(text: str, limit: int = 3) -> list[str]:
+    """The first lines that state an error, else the first line that merely mentions one."""
+    strong = []
+    for m in _STRONG_LINE.finditer(text):
+        strong.append(m.group(0))
+        if len(strong) >= limit:
+            return strong
+    return strong or error_lines(text, limit=limit)[:1]
+
+
+def first_error(text: str) -> str | None:
+    """The first error line of an output, whitespace collapsed and cut to a readable length."""
+    found = [line for line in salient_errors(text, 1) if line.strip()]
+    if not found:
+        return None
+    line = " ".join(found[0].split())
+    return line if len(line) <= ERROR_LINE_CHARS else line[: ERROR_LINE_CHARS - 1] + "…"
+
+
+def outcome_facts(result: Message) -> list[str]:
+    """What a cleared result still says of how it went: `exit N` and `first error: …`, when known."""
+    facts = []
+    code = exit_status(result)
+    if code is not None:
+        facts.append(f"exit {code}")
+    if code != 0:
+        err = first_error(result.content)
+        if err:
+            facts.append(f"first error: {err}")
+    return facts
