@@ -81,3 +81,16 @@ def test_stepping_forward_and_back_gives_the_same_views():
             r._views.clear()   # a step forward that must carry on with the live pipeline
         assert r.view(turn) == view_at(log, policy, turn), turn
     assert r.history_size(1) == 2 and r.history_size(r.turns + 1) == len(log.messages)
+
+
+def test_a_threshold_change_does_not_count_unchanged_messages_again():
+    log = as_log(session_messages(600, avg_tool_chars=3000, seed=8), window=24000)
+    a = Replay(log, preset("breakwater").with_changes(window=24000))
+    a.run()
+    first = a.tokens.exact_encoded_chars
+    b = a.with_policy(a.policy.with_changes(window=23000))
+    b.run()
+    b.detail(b.turns // 2)   # a jump folds from a checkpoint with the same counter
+    assert b.tokens is a.tokens and first > 0
+    assert b.tokens.exact_encoded_chars - first < first / 4   # only the newly cut forms are encoded
+    assert b.view(b.turns // 2) == view_at(log, b.policy, b.turns // 2)

@@ -943,3 +943,28 @@ class Pipeline:
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)
         return plan.built or self.materialize(plan), plan.new_compaction
+
+    # -- checkpoints (the replay keeps many; folding from one must not disturb it) ----------------------
+    def snapshot(self) -> "Pipeline":
+        """An independent copy of this state, cheap enough to take every few turns: every container
+        is copied one level deep (two where it holds mutable ones); messages, edits, plans' parts and
+        other values never changed in place are shared, and so are the policy, the summarizer and the
+        counter (its cache maps text to a count, the same for every copy)."""
+        new = Pipeline.__new__(Pipeline)
+        new.__dict__.update(
+            policy=self.policy, counter=self.counter, mode=self.mode, summarizer=self.summarizer,
+            san=self.san.snapshot(), calibration=replace(self.calibration), turn=self.turn,
+            raw=self.raw.copy(), raw_h=self.raw_h.copy(), tok0=self.tok0.copy(),
+            P={L: arr.copy() for L, arr in self.P.items()}, KP={k: arr.copy() for k, arr in self.KP.items()},
+            srcP=self.srcP.copy(), group_starts=self.group_starts.copy(), calls=self.calls.copy(),
+            id_index=self.id_index.copy(), _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
+            _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
+            active=[replace(a) for a in self.active], triggers=self.triggers.copy(), pins=self.pins.copy(),
+            pin_events=self.pin_events.copy(), api_tokens=self.api_tokens,
+            compactions_applied=self.compactions_applied, _compacted_since_view=self._compacted_since_view,
+            _undone_since_view=self._undone_since_view, _last_failure=self._last_failure,
+            _soft_boundary=self._soft_boundary.copy(),
+            _previous=replace(self._previous) if self._previous is not None else None,
+            _changed_from=self._changed_from, _near_sums=self._near_sums.copy(), _measured=self._measured.copy(),
+            _joined=self._joined.copy(), _far_recent=self._far_recent.copy())
+        return new

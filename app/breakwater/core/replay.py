@@ -2,12 +2,12 @@
 any turn — what `simulate --view K` prints — cheaply enough to jump around interactively.
 
 Folding the log from the start costs O(history) per request (≈1 s at the end of 5,000
-messages). So the one pass that simulates every turn also keeps a pickled checkpoint of the
-pipeline every few turns; a jump unpickles the nearest checkpoint at or before the turn and
-folds forward from there. Stepping forward carries on with the pipeline the last jump left, and
-each fold keeps the views of the few turns before its target, so stepping back is a cache hit. Log entries, the token counter, the policy and the summarizer are
-shared with the checkpoints by reference (pickle persistent ids): a checkpoint holds only the
-pipeline's own state, never a second copy of the history.
+messages). So the one pass that simulates every turn also keeps a checkpoint of the pipeline
+every few turns (`Pipeline.snapshot()`: its containers copied, the messages in them shared); a
+jump copies the nearest checkpoint at or before the turn and folds forward from there. Stepping
+forward carries on with the pipeline the last jump left, and each fold keeps the views of the few
+turns before its target, so stepping back is a cache hit. A checkpoint holds only the pipeline's
+own lists of references and numbers, never a second copy of the history.
 
 The workbench draws from this object; part 2 (tuning) builds a new `Replay` with another policy
 (`with_policy`), part 3 (live chat) appends entries (`append`) and re-runs.
@@ -15,8 +15,6 @@ The workbench draws from this object; part 2 (tuning) builds a new `Replay` with
 
 from __future__ import annotations
 
-import io
-import pickle
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -27,11 +25,13 @@ from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.session_log import Entry, SessionLog
-from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate
+from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate, token_counter
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
-CHECKPOINTS = 96        # at most this many per session: bounded memory, and a jump folds ≤ turns/96 turns
+CHECKPOINTS = 96        # at most this many per session: a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few
+CHECKPOINT_BYTES = 48_000_000   # and all of them together about this big (a long session gets fewer)
+BYTES_PER_MESSAGE = 320         # what one message of history costs a snapshot (its slots in ~20 lists and dicts)
 VIEW_CACHE = 24         # recent views kept for stepping back and forth
 TRAILING_VIEWS = 6      # a fold also keeps the views of this many turns before its target
 
@@ -75,7 +75,7 @@ class TurnDetail:
 class _Checkpoint:
     turn: int           # the request planned right after this state
     index: int          # position in log.entries of the assistant message that request produced
-    state: bytes
+    state: Pipeline     # never fed: a jump folds forward from a snapshot of it
 
 
 @dataclass
@@ -89,11 +89,10 @@ class Replay:
     summarizer: object | None = None
     simulation: Simulation | None = None
     recording: SessionLog | None = None   # the file as recorded, when `log` has an overlay merged in
+    tokens: TokenCounter | None = None    # shared with `with_policy`: text counted once stays counted
     _checkpoints: list[_Checkpoint] = field(default_factory=list, repr=False)
     _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _shared: list[object] = field(default_factory=list, repr=False)
-    _ids: dict[int, int] = field(default_factory=dict, repr=False)
     _live: tuple[int, Pipeline, int] | None = field(default=None, repr=False)
     _history: list[int] = field(default_factory=list, repr=False)
 
@@ -101,17 +100,20 @@ class Replay:
     def run(self, progress: Callable[[int, int], None] | None = None) -> Simulation:
         """Simulate every turn (the numbers `simulate --json` prints) and keep checkpoints."""
         total = self.log.turn_count()
-        spacing = max(MIN_SPACING, -(-total // CHECKPOINTS))
+        # checkpoints spread evenly hold half the history each on average
+        affordable = max(1, 2 * CHECKPOINT_BYTES // (BYTES_PER_MESSAGE * max(1, len(self.log.entries))))
+        spacing = max(MIN_SPACING, -(-total // min(CHECKPOINTS, affordable)))
         checkpoints: list[_Checkpoint] = []
 
         def before_turn(pipe: Pipeline, index: int) -> None:
             turn = pipe.turn + 1
             if (turn - 1) % spacing == 0:
-                checkpoints.append(_Checkpoint(turn, index, self._dump(pipe)))
+                checkpoints.append(_Checkpoint(turn, index, pipe.snapshot()))
             if progress is not None and turn % 64 == 0:
                 progress(turn, total)
 
-        sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer, before_turn=before_turn)
+        sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer, before_turn=before_turn,
+                       tokens=self._tokens())
         with self._lock:
             self.simulation = sim
             self._checkpoints = checkpoints
@@ -162,9 +164,10 @@ class Replay:
                 pipe.feed(entries[i])
                 i += 1
             elif start is not None:
-                pipe, i = self._load(start.state), start.index
+                pipe, i = start.state.snapshot(), start.index
             else:
-                pipe, i = make_pipeline(self.log, self.policy, self.counter, self.model, self.summarizer), 0
+                pipe = make_pipeline(self.log, self.policy, self.counter, self.model, self.summarizer, self._tokens())
+                i = 0
             while i < len(entries):
                 entry = entries[i]
                 if isinstance(entry, Message) and entry.role == "assistant":
@@ -178,6 +181,11 @@ class Replay:
             view, _ = pipe.view()
             self._live = (turn, pipe, i) if i < len(entries) else None
             return self._keep(turn, view, pipe)
+
+    def _tokens(self) -> TokenCounter:
+        if self.tokens is None:
+            self.tokens = token_counter(self.log, self.counter, self.model)
+        return self.tokens
 
     def _keep(self, turn: int, view: View, pipe: Pipeline) -> tuple[View, Calibration, TokenCounter]:
         got = self._views[turn] = (view, replace(pipe.calibration), pipe.counter)
@@ -220,7 +228,8 @@ class Replay:
     # -- what part 2 and part 3 build on ----------------------------------------------------------
     def with_policy(self, policy: Policy) -> "Replay":
         """The same log under another policy (not yet run)."""
-        return Replay(self.log, policy, self.counter, self.model, self.summarizer, recording=self.recording)
+        return Replay(self.log, policy, self.counter, self.model, self.summarizer, recording=self.recording,
+                      tokens=self._tokens())
 
     def append(self, entry: Entry) -> None:
         """A live entry: appended to the log; figures are stale until the next `run()`."""
@@ -229,34 +238,3 @@ class Replay:
             self._views.clear()
             self._live = None
             self._history = []
-
-    # -- checkpoints ------------------------------------------------------------------------------
-    def _dump(self, pipe: Pipeline) -> bytes:
-        if not self._shared:
-            self._shared = [pipe.counter, pipe.policy, pipe.summarizer]
-            self._ids = {id(e): i for i, e in enumerate(self.log.entries)}
-            self._ids.update((id(o), -1 - j) for j, o in enumerate(self._shared))
-        buf = io.BytesIO()
-        _Pickler(buf, self._ids).dump(pipe)
-        return buf.getvalue()
-
-    def _load(self, state: bytes) -> Pipeline:
-        return _Unpickler(io.BytesIO(state), self.log.entries, self._shared).load()
-
-
-class _Pickler(pickle.Pickler):
-    def __init__(self, buf: io.BytesIO, ids: dict[int, int]):
-        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        self.ids = ids
-
-    def persistent_id(self, obj: object) -> int | None:
-        return self.ids.get(id(obj))
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, buf: io.BytesIO, entries: list[Entry], shared: list[object]):
-        super().__init__(buf)
-        self.entries, self.shared = entries, shared
-
-    def persistent_load(self, pid: int) -> object:
-        return self.shared[-1 - pid] if pid < 0 else self.entries[pid]

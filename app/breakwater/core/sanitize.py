@@ -219,6 +219,17 @@ class Sanitizer:
             del self.out[gi]
             self._touch(gi - 1)
 
+    def snapshot(self) -> "Sanitizer":
+        """An independent copy (for the pipeline's checkpoints): the lists, sets and the open run are
+        copied; sanitized messages and edits are replaced, never changed, so they are shared."""
+        new = Sanitizer.__new__(Sanitizer)
+        run = self._run
+        new.__dict__.update(
+            out=self.out.copy(), edits=self.edits.copy(), counts=self.counts.copy(), _group=self._group,
+            _pending=self._pending.copy(), _answered=self._answered.copy(), dirty_from=self.dirty_from,
+            _run=None if run is None else _Run(run.base, run.parts.copy(), run.calls.copy(), run.sources.copy()))
+        return new
+
 
 def sanitize(messages: list[Message]) -> tuple[list[SanitizedMessage], list[Edit]]:
     """The whole funnel over a list, for callers that do not need the incremental form."""

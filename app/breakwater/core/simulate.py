@@ -96,20 +96,26 @@ class Simulation:
 
 
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
-                  summarizer=None) -> Pipeline:
-    tc = TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
+                  summarizer=None, tokens: TokenCounter | None = None) -> Pipeline:
+    """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`."""
+    tc = tokens or token_counter(log, counter, model)
     if tc.exact_available:
         tc.warm()  # load the BPE ranks now, so a simulation's timing is the pipeline's own
     return Pipeline(policy, tc, mode=counter, summarizer=summarizer)
 
 
+def token_counter(log: SessionLog, counter: str = "exact", model: str | None = None) -> TokenCounter:
+    return TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
+
+
 def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
              summarizer=None, until_turn: int | None = None, views: Collection[int] = (),
-             before_turn: Callable[[Pipeline, int], None] | None = None) -> Simulation:
+             before_turn: Callable[[Pipeline, int], None] | None = None,
+             tokens: TokenCounter | None = None) -> Simulation:
     """One plan per turn; the full request (messages and edits) only for the turns in `views`.
     `before_turn(pipeline, i)` is called before each request is planned, `i` being the index in
     `log.entries` of the assistant message that request produced (replay keeps checkpoints)."""
-    pipe = make_pipeline(log, policy, counter, model, summarizer)
+    pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
     for i, entry in enumerate(log.entries):

@@ -106,7 +106,7 @@ class ChatScreen(ReplayScreen):
         if not self.is_attached or not self.query(MessageList):
             return   # the app is closing: the agent's last words need no screen
         r = self.replay
-        self.reload(Replay(self.agent.log, self.agent.policy, r.counter, r.model, r.summarizer))
+        self.reload(Replay(self.agent.log, self.agent.policy, r.counter, r.model, r.summarizer, tokens=r.tokens))
         if self.follow and self.messages:
             self.query_one(MessageList).select_index(len(self.messages) - 1)   # the newest in view
 

@@ -365,7 +365,7 @@ class ReplayScreen(ControlsMixin, Screen):
     def _with_overlay(self) -> Replay:
         r = self.replay
         return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
-                      recording=self.recording)
+                      recording=self.recording, tokens=r.tokens)
 
     def reload(self, replay: Replay, cause=None) -> None:
         """Show another simulation of the session (its log grew, an overlay event, another policy)."""
