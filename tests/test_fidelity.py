@@ -216,9 +216,28 @@ def test_compaction_loop_and_reread_spiral_are_flagged():
     flags = loops.detect([10, 30], reads)
     assert flags == ["re-read spiral: 2 of 2 compactions followed by re-reading a.py, b.py"]
     assert loops.detect([10, 30], [(2, "a.py"), (10, "a.py")]) == []     # once is not a spiral
+    [spiral] = loops.find([10, 30], reads)
+    assert (spiral.kind, spiral.turns, spiral.files) == ("reread-spiral", (10, 30), ("a.py", "b.py"))
+    assert "death spiral" in spiral.meaning and spiral.to_json()["files"] == ["a.py", "b.py"]
 
 
 def test_seed_003_loops_on_the_long_refactor():
     flags = summarize_run(run_of("long-refactor.jsonl", "seed-003")).loops
     assert flags and flags[0].startswith("compaction loop")
     assert summarize_run(run_of("long-refactor.jsonl", "breakwater")).loops == []
+
+
+@pytest.mark.parametrize("preset_name", ["breakwater", "seed-001"])
+def test_per_turn_figures_add_up_to_the_session_figures(preset_name):
+    run = run_of("long-refactor.jsonl", preset_name)
+    tally = run.tally()
+    counts = [run.pinned_counts(k) for k in range(1, run.turns + 1)]
+    assert (sum(k for k, _ in counts), sum(n for _, n in counts)) == (tally.kept[PINNED], tally.live[PINNED])
+    assert run.pinned_at(0) is None and run.pinned_at(run.turns + 1) is None
+    turn = next(k for k, _ in run.lost_turns())
+    missing = run.missing_at(turn)
+    assert {p for p, lost in missing if lost == turn} == set(run.lost_at(turn))
+    assert len(missing) == round((1 - run.recall_at(turn)) * sum(p.live_at(turn) for p in run.probes))
+    later = run.missing_at(run.turns)
+    assert all(p.turn <= lost <= run.turns and not run.kept[run.probes.index(p)] >> (lost - 1) & 1
+               for p, lost in later)

@@ -118,3 +118,25 @@ def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
     assert default["sessions"] == 17 and default["compactions"] > 0
     assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.95
     assert masking["pinned_recall"] < 0.95                                    # the metric discriminates
+
+
+def simulate(*args):
+    return subprocess.run([sys.executable, "-m", "breakwater", "simulate", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_simulate_flags_a_compaction_loop_as_eval_does():
+    session = str(SAMPLES / "long-refactor.jsonl")
+    out = simulate(session, "--preset", "seed-003", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    [loop] = data["loops"]
+    assert loop["kind"] == "compaction-loop" and "every few turns" in loop["meaning"]
+    assert loop["turns"] == [t["turn"] for t in data["turns"] if t.get("compaction")]
+    assert len(loop["turns"]) == data["totals"]["compactions"] > 20
+    evaluated = json.loads(run(session, "--presets", "seed-003", "--json").stdout)
+    assert evaluated["sessions"][0]["presets"]["seed-003"]["loops"] == [loop["text"]]
+    table = simulate(session, "--preset", "seed-003")
+    assert f"⟳ {loop['text']}" in " ".join(table.stdout.split())
+    calm = json.loads(simulate(session, "--json").stdout)                    # the default preset does not loop
+    assert calm["loops"] == [] and calm["totals"]["compactions"] > 0

@@ -7,7 +7,7 @@ Generated on Python 3.11.7 with textual 8.2.8 (both pinned); regenerate with
 from __future__ import annotations
 
 import pytest
-from ui_support import app_for, ready
+from ui_support import app_for, measured
 
 from breakwater.ui.config import UISettings
 
@@ -19,13 +19,13 @@ def _app(theme: str, name: str = "long-refactor.jsonl", turn: int | None = None)
 @pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
 @pytest.mark.parametrize("size", [(120, 40), (200, 60)])
 def test_replay_screen(snap_compare, theme, size):
-    assert snap_compare(_app(theme), terminal_size=size, run_before=ready)
+    assert snap_compare(_app(theme), terminal_size=size, run_before=measured)
 
 
 @pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
 def test_inspector_on_a_snipped_tool_result(snap_compare, theme):
     async def select(pilot):
-        await ready(pilot)
+        await measured(pilot)
         await pilot.press("e", "e", "down")   # the first kind present, then one row down
         await pilot.pause(0.2)
 
@@ -35,7 +35,7 @@ def test_inspector_on_a_snipped_tool_result(snap_compare, theme):
 @pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
 def test_help_screen(snap_compare, theme):
     async def open_help(pilot):
-        await ready(pilot)
+        await measured(pilot)
         await pilot.press("f1")
         await pilot.pause(0.2)
 
@@ -53,7 +53,7 @@ def test_chat_screen_without_a_model(snap_compare, theme, tmp_path, monkeypatch)
                   settings=UISettings(theme=theme), counter="heuristic")
 
     async def opened(pilot):
-        await ready(pilot)
+        await measured(pilot)
         app.clear_notifications()
         await pilot.pause(0.2)
 

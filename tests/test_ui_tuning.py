@@ -8,6 +8,7 @@ import sys
 from breakwater.core.commands import read_session, sample_path
 from breakwater.core.policy import PRESETS, load_toml
 from breakwater.core.policy_file import save
+from breakwater.fidelity.loops import of_simulation
 from breakwater.ui.app import make_app
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.compare import CompareScreen
@@ -37,7 +38,10 @@ async def settled(pilot, policy_check) -> None:
 
 def assert_screen_matches(app, data: dict) -> None:
     screen = app.screen
+    data = dict(data)
+    loops = data.pop("loops")     # simulate's loop flags, from the same simulation
     assert screen.replay.simulation.to_json() == data
+    assert loops == [loop.to_json() for loop in of_simulation(screen.replay.simulation, screen.replay.log)]
     text = screen_text(app)
     last = data["turns"][screen.turn - 1]
     assert f"sent ≈{last['sent_tokens']:,} of window {data['window']:,}" in text
@@ -135,7 +139,8 @@ def assert_comparison_on_screen(app, data: dict, turn: int) -> None:
                    and "·" in line and f"{totals['billed_raw']:,}" in line)
         for figure in (f"{totals['billed_sent']:,}", f"{totals['saved']:,}"):
             assert figure in row
-        assert row.split()[-2:] == [str(totals["compactions"]), str(totals["hard_turns"])]
+        # then the facts kept, which a worker measures after the costs are shown
+        assert row.split()[-4:-2] == [str(totals["compactions"]), str(totals["hard_turns"])]
         sent = data[name]["turns"][turn - 1]["sent_tokens"]
         assert f"sent ≈{sent:,} of window {data[name]['window']:,}" in text
     differ = {m["message_id"] for m in data["diff"]["messages"]["differ"]}

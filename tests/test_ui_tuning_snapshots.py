@@ -10,7 +10,8 @@ from breakwater.core.policy import PRESETS
 from breakwater.ui.app import make_app
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.compare import CompareScreen
-from ui_support import app_for, ready, until
+from breakwater.ui.widgets.compare import CompareTotals
+from ui_support import app_for, measured, ready, until
 
 SIZE = (160, 50)
 THEMES = ("breakwater-dark", "breakwater-light")
@@ -31,7 +32,7 @@ def test_policy_panel(snap_compare, theme):
                     and app.screen.query_one("#timeline").simulation is app.screen.replay.simulation
                     and app.screen.replay.simulation is not None
                     and not app.screen.query_one("#controls").pending, timeout=90)
-        await ready(pilot)
+        await measured(pilot)
         panel.query_one("#policy-input").cursor_blink = False  # a blinking cursor makes the picture random
         panel.select("soft_ratio")
         await pilot.press("enter", *"0.9", "enter")  # refused: the reason shows in the panel
@@ -49,7 +50,8 @@ def test_comparison(snap_compare, theme):
 
     async def compared(pilot):
         await until(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.pair is not None
-                    and app.screen.pair.turn == 150, timeout=90)
+                    and app.screen.pair.turn == 150
+                    and len(app.screen.query_one(CompareTotals).recall) == 2, timeout=90)
         await pilot.press("n")
         await pilot.pause(0.5)
 

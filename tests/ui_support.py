@@ -37,6 +37,15 @@ async def ready(pilot, turn: int | None = None) -> None:
     await until(pilot, lambda: screen.detail is not None and screen.detail.view.turn == (turn or screen.turn))
 
 
+async def measured(pilot, timeout: float = 120.0) -> None:
+    """Until the request is on screen and the fidelity gauge has its figures (a snapshot must not
+    catch it half-way)."""
+    await ready(pilot)
+    screen = pilot.app.screen
+    await until(pilot, lambda: screen.fidelity is not None, timeout)
+    await pilot.pause()
+
+
 def screen_text(app: BreakwaterApp) -> str:
     """What the terminal shows, as plain text."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

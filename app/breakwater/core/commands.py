@@ -152,6 +152,7 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from breakwater.core.session_log import SessionLogError
     from breakwater.core.simulate import simulate, view_at
+    from breakwater.fidelity.loops import of_simulation
 
     args.model = args.model or None
     try:
@@ -169,10 +170,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from breakwater.core.compare import compare
 
         comparison = compare(log, policy, other, args.counter, args.model, args.view)
+        loops = {side: of_simulation(sim, log) for side, sim in (("a", comparison.a), ("b", comparison.b))}
         if args.json:
-            print(json.dumps(comparison.to_json(), ensure_ascii=False))
+            out = comparison.to_json()
+            for side, found in loops.items():
+                out[side]["loops"] = [loop.to_json() for loop in found]
+            print(json.dumps(out, ensure_ascii=False))
         else:
             print_comparison(comparison, log)
+            for side, found in loops.items():
+                print_loops(found, f"{side.upper()}: ")
         return 0
     if args.view is not None:
         if args.view < 1 or args.view > turns + 1:
@@ -187,10 +194,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   f"{view.window:,}; the agent would not send it", file=sys.stderr)
         return 0
     sim = simulate(log, policy, args.counter, args.model)
+    loops = of_simulation(sim, log)
     if args.json:
-        print(json.dumps(sim.to_json(), ensure_ascii=False))
+        print(json.dumps({**sim.to_json(), "loops": [loop.to_json() for loop in loops]}, ensure_ascii=False))
     else:
         print_table(sim, log)
+        print_loops(loops)
     over = sim.over_window
     if over:
         first = over[0]
@@ -229,6 +238,14 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
                   f"saved ≈{sim.saved:,} ({pct:.0f}%) · {plural(len(sim.compactions), 'deep compaction')} · "
                   + (f"{len(sim.recorded)} recorded in the log · " if sim.recorded else "") +
                   f"{plural(len(sim.turns), 'turn')} · pipeline {sim.seconds * 1000:.0f} ms")
+
+
+def print_loops(loops, prefix: str = "") -> None:
+    from rich.console import Console
+
+    console = Console()
+    for loop in loops:
+        console.print(f"{prefix}[bold red]⟳ {loop.text}[/] — {loop.meaning}")
 
 
 def print_comparison(comparison, log: SessionLog) -> None:

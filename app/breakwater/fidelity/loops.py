@@ -5,11 +5,15 @@ the agent re-reads what a compaction just took away (codex#36665: 74 compactions
 from __future__ import annotations
 
 import statistics
-from typing import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from breakwater.core.session_log import SessionLog
 from breakwater.core.summarize import CHANGE_TOOLS
 from breakwater.fidelity.probes import PATH_KEYS, call_args
+
+if TYPE_CHECKING:
+    from breakwater.core.simulate import Simulation
 
 LOOP_MIN_COMPACTIONS = 3
 LOOP_GAP_TURNS = 4          # compactions this close together, most of the time, are a loop
@@ -18,25 +22,63 @@ SPIRAL_MIN_COMPACTIONS = 2
 SPIRAL_SHARE = 0.5
 
 
-def detect(compaction_turns: Sequence[int], reads: Iterable[tuple[int, str]]) -> list[str]:
-    """One line per loop found: compaction every few turns; re-reads after compactions."""
-    flags = []
+NAMES = {"compaction-loop": "compaction loop", "reread-spiral": "re-read spiral"}
+MEANINGS = {
+    "compaction-loop": "compaction keeps coming back every few turns: each one pays for a summary and loses "
+                       "facts, and the context never settles",
+    "reread-spiral": "after compactions the agent reads again the files it had read (the death spiral): the "
+                     "summary does not carry what it needs, so it pays to read them again",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    kind: str                    # a key of MEANINGS
+    text: str                    # one line, for tables
+    turns: tuple[int, ...]       # the compactions involved
+    files: tuple[str, ...] = ()  # re-read ones
+
+    @property
+    def meaning(self) -> str:
+        return MEANINGS[self.kind]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "meaning": self.meaning, "turns": list(self.turns),
+                "files": list(self.files)}
+
+
+def find(compaction_turns: Sequence[int], reads: Iterable[tuple[int, str]]) -> list[Loop]:
+    """The loops of one run: compaction every few turns; re-reads after compactions."""
+    found = []
     turns = sorted(set(compaction_turns))
     gaps = [b - a for a, b in zip(turns, turns[1:])]
     if len(turns) >= LOOP_MIN_COMPACTIONS and sum(g <= LOOP_GAP_TURNS for g in gaps) * 2 > len(gaps):
-        flags.append(f"compaction loop: {len(turns)} compactions, a median of {statistics.median(gaps):g} turns apart")
+        found.append(Loop("compaction-loop", f"{NAMES['compaction-loop']}: {len(turns)} compactions, a median of "
+                                             f"{statistics.median(gaps):g} turns apart", tuple(turns)))
     reads = sorted(reads)
-    followed, files = 0, set()
+    followed, files = [], set()
     for t in turns:
         before = {path for k, path in reads if k < t}
         again = {path for k, path in reads if t <= k < t + REREAD_TURNS and path in before}
         if again:
-            followed += 1
+            followed.append(t)
             files |= again
-    if len(turns) >= SPIRAL_MIN_COMPACTIONS and followed >= SPIRAL_MIN_COMPACTIONS and followed >= SPIRAL_SHARE * len(turns):
+    n = len(followed)
+    if len(turns) >= SPIRAL_MIN_COMPACTIONS and n >= SPIRAL_MIN_COMPACTIONS and n >= SPIRAL_SHARE * len(turns):
         shown = ", ".join(sorted(files)[:3]) + (" …" if len(files) > 3 else "")
-        flags.append(f"re-read spiral: {followed} of {len(turns)} compactions followed by re-reading {shown}")
-    return flags
+        found.append(Loop("reread-spiral", f"{NAMES['reread-spiral']}: {n} of {len(turns)} compactions followed by "
+                                           f"re-reading {shown}", tuple(followed), tuple(sorted(files))))
+    return found
+
+
+def detect(compaction_turns: Sequence[int], reads: Iterable[tuple[int, str]]) -> list[str]:
+    """One line per loop found."""
+    return [loop.text for loop in find(compaction_turns, reads)]
+
+
+def of_simulation(sim: Simulation, log: SessionLog) -> list[Loop]:
+    """The loops of a `simulate` run: its compactions (decided or recorded) and the session's reads."""
+    return find([t.turn for t in sim.turns if t.compaction], file_reads(log))
 
 
 def file_reads(log: SessionLog) -> list[tuple[int, str]]:

@@ -66,6 +66,32 @@ class FidelityRun:
             return None
         return sum(self._is_kept(i, turn) for i in live) / len(live)
 
+    def pinned_counts(self, turn: int) -> tuple[int, int]:
+        """(kept, live) of what must not be lost — goal and constraints, modified files, pins, and
+        the latest error — at turn `turn`; summed over the turns, `eval`'s pinned recall."""
+        if not 1 <= turn <= self.turns:
+            return 0, 0
+        live = [i for i, p in enumerate(self.probes) if p.kind in PINNED_KINDS and self._live(i, turn)]
+        live += [i for i, start, end in self.last_error_spans() if start <= turn < end]
+        return sum(self._is_kept(i, turn) for i in live), len(live)
+
+    def pinned_at(self, turn: int) -> float | None:
+        """The share of what must not be lost that turn `turn`'s request still carries."""
+        kept, live = self.pinned_counts(turn)
+        return kept / live if live else None
+
+    def missing_at(self, turn: int) -> list[tuple[Probe, int]]:
+        """Every probe live at `turn` that its request does not carry, with the turn it was lost
+        (the first turn of the run of turns, ending at `turn`, where it is missing)."""
+        out = []
+        for i, p in enumerate(self.probes):
+            if self._live(i, turn) and not self._is_kept(i, turn):
+                lost = turn
+                while lost > p.turn and not self._is_kept(i, lost - 1):
+                    lost -= 1
+                out.append((p, lost))
+        return out
+
     def series(self) -> list[float | None]:
         """recall_at for every turn, 1..turns."""
         return [self.recall_at(k) for k in range(1, self.turns + 1)]

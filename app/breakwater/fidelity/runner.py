@@ -35,16 +35,17 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
 
 
 def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
-           summarizer: Summarizer | None = None) -> FidelityRun:
+           summarizer: Summarizer | None = None, model: str | None = None) -> FidelityRun:
     """Build every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
     they leave untouched are then searched once. `summarizer` replaces the offline one, to
-    measure another summarizer on the same sessions."""
+    measure another summarizer on the same sessions; `model` picks the exact token counter, as
+    for `simulate` (the workbench passes its own, so both runs make the same decisions)."""
     scorer = scorer or Scorer(extract(log))
     probes = scorer.probes
     kept = [0] * len(probes)
-    pipe = make_pipeline(log, policy, counter, summarizer=summarizer)
+    pipe = make_pipeline(log, policy, counter, model, summarizer)
     raw = sent = turns = 0
     summaries: set[str] = set()
     compaction_turns: list[int] = []

@@ -7,12 +7,12 @@ hit, so a request costs a few set operations per unit rather than a search per p
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ahocorasick_rs import AhoCorasick
 
 from breakwater.core.message import Message
-from breakwater.fidelity.probes import Probe, message_text, normalise, units
+from breakwater.fidelity.probes import Probe, matches, message_text, normalise, units
 
 
 class Scorer:
@@ -63,3 +63,19 @@ class Scorer:
                 hits = hits | self._hits(m)
             out |= self._carried(hits)
         return out
+
+
+def at_risk(scorer: Scorer, request: Sequence[Message], replaced: Collection[str], turn: int) -> list[Probe]:
+    """The probes live at `turn` that `request` carries only in the messages a compaction would
+    replace (`replaced`: message ids; a replaced assistant message takes its tool results along)."""
+    gone = set(replaced)
+    calls = {c.id for m in request if m.id in gone for c in m.tool_calls}
+    kept = [m for m in request if m.id not in gone and not (m.role == "tool" and m.tool_call_id in calls)]
+    elsewhere = scorer.carried(kept)
+    return [scorer.probes[i] for i in sorted(scorer.carried(request) - elsewhere) if scorer.probes[i].live_at(turn)]
+
+
+def not_carried(probes: Sequence[Probe], text: str) -> list[Probe]:
+    """Those of `probes` that `text` (a summary) does not carry."""
+    norm = normalise(text)
+    return [p for p in probes if not matches(p, norm)]

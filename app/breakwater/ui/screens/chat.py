@@ -211,7 +211,9 @@ class ChatScreen(ReplayScreen):
             return fh.read(OLD_CONTENT_LIMIT).decode("utf-8", errors="replace")
 
     async def _review(self, proposal: SummaryProposal) -> SummaryDecision:
-        return await self.app.push_screen_wait(SummaryReviewScreen(proposal))
+        before = self.detail.view if self.detail is not None else None
+        at_risk = await self.facts_at_risk(proposal.covered, before, before.turn) if before is not None else None
+        return await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
 
     # -- control by hand: the agent logs it --------------------------------------------------------
     def record_control(self, type: str, data: dict) -> None:

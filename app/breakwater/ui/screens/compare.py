@@ -23,7 +23,10 @@ from breakwater.core.policy import Policy, PolicyError
 from breakwater.core.policy_file import resolve
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
+from breakwater.fidelity.results import PINNED
+from breakwater.ui.screens.fidelity import measure
 from breakwater.ui.widgets.compare import BilledChart, CompareTotals
+from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import MessageList
@@ -56,7 +59,7 @@ class CompareScreen(Screen):
     CompareScreen .cmp-gauge-row { height: 4; }
     CompareScreen .cmp-side-label { width: 3; height: 4; content-align: center middle; text-style: bold;
                                     background: $panel; }
-    CompareScreen #cmp-gauges-a, CompareScreen #cmp-gauges-b { height: 4; padding: 0 1; }
+    CompareScreen #cmp-gauges-a, CompareScreen #cmp-gauges-b { width: 1fr; height: 4; padding: 0 1; }
     CompareScreen #cmp-main { height: 1fr; }
     CompareScreen #cmp-messages { width: 1fr; border: round $primary-darken-2; }
     CompareScreen #cmp-side { width: 1fr; }
@@ -95,6 +98,7 @@ class CompareScreen(Screen):
             with Horizontal(classes="cmp-gauge-row"):
                 yield Static(side.upper(), classes="cmp-side-label")
                 yield Gauges(id=f"cmp-gauges-{side}")
+                yield FidelityGauge(id=f"cmp-fidelity-{side}", hint="")
         with Horizontal(id="cmp-main"):
             yield MessageList(self.messages, set(), id="cmp-messages")
             with Vertical(id="cmp-side"):
@@ -153,6 +157,26 @@ class CompareScreen(Screen):
         self.query_one(BilledChart).show(c, self.turn)
         self.query_one(CompareTotals).show(c)
         self._go(self.turn)
+        for side, replay in (("a", self.a), ("b", self.b)):
+            self.query_one(f"#cmp-fidelity-{side}", FidelityGauge).show(None, [], self.turn)
+            self._measure(replay)
+
+    @work(thread=True, group="compare-fidelity")
+    def _measure(self, replay: Replay) -> None:
+        try:
+            run, loops = measure(replay)
+        except Exception as exc:
+            self.post_message(SimulationFailed(f"measuring fidelity: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(FidelityReady(run, loops, replay))
+
+    def on_fidelity_ready(self, message: FidelityReady) -> None:
+        side = "a" if message.source is self.a else "b" if message.source is self.b else None
+        if side is None:
+            return   # measured for a B that has since been changed
+        self.query_one(f"#cmp-fidelity-{side}", FidelityGauge).show(message.run, message.loops, self.turn or 1)
+        tally = message.run.tally()
+        self.query_one(CompareTotals).show_recall(side.upper(), tally.recall(), tally.recall(PINNED))
 
     @on(PairReady)
     def _pair(self, message: PairReady) -> None:
@@ -192,6 +216,8 @@ class CompareScreen(Screen):
             return
         self.turn = max(1, min(turn, len(self.comparison.a.turns)))
         self.query_one(BilledChart).set_turn(self.turn)
+        for gauge in self.query(FidelityGauge):
+            gauge.set_turn(self.turn)
         self._titles()
         self._load_pair(self.turn)
 

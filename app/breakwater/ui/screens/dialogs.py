@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from typing import Sequence
 
 from rich.text import Text
 from textual import on
@@ -19,6 +20,8 @@ from textual.widgets import Button, Static, TextArea
 
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.core.message import ToolCall
+from breakwater.fidelity.probes import Probe
+from breakwater.ui.widgets.would_lose import WouldLose
 
 DIFF_LINES = 400
 ONCE, SESSION, DENY = "once", "session", "deny"
@@ -101,7 +104,8 @@ class ApprovalScreen(ModalScreen[str]):
 
 
 class SummaryReviewScreen(ModalScreen[SummaryDecision]):
-    """A deep compaction before it is sent: the summary (editable), what it replaces, the saving."""
+    """A deep compaction before it is sent: the summary (editable), what it replaces, the saving,
+    and the facts it would lose (updated as the text is edited)."""
 
     BINDINGS = [
         Binding("ctrl+s", "accept", "Accept", id="review.accept",
@@ -110,14 +114,17 @@ class SummaryReviewScreen(ModalScreen[SummaryDecision]):
                 tooltip="No compaction: the session stays as it was"),
     ]
 
-    def __init__(self, proposal: SummaryProposal):
+    def __init__(self, proposal: SummaryProposal, at_risk: Sequence[Probe] | None = None):
         super().__init__()
         self.proposal = proposal
+        self.at_risk = at_risk   # the facts only the replaced messages carry (None: not measured)
 
     def compose(self) -> ComposeResult:
         p = self.proposal
         with Vertical(id="dialog", classes="dialog review"):
             yield Static(self._what(), id="dialog-what")
+            if self.at_risk is not None:
+                yield WouldLose(self.at_risk, p.summary, id="review-lost")
             yield TextArea(p.summary, id="review-text", soft_wrap=True, show_line_numbers=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Accept (ctrl+s)", id="accept", variant="success")
@@ -139,6 +146,11 @@ class SummaryReviewScreen(ModalScreen[SummaryDecision]):
             (f"{p.tokens_before:,} → {p.tokens_after:,}", "bold"),
             (f"  (−{saved:,})" if saved > 0 else "", "green"),
             ("\nEdit the text if it misses something; what you accept is what is logged and sent.", "dim"))
+
+    @on(TextArea.Changed, "#review-text")
+    def _edited(self, event: TextArea.Changed) -> None:
+        if self.at_risk is not None:
+            self.query_one(WouldLose).check(event.text_area.text)
 
     def decision(self) -> SummaryDecision | None:
         text = self.query_one("#review-text", TextArea).text

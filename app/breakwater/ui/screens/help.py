@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from breakwater.fidelity.loops import MEANINGS, NAMES
 from breakwater.ui.widgets.badges import ALL_KINDS, ROLES, describe, label, kind_variable
 
 
@@ -61,6 +62,12 @@ class HelpScreen(ModalScreen[None]):
             table.add_row(Text("████", style=colour or ""), f"{zone} zone — {what}")
         table.add_row(Text("░░░░", style="dim"), "timeline: raw (uncompacted) tokens; solid: tokens sent")
         table.add_row(Text("▼"), "timeline: a deep compaction at that turn; ↓ the current turn")
+        table.add_row(Text("facts kept"), "of the facts the session has created so far (goal, constraints, files, "
+                      "commands, errors, decisions, pins), the share this request still carries; pinned: the ones "
+                      "that must not be lost (goal and constraints, modified files, the latest error, pins) — as "
+                      "`breakwater eval` measures them")
+        for kind, meaning in MEANINGS.items():
+            table.add_row(Text("⟳", style=v.get("gauge-hard") or ""), f"{NAMES[kind]}: {meaning}")
         table.add_row(Text("dim row"), "message list: after the current request (not yet in its history)")
         table.add_row(Text(" │"), "message list: covered by the deep-compaction summary above it")
         return table

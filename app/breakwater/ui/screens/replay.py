@@ -26,10 +26,12 @@ from breakwater.core.replay import Replay
 from breakwater.core.session_log import SessionLog
 from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
+from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
 from breakwater.ui.widgets.badges import ROLES
+from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import ListFilter, MessageList
@@ -60,8 +62,8 @@ def pins_of(replay: Replay) -> set[str]:
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 
 
-class ReplayScreen(ControlsMixin, Screen):
-    BINDINGS = [*CONTROL_BINDINGS,
+class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
+    BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("l,right", "step(1)", "Next", id="replay.next", tooltip="Step one request forward"),
         Binding("h,left", "step(-1)", "Prev", id="replay.prev", tooltip="Step one request back"),
         Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
@@ -107,7 +109,9 @@ class ReplayScreen(ControlsMixin, Screen):
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
         yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
-        yield Gauges(id="gauges")
+        with Horizontal(id="gauge-row"):
+            yield Gauges(id="gauges")
+            yield FidelityGauge(id="fidelity")
         with Horizontal(id="main"):
             yield MessageList(self.messages, pins_of(self.replay), id="messages")
             with Vertical(id="side"):
@@ -173,6 +177,7 @@ class ReplayScreen(ControlsMixin, Screen):
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns)
         self._go(self.turn)
+        self.measure_fidelity()
 
     def turn_to_show(self, turns: int) -> int:
         """The turn to draw once a simulation is ready: the one asked for, else the last."""
@@ -218,6 +223,7 @@ class ReplayScreen(ControlsMixin, Screen):
         self.turn = turn
         self.query_one(ReplayControls).update_state(turn=turn, pending=True)
         self.query_one(Timeline).set_turn(turn)
+        self.query_one(FidelityGauge).set_turn(turn)
         self._load_view(turn)
 
     def action_step(self, delta: int) -> None:
@@ -391,7 +397,8 @@ class ReplayScreen(ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
-        decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal))
+        at_risk = await self.facts_at_risk(proposal.covered, before, turn)
+        decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":
             self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)
             return

@@ -133,9 +133,16 @@ class CompareTotals(Widget):
     def __init__(self, id: str | None = None):
         super().__init__(id=id)
         self.comparison: Comparison | None = None
+        self.recall: dict[str, tuple[float | None, float | None]] = {}   # side -> (recall, pinned recall)
 
     def show(self, comparison: Comparison | None) -> None:
         self.comparison = comparison
+        self.recall = {}
+        self.refresh(layout=True)
+
+    def show_recall(self, side: str, recall: float | None, pinned: float | None) -> None:
+        """What side "A" or "B" keeps over the whole session (`eval`'s recall and pinned recall)."""
+        self.recall[side] = (recall, pinned)
         self.refresh(layout=True)
 
     def render(self):
@@ -144,16 +151,29 @@ class CompareTotals(Widget):
             return Text("")
         table = Table(box=None, pad_edge=False, expand=True, header_style="bold")
         for col in ("", "preset · window", "billed without", "billed with", "saved", "deep compactions",
-                    "turns in hard zone"):
+                    "turns in hard zone", "facts kept", "pinned kept"):
             table.add_column(col, justify="left" if col in ("", "preset · window") else "right")
         ta, tb = c.totals
         for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
+            recall, pinned = self.recall.get(name, (None, None))
             table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}", f"{tot.billed_raw:,}",
                           f"{tot.billed_sent:,}", f"{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
-                          str(tot.hard_turns))
+                          str(tot.hard_turns), _pct(recall, name in self.recall), _pct(pinned, name in self.recall))
         table.add_row("B − A", "", f"{tb.billed_raw - ta.billed_raw:+,}", f"{tb.billed_sent - ta.billed_sent:+,}",
-                      _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}", f"{tb.hard_turns - ta.hard_turns:+}")
+                      _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}", f"{tb.hard_turns - ta.hard_turns:+}",
+                      *(_pt_delta(self.recall, k) for k in (0, 1)))
         return table
+
+
+def _pct(value: float | None, measured: bool) -> str:
+    if not measured:
+        return "…"
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _pt_delta(recall: dict[str, tuple[float | None, float | None]], k: int) -> str:
+    a, b = recall.get("A", (None, None))[k], recall.get("B", (None, None))[k]
+    return "" if a is None or b is None else f"{100 * (b - a):+.1f} pt"
 
 
 def _pct_delta(ta: Totals, tb: Totals) -> str:
