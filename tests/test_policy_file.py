@@ -82,8 +82,11 @@ def test_simulate_policy_reads_a_saved_file_back_identically(tmp_path):
     from breakwater.core.commands import read_session
     from breakwater.core.simulate import simulate
 
-    direct = simulate(read_session(session), policy, counter="heuristic").to_json()
-    assert from_file == direct
+    from breakwater.fidelity.loops import of_simulation
+
+    log = read_session(session)
+    sim = simulate(log, policy, counter="heuristic")
+    assert from_file == {**sim.to_json(), "loops": [loop.to_json() for loop in of_simulation(sim, log)]}
     assert from_file["window"] == 12_000 and from_file["preset"] == "seed-000"
 
 
