@@ -6,6 +6,7 @@ import json
 import pytest
 
 from breakwater.core.mask import mask_far
+from breakwater.core.outcome import first_error, salient_errors
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import Policy, PolicyError, from_mapping, load_toml, preset
@@ -179,6 +180,13 @@ def test_masked_output_still_says_how_the_command_went():
     # a placeholder never outgrows what it replaces: then it says only the length
     tiny = Message("t", "tool", "E   " + "x" * 206, tool_call_id="c")
     assert mask_far(tiny, p)[0].content == "[early tool output cleared to save context. original length: 210 bytes]"
+
+
+def test_an_error_line_is_one_line():
+    # pytest's "E   ..." and "error:" must not be matched across a line break
+    out = "E\n\nE   AssertionError: 1 != 2\nok\nfoo error\n: bar\nnpm ERR! code E404\n"
+    assert salient_errors(out) == ["E   AssertionError: 1 != 2", "npm ERR! code E404"]
+    assert first_error("all good\n") is None and first_error("x" * 300 + " failed") == "x" * 159 + "…"
 
 
 def test_microcompact_skeleton_keeps_the_exit_status_and_first_error():

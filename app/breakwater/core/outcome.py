@@ -14,9 +14,10 @@ from breakwater.core.message import Message
 ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
                "timed out", "refused", "错误", "失败", "异常", "超时")
 # a line that states an error (npm ERR!, pytest's `E   ...`, `error:`, a traceback), not one that mentions it
+# (blanks are [^\S\n], so that a search over a whole output never runs from one line into the next)
 STRONG_ERROR = re.compile(
-    r"(?i)err!|\berror\b\s*[:\]]|\w(?:error|exception)\b|^e\s{2,}\w|^\s*fatal\b|traceback \(most|^failed\b|"
-    r"\bpanic:|错误|失败|异常")
+    r"(?i)err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|^e[^\S\n]{2,}\w|^[^\S\n]*fatal\b|traceback \(most|"
+    r"^failed\b|\bpanic:|错误|失败|异常")
 _STRONG_LINE = re.compile(r"(?m)^.*(?:" + STRONG_ERROR.pattern[4:] + r").*$", re.IGNORECASE)
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)

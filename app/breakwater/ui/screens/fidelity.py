@@ -50,7 +50,7 @@ def measure(replay) -> tuple[FidelityRun, list[Loop]]:
 def probe_line(probe: Probe, note: str = "") -> Text:
     out = Text()
     out.append(f"{probe.category:<9} ", style="bold")
-    out.append(probe.text)
+    out.append(" ".join(probe.text.split()))
     out.append(f"  · from turn {probe.turn}, message {probe.message_id}" + (f" · {note}" if note else ""), style="dim")
     return out
 
