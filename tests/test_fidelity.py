@@ -241,3 +241,18 @@ def test_per_turn_figures_add_up_to_the_session_figures(preset_name):
     later = run.missing_at(run.turns)
     assert all(p.turn <= lost <= run.turns and not run.kept[run.probes.index(p)] >> (lost - 1) & 1
                for p, lost in later)
+
+
+def test_a_replay_stops_when_told():
+    from breakwater.fidelity.runner import Stopped
+
+    log = sample("npm-install-flood.jsonl")
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(Stopped):
+        replay(log, policy_for("breakwater", log, None), stop=stop)
+    assert len(asked) == 4          # it stopped at the fourth request, not at the end

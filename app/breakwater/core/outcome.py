@@ -8,6 +8,7 @@ same way.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from breakwater.core.message import Message
 
@@ -18,7 +19,7 @@ ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", 
 STRONG_ERROR = re.compile(
     r"(?i)err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|^e[^\S\n]{2,}\w|^[^\S\n]*fatal\b|traceback \(most|"
     r"^failed\b|\bpanic:|错误|失败|异常")
-_STRONG_LINE = re.compile(r"(?m)^.*(?:" + STRONG_ERROR.pattern[4:] + r").*$", re.IGNORECASE)
+_STRONG_ANYWHERE = re.compile(STRONG_ERROR.pattern, re.MULTILINE)
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
 EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
@@ -60,14 +61,20 @@ def error_lines(text: str, limit: int = 20) -> list[str]:
 
 def salient_errors(text: str, limit: int = 3) -> list[str]:
     """The first lines that state an error, else the first line that merely mentions one."""
-    strong = []
-    for m in _STRONG_LINE.finditer(text):
-        strong.append(m.group(0))
-        if len(strong) >= limit:
-            return strong
+    strong, pos = [], 0
+    while len(strong) < limit:
+        m = _STRONG_ANYWHERE.search(text, pos)
+        if m is None:
+            break
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        strong.append(text[start:end])
+        pos = end + 1
     return strong or error_lines(text, limit=limit)[:1]
 
 
+@lru_cache(maxsize=4096)
 def first_error(text: str) -> str | None:
     """The first error line of an output, whitespace collapsed and cut to a readable length."""
     found = [line for line in salient_errors(text, 1) if line.strip()]

@@ -34,8 +34,13 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     return policy
 
 
+class Stopped(Exception):
+    """`replay` was told to stop: its result is no longer wanted."""
+
+
 def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
-           summarizer: Summarizer | None = None, model: str | None = None) -> FidelityRun:
+           summarizer: Summarizer | None = None, model: str | None = None,
+           stop: Callable[[], bool] | None = None) -> FidelityRun:
     """Build every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
@@ -51,6 +56,8 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     compaction_turns: list[int] = []
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
+            if stop is not None and stop():
+                raise Stopped
             plan = pipe.plan()
             view = plan.built or pipe.materialize(plan)
             turns = plan.turn

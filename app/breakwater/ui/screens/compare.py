@@ -164,11 +164,12 @@ class CompareScreen(Screen):
     @work(thread=True, group="compare-fidelity")
     def _measure(self, replay: Replay) -> None:
         try:
-            run, loops = measure(replay)
+            measured = measure(replay)
         except Exception as exc:
             self.post_message(SimulationFailed(f"measuring fidelity: {type(exc).__name__}: {exc}"))
             return
-        self.post_message(FidelityReady(run, loops, replay))
+        if measured is not None:
+            self.post_message(FidelityReady(*measured, replay))
 
     def on_fidelity_ready(self, message: FidelityReady) -> None:
         side = "a" if message.source is self.a else "b" if message.source is self.b else None

@@ -13,6 +13,7 @@ import asyncio
 
 from rich.text import Text
 from textual import on, work
+from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -36,14 +37,21 @@ FIDELITY_BINDINGS = [
 ]
 
 
-def measure(replay) -> tuple[FidelityRun, list[Loop]]:
-    """What `breakwater eval` measures for this session under this replay's settings (slow: a worker)."""
+def measure(replay) -> tuple[FidelityRun, list[Loop]] | None:
+    """What `breakwater eval` measures for this session under this replay's settings (slow: in a
+    worker, which may cancel it: then None)."""
     from breakwater.fidelity import loops
+    from breakwater.fidelity.runner import Stopped
     from breakwater.fidelity.runner import replay as fidelity_replay
 
+    worker = get_current_worker()
     # a live chat appends to its log while this runs: measure the entries there are now
     log = SessionLog(replay.log.header, list(replay.log.entries))
-    run = fidelity_replay(log, replay.policy, replay.counter, summarizer=replay.summarizer, model=replay.model)
+    try:
+        run = fidelity_replay(log, replay.policy, replay.counter, summarizer=replay.summarizer, model=replay.model,
+                              stop=lambda: worker.is_cancelled)
+    except Stopped:
+        return None
     return run, loops.find(run.compaction_turns, run.reads)
 
 
@@ -70,11 +78,12 @@ class FidelityMixin:
     @work(thread=True, exclusive=True, group="fidelity")
     def _measure_fidelity(self, replay) -> None:
         try:
-            run, found = measure(replay)
+            measured = measure(replay)
         except Exception as exc:  # a bug in a probe must not take the screen down with it
             self.post_message(SimulationFailed(f"measuring fidelity: {type(exc).__name__}: {exc}"))
             return
-        self.post_message(FidelityReady(run, found, replay))
+        if measured is not None:
+            self.post_message(FidelityReady(*measured, replay))
 
     def on_fidelity_ready(self, message: FidelityReady) -> None:
         if message.source is not self.replay:
