@@ -10,7 +10,7 @@ from synth import as_log, session_messages
 
 from breakwater.core.commands import read_session, sample_path
 from breakwater.core.policy import preset
-from breakwater.core.replay import CHECKPOINTS, Replay
+from breakwater.core.replay import CHECKPOINTS, TRAILING_VIEWS, Replay
 from breakwater.core.simulate import simulate, view_at
 
 
@@ -100,3 +100,19 @@ def test_a_threshold_change_does_not_count_unchanged_messages_again():
     assert again > first / 2
     assert b.tokens.exact_encoded_chars - first == fresh.tokens.exact_encoded_chars - again
     assert b.view(b.turns // 2) == view_at(log, b.policy, b.turns // 2)
+
+
+def test_the_turn_on_screen_is_built_in_the_pass_and_steps_back_from_it_are_ready():
+    log = as_log(session_messages(1500, avg_tool_chars=3000, seed=4), window=24000)
+    policy = preset("breakwater").with_changes(window=24000)
+    r = Replay(log, policy)
+    focus = r.log.turn_count() - 20
+    r.run(focus=focus)
+    assert focus in r._views and len(r._near) == TRAILING_VIEWS
+    # back through the prepared turns, on past them (a fold that prepares the next steps back),
+    # a jump, a step back from it, forward again, the next request
+    walk = [focus, *range(focus - 1, focus - 2 * TRAILING_VIEWS - 3, -1), 60, 59, 58, 61, 62, r.turns + 1, 1, 2]
+    for turn in walk:
+        assert r.view(turn) == view_at(log, policy, turn), turn
+    d = r.detail(58)
+    assert r.detail(58) is d   # a step back and forth draws what was worked out once

@@ -74,7 +74,7 @@ def salient_errors(text: str, limit: int = 3) -> list[str]:
     return strong or error_lines(text, limit=limit)[:1]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 16)   # every result of a long session: fewer thrash, masking walks them in order
 def first_error(text: str) -> str | None:
     """The first error line of an output, whitespace collapsed and cut to a readable length."""
     found = [line for line in salient_errors(text, 1) if line.strip()]

@@ -33,7 +33,7 @@ MIN_SPACING = 16        # but not closer than this: small sessions need few
 CHECKPOINT_BYTES = 48_000_000   # and all of them together about this big (a long session gets fewer)
 BYTES_PER_MESSAGE = 320         # what one message of history costs a snapshot (its slots in ~20 lists and dicts)
 VIEW_CACHE = 24         # recent views kept for stepping back and forth
-TRAILING_VIEWS = 6      # a fold also keeps the views of this many turns before its target
+TRAILING_VIEWS = 6      # a fold also prepares this many turns before its target, for stepping back
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,32 +94,51 @@ class Replay:
     _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _live: tuple[int, Pipeline, int] | None = field(default=None, repr=False)
+    # pipelines just before the few turns preceding the last fold's target: (state, entry index)
+    _near: dict[int, tuple[Pipeline, int]] = field(default_factory=dict, repr=False)
+    _last_turn: int = field(default=0, repr=False)
+    _compactions: dict[str, Compaction] | None = field(default=None, repr=False)
     _history: list[int] = field(default_factory=list, repr=False)
 
     # -- the pass over the whole log -------------------------------------------------------------
-    def run(self, progress: Callable[[int, int], None] | None = None) -> Simulation:
-        """Simulate every turn (the numbers `simulate --json` prints) and keep checkpoints."""
+    def run(self, progress: Callable[[int, int], None] | None = None, focus: int | None = None) -> Simulation:
+        """Simulate every turn (the numbers `simulate --json` prints) and keep checkpoints. The
+        request of turn `focus` (the one on screen) is built in the same pass, and the turns just
+        before it are kept ready, so showing it and stepping back from it cost no second fold."""
         total = self.log.turn_count()
         # checkpoints spread evenly hold half the history each on average
         affordable = max(1, 2 * CHECKPOINT_BYTES // (BYTES_PER_MESSAGE * max(1, len(self.log.entries))))
         spacing = max(MIN_SPACING, -(-total // min(CHECKPOINTS, affordable)))
         checkpoints: list[_Checkpoint] = []
+        near: dict[int, tuple[Pipeline, int]] = {}
+        focused: list[Calibration] = []
 
         def before_turn(pipe: Pipeline, index: int) -> None:
             turn = pipe.turn + 1
             if (turn - 1) % spacing == 0:
                 checkpoints.append(_Checkpoint(turn, index, pipe.snapshot()))
+            if focus is not None and focus - TRAILING_VIEWS <= turn <= focus:
+                if turn == focus:
+                    focused.append(replace(pipe.calibration))
+                else:
+                    near[turn] = (pipe.snapshot(), index)
             if progress is not None and turn % 64 == 0:
                 progress(turn, total)
 
-        sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer, before_turn=before_turn,
-                       tokens=self._tokens())
+        tokens = self._tokens()
+        sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer,
+                       views=() if focus is None else (focus,), before_turn=before_turn, tokens=tokens)
         with self._lock:
             self.simulation = sim
             self._checkpoints = checkpoints
             self._views.clear()
             self._live = None
+            self._near = near
+            self._compactions = None
             self._history = []
+            view = sim.views.pop(focus, None)
+            if view is not None:
+                self._keep(focus, view, focused[0], tokens)
         return sim
 
     @property
@@ -134,61 +153,77 @@ class Replay:
 
     def compactions(self) -> dict[str, Compaction]:
         """Every deep compaction known: the ones recorded in the log and the ones this policy made."""
-        out = {e.id: Compaction.from_event(e) for e in self.log.events if e.type == "compaction"}
-        if self.simulation:
-            out.update((c.id, c) for c in self.simulation.compactions)
-        return out
+        if self._compactions is None:
+            out = {e.id: Compaction.from_event(e) for e in self.log.events if e.type == "compaction"}
+            if self.simulation:
+                out.update((c.id, c) for c in self.simulation.compactions)
+            self._compactions = out
+        return self._compactions
 
     # -- one request -----------------------------------------------------------------------------
     def view(self, turn: int) -> View:
         """Exactly `view_at(log, policy, turn, counter, model)`, from the nearest checkpoint."""
         return self._fold(turn)[0]
 
-    def _fold(self, turn: int) -> tuple[View, Calibration, TokenCounter]:
+    def _fold(self, turn: int) -> list:
         turn = max(1, min(turn, self.turns + 1))
         with self._lock:
+            stepping_back, self._last_turn = turn == self._last_turn - 1, turn
             hit = self._views.get(turn)
             if hit is not None:
                 self._views.move_to_end(turn)
                 return hit
-            start = None
-            for cp in self._checkpoints:
-                if cp.turn <= turn:
-                    start = cp
             entries = self.log.entries
-            live = self._live
-            if live is not None and live[0] < turn and (start is None or live[0] >= start.turn):
-                # carry on with the pipeline the last fold left (stepping forward costs one turn):
-                # it has planned request live[0], whose assistant message is entries[live[2]]
+            # the nearest state at or before the turn: a pipeline kept ready, the one the last fold
+            # left (stepping forward costs one turn: it has planned request live[0], whose assistant
+            # message is entries[live[2]]), a checkpoint, or the start
+            start = max((cp for cp in self._checkpoints if cp.turn <= turn), key=lambda cp: cp.turn, default=None)
+            ready = max((t for t in self._near if t <= turn), default=0)
+            live = self._live if self._live is not None and self._live[0] < turn else None
+            # the closest wins; at a tie, the one that needs no copy
+            best = max((start.turn if start else 0, 0), (live[0] if live else 0, 1), (ready, 2))
+            if best[0] == 0:
+                pipe = make_pipeline(self.log, self.policy, self.counter, self.model, self.summarizer, self._tokens())
+                i = 0
+            elif best[1] == 2:
+                pipe, i = self._near.pop(ready)
+            elif best[1] == 1:
                 _, pipe, i = live
                 pipe.feed(entries[i])
                 i += 1
-            elif start is not None:
-                pipe, i = start.state.snapshot(), start.index
             else:
-                pipe = make_pipeline(self.log, self.policy, self.counter, self.model, self.summarizer, self._tokens())
-                i = 0
+                pipe, i = start.state.snapshot(), start.index
+            if pipe.turn + 1 < turn - TRAILING_VIEWS:
+                self._near = {}   # a fold from further back prepares the turns before this one afresh
             while i < len(entries):
                 entry = entries[i]
                 if isinstance(entry, Message) and entry.role == "assistant":
                     if pipe.turn + 1 == turn:
                         break
-                    plan = pipe.plan()
-                    if turn - plan.turn <= TRAILING_VIEWS:   # keep the few just before: stepping back is free
-                        self._keep(plan.turn, plan.built or pipe.materialize(plan), pipe)
+                    if turn - (pipe.turn + 1) <= TRAILING_VIEWS:
+                        if stepping_back:   # the next steps back are likely: have their requests ready
+                            plan = pipe.plan()
+                            self._keep(plan.turn, plan.built or pipe.materialize(plan), pipe.calibration, pipe.counter)
+                            pipe.feed(entry)
+                            i += 1
+                            continue
+                        self._near[pipe.turn + 1] = (pipe.snapshot(), i)   # a copy costs less than a request
+                    pipe.plan()
                 pipe.feed(entry)
                 i += 1
+            calibration = replace(pipe.calibration)
             view, _ = pipe.view()
             self._live = (turn, pipe, i) if i < len(entries) else None
-            return self._keep(turn, view, pipe)
+            return self._keep(turn, view, calibration, pipe.counter)
 
     def _tokens(self) -> TokenCounter:
         if self.tokens is None:
             self.tokens = token_counter(self.log, self.counter, self.model)
         return self.tokens
 
-    def _keep(self, turn: int, view: View, pipe: Pipeline) -> tuple[View, Calibration, TokenCounter]:
-        got = self._views[turn] = (view, replace(pipe.calibration), pipe.counter)
+    def _keep(self, turn: int, view: View, calibration: Calibration, counter: TokenCounter) -> list:
+        """[view, calibration in force, counter, its TurnDetail once asked for]."""
+        got = self._views[turn] = [view, replace(calibration), counter, None]
         self._views.move_to_end(turn)
         while len(self._views) > VIEW_CACHE:
             self._views.popitem(last=False)
@@ -196,22 +231,28 @@ class Replay:
 
     def detail(self, turn: int) -> TurnDetail:
         """The view of `turn` with what the workbench draws beside it (counts tiktoken: in a worker)."""
-        view, calibration, counter = self._fold(turn)
+        kept = self._fold(turn)
+        if kept[3] is not None:
+            return kept[3]
+        view, calibration, counter, _ = kept
         edits_by_id: dict[str, list[Edit]] = {}
         for e in view.edits:
             edits_by_id.setdefault(e.message_id, []).append(e)
         sent_by_id = {m.id: m for m in view.messages}
         summary = None
+        # the summary message, or the first user message it was joined into
+        carrier = None
         for m in view.messages:
-            # the summary message, or the first user message it was joined into
-            cid = (m.meta or {}).get("compaction")
-            if cid is not None:
-                covered = tuple(mid for mid, es in edits_by_id.items() if any(e.kind == "summarized" for e in es))
-                summary = Summary(m, self.compactions().get(cid), covered)
+            if m.meta and m.meta.get("compaction") is not None:
+                carrier = m
+        if carrier is not None:
+            covered = tuple(mid for mid, es in edits_by_id.items() if any(e.kind == "summarized" for e in es))
+            summary = Summary(carrier, self.compactions().get(carrier.meta["compaction"]), covered)
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
-        return TurnDetail(view, edits_by_id, sent_by_id, summary, self.history_size(view.turn), heuristic, exact,
-                          counter.encoding_name, calibration)
+        kept[3] = TurnDetail(view, edits_by_id, sent_by_id, summary, self.history_size(view.turn), heuristic, exact,
+                             counter.encoding_name, calibration)
+        return kept[3]
 
     def history_size(self, turn: int) -> int:
         """How many log messages come before request `turn` (its history)."""
@@ -237,4 +278,6 @@ class Replay:
         with self._lock:
             self._views.clear()
             self._live = None
+            self._near = {}
+            self._compactions = None
             self._history = []

@@ -144,7 +144,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             self.post_message(SimulationProgress(turn, total))
 
         try:
-            sim = self.replay.run(progress=progress)
+            turns = self.replay.log.turn_count()
+            sim = self.replay.run(progress=progress, focus=max(1, min(self.turn_to_show(turns), turns + 1)))
         except Superseded:
             return
         except Exception as exc:  # a bug in a stage must not take the screen down with it
@@ -167,6 +168,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     @on(SimulationProgress)
     def _progress(self, message: SimulationProgress) -> None:
         self.query_one(Timeline).set_progress(message.turn, message.total)
+        self.query_one(ReplayControls).update_state(progress=(message.turn, message.total))
 
     @on(SimulationReady)
     def _simulated(self, message: SimulationReady) -> None:
@@ -175,7 +177,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
         self.query_one(Timeline).show(message.simulation, self.turn)
-        self.query_one(ReplayControls).update_state(turns=turns)
+        self.query_one(ReplayControls).update_state(turns=turns, progress=None)
         self._go(self.turn)
         self.measure_fidelity()
 

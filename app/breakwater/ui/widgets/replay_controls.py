@@ -21,6 +21,7 @@ class ReplayControls(Drawn):
         self.playing = False
         self.speed = 1.0
         self.pending = False
+        self.progress: tuple[int, int] | None = None   # turns simulated so far, of all
 
     def update_state(self, **state) -> None:
         for k, v in state.items():
@@ -35,7 +36,10 @@ class ReplayControls(Drawn):
         if self.turn == self.turns + 1:
             where = f"turn {self.turn} (the next request) / {self.turns}"
         text.append(where, c("title"))
-        text.append(f" · {self.speed:g}×" + (" · computing…" if self.pending else ""), c("dim"))
+        busy = ""
+        if self.pending:
+            busy = f" · simulating {self.progress[0]:,}/{self.progress[1]:,}…" if self.progress else " · computing…"
+        text.append(f" · {self.speed:g}×{busy}", c("dim"))
         text.append(f" │ {self.policy_line} │ ", c("dim"))
         text.append(self.title, c("title"))
         return text

@@ -8,6 +8,8 @@ turns for scrubbing, the colours come from the theme, and it costs O(width × he
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from rich.text import Text
 from textual import events
 
@@ -28,6 +30,9 @@ class Timeline(Drawn):
         self.simulation: Simulation | None = None
         self.turn = 1
         self.progress: tuple[int, int] | None = None
+        self._cols_key: tuple | None = None
+        self._cols: list[tuple] = []
+        self._billed: tuple[list[int], list[int]] = ([0], [0])   # billed raw and sent up to each turn
 
     def show(self, simulation: Simulation | None, turn: int) -> None:
         self.simulation, self.turn = simulation, turn
@@ -66,12 +71,7 @@ class Timeline(Drawn):
             return Text("this session has no model requests yet", style=self._c("dim"))
         height = max(3, self.size.height - 3)
         p = sim.policy
-        cols = []
-        for a, b in self._spans():
-            group = sim.turns[a:b]
-            top = max(group, key=lambda t: t.sent_tokens)
-            cols.append((max(t.raw_tokens for t in group), top.sent_tokens, top.zone,
-                         any(t.compaction for t in group), a + 1, b))
+        cols = self._columns(sim)
         # the scale is the window (or the largest request), not the raw history: raw can be 10× the
         # window, and the limits and what is sent are what matter; raw taller than that is clipped
         peak = max(max(c[1] for c in cols), p.window)
@@ -118,9 +118,26 @@ class Timeline(Drawn):
         lines.append(self._legend())
         return Text("\n").join(lines)
 
+    def _columns(self, sim: Simulation) -> list[tuple]:
+        """Per column: (raw, sent, zone, a compaction in it, first turn, last turn); worked out once
+        per simulation and width, so a step (a new cursor) only redraws."""
+        key = (id(sim), len(sim.turns), self.size.width)
+        if key != self._cols_key:
+            cols = []
+            for a, b in self._spans():
+                group = sim.turns[a:b]
+                top = max(group, key=lambda t: t.sent_tokens)
+                cols.append((max(t.raw_tokens for t in group), top.sent_tokens, top.zone,
+                             any(t.compaction for t in group), a + 1, b))
+            self._cols, self._cols_key = cols, key
+            self._billed = (list(accumulate((t.raw_tokens for t in sim.turns), initial=0)),
+                            list(accumulate((t.sent_tokens for t in sim.turns), initial=0)))
+        return self._cols
+
     def set_progress(self, done: int, total: int) -> None:
         self.progress = (done, total)
-        self.redraw()
+        if self.simulation is None:   # else the chart stays as it is until the new one is ready
+            self.redraw()
 
     def _legend(self) -> Text:
         text = Text(" █", style=self._c("safe"))
@@ -135,12 +152,13 @@ class Timeline(Drawn):
 
     def _wallet(self, sim: Simulation) -> Text:
         k = min(self.turn, len(sim.turns))
-        raw_k = sum(t.raw_tokens for t in sim.turns[:k])
-        sent_k = sum(t.sent_tokens for t in sim.turns[:k])
-        total_saved = sim.billed_raw - sim.billed_sent
-        pct = 100 * total_saved / sim.billed_raw if sim.billed_raw else 0
+        self._columns(sim)
+        raw_k, sent_k = self._billed[0][k], self._billed[1][k]
+        billed_raw, billed_sent = self._billed[0][-1], self._billed[1][-1]
+        total_saved = billed_raw - billed_sent
+        pct = 100 * total_saved / billed_raw if billed_raw else 0
         text = Text(" billed ", style=self._c("dim"))
-        text.append(f"without compaction {sim.billed_raw:,} · with {sim.billed_sent:,} · saved {total_saved:,} "
+        text.append(f"without compaction {billed_raw:,} · with {billed_sent:,} · saved {total_saved:,} "
                     f"({pct:.0f}%)")
         text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,} · {len(sim.compactions)} deep compactions ▼",
                     style=self._c("dim"))
