@@ -12,7 +12,7 @@ import sys
 
 from rich.console import Console
 from textual.widgets import OptionList, Static, TextArea
-from ui_support import app_for, ready, screen_text, until
+from ui_support import app_for, measured, ready, screen_text, until
 
 from breakwater.core.commands import read_session, sample_path
 from breakwater.core.simulate import view_at
@@ -45,8 +45,10 @@ def independent_run(name: str, preset_name: str):
     return replay(log, policy_for(preset_name, log, None))
 
 
-async def measured(pilot) -> None:
-    await until(pilot, lambda: pilot.app.screen.fidelity is not None, timeout=120)
+async def opens(pilot, key: str, kind) -> None:
+    """Press `key` and wait for the screen of type `kind` it opens."""
+    await pilot.press(key)
+    await until(pilot, lambda: isinstance(pilot.app.screen, kind))
     await pilot.pause()
 
 
@@ -59,7 +61,6 @@ async def test_the_gauge_shows_eval_s_figures_turn_by_turn():
     session = eval_json(sample_path(SAMPLE), "breakwater")["breakwater"]
     app = app_for(SAMPLE)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
         await measured(pilot)
         run = app.screen.fidelity
         # the worker measured what `eval` measures, for the whole session
@@ -84,11 +85,8 @@ async def test_f_lists_the_lost_facts_and_enter_jumps_to_their_message():
     lost_here = expected.lost_at(turn)
     app = app_for(SAMPLE, turn=turn)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
         await measured(pilot)
-        await pilot.press("f")
-        await until(pilot, lambda: isinstance(app.screen, LostFactsScreen))
-        await pilot.pause()
+        await opens(pilot, "f", LostFactsScreen)
         text = screen_text(app)
         assert f"Facts at turn {turn}" in text and f"{len(lost_here)} lost at this turn" in text
         assert f"{len(expected.missing_at(turn))} missing in all" in text
@@ -104,8 +102,7 @@ async def test_f_lists_the_lost_facts_and_enter_jumps_to_their_message():
         # the key, its id and its help are in the help screen and the palette
         assert ("fidelity.lost", "f") in {(b[0], b[1]) for b in app.binding_table()}
         assert any(c.title == "Lost facts (f)" for c in app.get_system_commands(app.screen))
-        await pilot.press("f1")
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await opens(pilot, "f1", HelpScreen)
         assert ("fidelity.lost", "f", "Lost facts") in {b[:3] for b in app.screen.bindings_table}
         console = Console(width=160, record=True, file=io.StringIO())
         for static in app.screen.query(Static):
@@ -117,20 +114,16 @@ async def test_f_lists_the_lost_facts_and_enter_jumps_to_their_message():
 async def test_a_looping_policy_is_flagged_with_what_it_means():
     app = app_for(SAMPLE, preset="seed-003")
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
         await measured(pilot)
         [loop] = app.screen.fidelity_loops
         assert loop.kind == "compaction-loop" and "⟳ loop" in gauge_text(app)
         assert loop.meaning in app.screen.query_one(FidelityGauge).tooltip
-        await pilot.press("f")
-        await until(pilot, lambda: isinstance(app.screen, LostFactsScreen))
-        await pilot.pause()
+        await opens(pilot, "f", LostFactsScreen)
         flat = " ".join(screen_text(app).split())
         assert f"⟳ {loop.text}" in flat and "every few turns" in flat
         await pilot.press("escape")
     calm = app_for(SAMPLE)
     async with calm.run_test(size=SIZE) as pilot:
-        await ready(pilot)
         await measured(pilot)
         assert calm.screen.fidelity_loops == [] and "⟳" not in gauge_text(calm)
 
@@ -162,11 +155,8 @@ async def test_the_summary_review_lists_the_facts_the_compaction_would_lose(tmp_
     turn = 50
     app = app_for(path, turn=turn)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
         await measured(pilot)
-        await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
-        await pilot.pause()
+        await opens(pilot, "D", SummaryReviewScreen)
         review = app.screen
         log = read_session(path)
         before = view_at(log, app.replay.policy, turn)
