@@ -16,6 +16,7 @@ from breakwater.ui.app import make_app
 from breakwater.ui.chat_app import ChatApp
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.dialogs import ApprovalScreen, SummaryReviewScreen
+from breakwater.ui.widgets.would_lose import WouldLose
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.message_list import MessageList
 
@@ -138,8 +139,12 @@ async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path
             await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
             dialog = app.screen
             assert "Replaces" in screen_text(app) and "tokens" in screen_text(app)
+            assert dialog.at_risk                      # the commands whose output the summary replaces
             area = dialog.query_one("#review-text")
             area.text = "## Original goal\n- EDITED BY THE USER"
+            # the user's text keeps none of them: the list says so before it is accepted
+            await until(pilot, lambda: len(dialog.query_one(WouldLose).lost) == len(dialog.at_risk))
+            assert f"Would lose {len(dialog.at_risk)} of {len(dialog.at_risk)} facts" in screen_text(app)
             await pilot.press("ctrl+s")
             await until(pilot, lambda: events(app.agent.log, "compaction"))
             await idle(pilot)
