@@ -1,5 +1,6 @@
-"""Fidelity benchmark: `breakwater eval` over 200 variants of the sample sessions under the default
-preset, 1 and 2 local workers (and a 2-worker Dask LocalCluster when `distributed` is installed).
+"""Fidelity benchmark: the workbench gauge's replay of one session; `breakwater eval` over 200
+variants of the sample sessions under the default preset, 1 and 2 local workers (and a 2-worker
+Dask LocalCluster when `distributed` is installed).
 
 Prints figures; asserts nothing.
 """
@@ -14,9 +15,11 @@ import time
 from pathlib import Path
 
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
-from breakwater.fidelity.runner import Corpus, evaluate_path, run_dask, run_local, task
+from breakwater.fidelity.runner import Corpus, evaluate_path, policy_for, replay, run_dask, run_local, task
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_sessions"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_sessions"
+GAUGE_SESSIONS = (SAMPLES / "long-refactor.jsonl", ROOT / "tests/fixtures/real/pi/large-session.jsonl")
 SESSIONS = 200
 
 
@@ -45,7 +48,24 @@ def timed(results) -> tuple[float, Corpus]:
     return time.perf_counter() - t0, corpus
 
 
+def gauge() -> None:
+    """The workbench's fidelity gauge: one replay of a session under the default preset, in a worker."""
+    from breakwater.formats import load_session
+
+    for path in GAUGE_SESSIONS:
+        log = load_session(path)
+        policy = policy_for(DEFAULT_PRESET, log, None)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            run = replay(log, policy)
+            times.append(time.perf_counter() - t0)
+        print(f"fidelity gauge, {path.name} ({len(log.messages):,} messages, {run.turns} turns, "
+              f"{len(run.probes)} facts): median {statistics.median(times) * 1000:.0f} ms of 5")
+
+
 def main() -> None:
+    gauge()
     fn = task([DEFAULT_PRESET])
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_variants(Path(tmp), SESSIONS)
