@@ -36,11 +36,12 @@ def percent(value: float | None) -> str:
 
 
 class FidelityGauge(Drawn):
-    COMPONENT_CLASSES = {"fidelity-gauge--good", "fidelity-gauge--fair", "fidelity-gauge--poor",
-                         "fidelity-gauge--empty", "fidelity-gauge--label", "fidelity-gauge--dim",
-                         "fidelity-gauge--loop"}
+    COMPONENT_CLASSES = {"fidelity-gauge--all", "fidelity-gauge--good", "fidelity-gauge--fair",
+                         "fidelity-gauge--poor", "fidelity-gauge--empty", "fidelity-gauge--label",
+                         "fidelity-gauge--dim", "fidelity-gauge--loop"}
     DEFAULT_CSS = """
     FidelityGauge { width: 34; height: 4; padding: 0 1; background: $surface; }
+    FidelityGauge .fidelity-gauge--all { color: $primary; }
     FidelityGauge .fidelity-gauge--good { color: $gauge-safe; }
     FidelityGauge .fidelity-gauge--fair { color: $gauge-soft; }
     FidelityGauge .fidelity-gauge--poor { color: $gauge-hard; }
@@ -88,7 +89,8 @@ class FidelityGauge(Drawn):
         if self.loops:
             out.append("  ⟳ " + ("loop" if len(self.loops) == 1 else f"{len(self.loops)} loops"), style=self._c("loop"))
         out.append("\n")
-        self._row(out, "all   ", recall)
+        # most facts are meant to go (that is what compaction is for): only the pinned ones are judged
+        self._row(out, "all   ", recall, "all")
         self._row(out, "pinned", pinned)
         if lost:
             out.append(f"lost here {lost}", style=self._c("poor") + self._c("label"))
@@ -98,12 +100,13 @@ class FidelityGauge(Drawn):
             out.append(f" · {self.hint}", style=self._c("dim"))
         return out
 
-    def _row(self, out: Text, label: str, value: float | None) -> None:
+    def _row(self, out: Text, label: str, value: float | None, colour: str | None = None) -> None:
         out.append(f"{label} ", style=self._c("dim"))
         if value is None:
-            out.append("—  no facts yet\n", style=self._c("dim"))
+            beyond = self.run is not None and self.turn > self.run.turns
+            out.append("—  (the next request)\n" if beyond else "—  no facts yet\n", style=self._c("dim"))
             return
-        style = self._c("good" if value >= GOOD else "fair" if value >= FAIR else "poor")
+        style = self._c(colour or ("good" if value >= GOOD else "fair" if value >= FAIR else "poor"))
         out.append(f"{percent(value):>4} ", style=style + self._c("label"))
         eighths = round(value * BAR_CELLS * 8)
         full, part = divmod(eighths, 8)
