@@ -48,7 +48,9 @@ def test_extractive_summary_fills_five_sections_deterministically():
         Message("u", "user", "请修复 app/db/pool.py 的连接池超时 (fix the pool timeout)"),
         Message("a", "assistant", "I decided to use a bounded pool because the old one leaked.",
                 (ToolCall("c1", "read_file", '{"path": "app/db/pool.py"}'),)),
-        Message("t", "tool", "line 1\nTimeoutError: pool exhausted after 30s\nline 3", tool_call_id="c1"),
+        Message("t", "tool", "def acquire():\n    raise TimeoutError('pool exhausted')  # the file's text", tool_call_id="c1"),
+        Message("a1", "assistant", "", (ToolCall("c0", "bash", '{"command": "pytest -q tests/db"}'),)),
+        Message("t1", "tool", "E   TimeoutError: pool exhausted after 30s\n1 failed\n\n[exit code: 1]", tool_call_id="c0"),
         Message("a2", "assistant", "", (ToolCall("c2", "write_file", '{"path": "app/db/pool.py", "content": "x"}'),)),
         Message("t2", "tool", "wrote 1 line", tool_call_id="c2"),
         Message("a3", "assistant", "Tests pass now; next I will update the changelog."),
@@ -59,7 +61,10 @@ def test_extractive_summary_fills_five_sections_deterministically():
     for s in SECTIONS:
         assert f"## {s}" in a.text
     assert "连接池超时" in a.text and "app/db/pool.py (changed)" in a.text
-    assert "TimeoutError: pool exhausted after 30s" in a.text
+    errors = a.text.split("## Errors and resolutions")[1]
+    assert "E TimeoutError: pool exhausted after 30s" in errors     # what failed, as the agent saw it
+    assert "the file's text" not in errors                          # not a file that mentions an error
+    assert "- Ran: pytest -q tests/db → exit 1" in a.text
     assert "bounded pool" in a.text and "Tests pass now" in a.text
     # a later compaction folds the previous summary in
     more = [Message("u2", "user", "also check cmd/worker/main.go"),
@@ -122,3 +127,17 @@ def test_user_instructions_beyond_the_budget_are_counted_not_lost_silently():
 def test_user_questions_and_chatter_are_not_instructions():
     assert user_instructions("Why does it fail? Make sure the tests pass. ok") == ["Make sure the tests pass."]
     assert user_instructions("不要修改 db/migrations/ 目录。谢谢") == ["不要修改 db/migrations/ 目录。"]
+
+
+def test_commands_run_are_listed_with_their_exit_status_most_recent_first_within_a_budget():
+    msgs = [Message("u", "user", "Make the suite pass.")]
+    for i in range(60):
+        call = ToolCall(f"c{i}", "bash", json.dumps({"command": f"pytest -q tests/test_mod{i:02d}.py --maxfail=1"}))
+        msgs += [Message(f"a{i}", "assistant", "", (call,)),
+                 Message(f"t{i}", "tool", f"{i % 3} failed\n[exit code: {i % 3}]", tool_call_id=call.id)]
+    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    ran = [line for line in body.splitlines() if line.startswith("- Ran: ")]
+    assert ran[-1] == "- Ran: pytest -q tests/test_mod59.py --maxfail=1 → exit 2" and 10 < len(ran) < 60
+    assert f"({60 - len(ran)} earlier commands run, not listed)" in body
+    later = ExtractiveSummarizer().summarize([Message("v", "user", "go on")], body, P).text
+    assert f"({60 - len(ran)} earlier commands run, not listed)" in later and ran[-1] in later

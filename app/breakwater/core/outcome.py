@@ -7,10 +7,16 @@ same way.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 
-from breakwater.core.message import Message
+from breakwater.core.message import Message, ToolCall
+
+# the argument names agents give a file path and a shell command (Claude Code, Codex, SWE-agent, ours)
+PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "target_file")
+COMMAND_KEYS = ("command", "cmd")
+CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Write", "Edit", "MultiEdit")
 
 ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
                "timed out", "refused", "错误", "失败", "异常", "超时")
@@ -95,3 +101,33 @@ def outcome_facts(result: Message) -> list[str]:
         if err:
             facts.append(f"first error: {err}")
     return facts
+
+
+def call_args(call: ToolCall) -> dict:
+    try:
+        args = json.loads(call.arguments) if call.arguments else {}
+    except (ValueError, RecursionError):
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def command_of(call: ToolCall) -> str | None:
+    """The shell command a call runs, if it runs one."""
+    if call.name in CHANGE_TOOLS:
+        return None
+    cmd = next((v for k in COMMAND_KEYS if (v := call_args(call).get(k))), None)
+    if isinstance(cmd, list):
+        cmd = " ".join(str(x) for x in cmd)
+    return cmd if isinstance(cmd, str) and cmd.strip() else None
+
+
+def reports_errors(result: Message, call: ToolCall | None) -> bool:
+    """Whether a result's error lines are errors: from a command that failed (or whose status is
+    unknown), not from the contents of a file that was read or a command that succeeded."""
+    if call is not None and call.name in CHANGE_TOOLS:
+        return False
+    if call is not None:
+        args = call_args(call)
+        if not any(args.get(k) for k in COMMAND_KEYS) and any(isinstance(args.get(k), str) for k in PATH_KEYS):
+            return False
+    return exit_status(result) != 0

@@ -9,14 +9,14 @@ were resolved. The LLM summarizer (agent layer) uses `summary_request` and
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Iterator, Protocol, Sequence
 
-from breakwater.core.message import Message
-from breakwater.core.outcome import error_lines
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
+                                     salient_errors)
 from breakwater.core.policy import Policy
 
 SUMMARY_HEADER = "[Summary of prior conversation]"
@@ -149,8 +149,11 @@ INSTRUCTIONS_BUDGET = 2_400  # of `summary_max_chars`: the user's instructions, 
 _INSTRUCTION = "User: "
 _LATEST = "Latest request: "
 _MORE_INSTRUCTIONS = re.compile(r"^\((\d+) earlier user instructions? left out\)$")
+COMMAND_CHARS = 200
+COMMANDS_BUDGET = 1_500      # the commands run, the most recent first, with their exit status
+_RAN = "Ran: "
+_MORE_COMMANDS = re.compile(r"^\((\d+) earlier commands? run, not listed\)$")
 _MORE_PATHS = re.compile(r"^\((\d+) more files? read, not listed\)$")
-CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Write", "Edit", "MultiEdit")
 
 
 def _clip(text: str, n: int) -> str:
@@ -189,20 +192,13 @@ def _parse_previous(previous: str | None) -> dict[str, list[str]]:
 def _call_paths(msg: Message) -> list[tuple[str, str]]:
     out = []
     for c in msg.tool_calls:
-        try:
-            args = json.loads(c.arguments) if c.arguments else {}
-        except ValueError:
-            args = {}
-        if not isinstance(args, dict):
-            continue
+        args = call_args(c)
         verb = "changed" if c.name in CHANGE_TOOLS else "read"
-        for key in ("path", "file_path", "filePath", "file", "filename"):
+        for key in PATH_KEYS:
             if isinstance(args.get(key), str):
                 out.append((args[key], verb))
-        cmd = args.get("command") or args.get("cmd")
-        if isinstance(cmd, list):
-            cmd = " ".join(str(x) for x in cmd)
-        if isinstance(cmd, str):
+        cmd = command_of(c)
+        if cmd:
             for p in _PATH.findall(cmd):
                 out.append((p, "used"))
     return out
@@ -226,10 +222,18 @@ class ExtractiveSummarizer:
             path, _, verb = line.partition(" (")
             files[path] = verb.rstrip(")") or "read"
         errors = prev["Errors and resolutions"][:]
-        progress: list[str] = []
-        commands: list[str] = []
+        actions: list[str] = []
         users = [m for m in messages if m.role == "user" and not m.content.startswith(SUMMARY_HEADER)]
         goal = goal_lines(prev["Original goal"], users)
+        calls = {c.id: c for m in messages for c in m.tool_calls}
+        results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
+        ran, not_listed = [], 0
+        for line in prev["Progress and next steps"]:
+            more = _MORE_COMMANDS.match(line)
+            if more:
+                not_listed += int(more.group(1))
+            elif line.startswith(_RAN):
+                ran.append(line)
         last_text = ""
         for m in messages:
             if m.role == "assistant":
@@ -242,27 +246,35 @@ class ExtractiveSummarizer:
                     if files.get(path) != "changed":
                         files[path] = verb
                 for c in m.tool_calls:
-                    commands.append(_clip(f"{c.name} {c.arguments}", 160))
-            elif m.role == "tool":
-                for line in error_lines(pretruncate(m.content, policy)):
-                    errors.append(_clip(line, 200))
-        if last_text:
-            progress.append("Last status: " + _clip(last_text, 400))
-        if commands:
-            progress.append("Last actions: " + "; ".join(commands[-3:]))
-        progress.append("Next: continue from the last status above.")
+                    actions.append(_clip(f"{c.name} {c.arguments}", 160))
+                    ran += [ran_line(c, results.get(c.id))] if command_of(c) else []
+            elif m.role == "tool" and reports_errors(m, calls.get(m.tool_call_id or "")):
+                # the errors of what failed, as the agent saw them; not every line of a file that says "error"
+                errors += [_clip(line, 200) for line in salient_errors(m.content)]
+
+        def progress(commands_budget: int) -> list[str]:
+            out = ["Last status: " + _clip(last_text, 400)] if last_text else []
+            out += within(ran, commands_budget, not_listed, "earlier command{s} run, not listed")
+            if actions:
+                out.append("Last actions: " + "; ".join(actions[-3:]))
+            return out + ["Next: continue from the last status above."]
+
         sections = {
             "Original goal": goal,
             "Key decisions": _dedupe(decisions)[-MAX_ITEMS["Key decisions"]:],
             "Files read or changed": file_lines(files, left_out),
-            "Progress and next steps": progress,
+            "Progress and next steps": progress(COMMANDS_BUDGET),
             "Errors and resolutions": _dedupe(errors)[-MAX_ITEMS["Errors and resolutions"]:],
         }
         body = render_sections(sections)
-        for budget in (MAX_READ_PATHS // 2, MAX_READ_PATHS // 8, 0):  # read paths give way before the rest
+        # over the cap, the older commands give way first, then the older read paths
+        shrink = [("Progress and next steps", progress(COMMANDS_BUDGET * k // 4)) for k in (2, 0)]
+        shrink += [("Files read or changed", file_lines(files, left_out, budget))
+                   for budget in (MAX_READ_PATHS // 2, MAX_READ_PATHS // 8, 0)]
+        for name, lines in shrink:
             if len(body) <= policy.summary_max_chars:
                 break
-            sections["Files read or changed"] = file_lines(files, left_out, budget)
+            sections[name] = lines
             body = render_sections(sections)
         if len(body) > policy.summary_max_chars:
             body = body[: policy.summary_max_chars - 20].rsplit("\n", 1)[0] + "\n- …"
@@ -291,20 +303,30 @@ def goal_lines(previous: list[str], users: Sequence[Message]) -> list[str]:
             continue
         said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)]
         latest = _LATEST + _clip(u.content, LATEST_REQUEST_CHARS)
-    said = _dedupe(said)
-    kept, used = [], 0
-    for line in reversed(said):
-        used += len(line) + 3
-        if used > INSTRUCTIONS_BUDGET:
-            break
-        kept.append(line)
-    left_out += len(said) - len(kept)
-    lines = ([goal] if goal else []) + kept[::-1]
-    if left_out:
-        lines.append(f"({left_out} earlier user instruction{'s' if left_out != 1 else ''} left out)")
+    lines = ([goal] if goal else []) + within(_dedupe(said), INSTRUCTIONS_BUDGET, left_out,
+                                              "earlier user instruction{s} left out")
     if latest and not any(latest[len(_LATEST):].rstrip("…") in line for line in lines):
         lines.append(latest)
     return lines
+
+
+def within(lines: list[str], budget: int, left_out: int, note: str) -> list[str]:
+    """The most recent `lines` that fit in `budget` chars, in order, and a line saying how many
+    were left out (`note` with `{s}` for the plural), counting `left_out` from before."""
+    kept, used = [], 0
+    for line in reversed(lines):
+        used += len(line) + 3
+        if used > budget:
+            break
+        kept.append(line)
+    left_out += len(lines) - len(kept)
+    return kept[::-1] + ([f"({left_out} {note.format(s='s' if left_out != 1 else '')})"] if left_out else [])
+
+
+def ran_line(call: ToolCall, result: Message | None) -> str:
+    """`Ran: COMMAND → exit N`, the command as the agent wrote it (cut when long)."""
+    code = exit_status(result) if result is not None else None
+    return _RAN + _clip(command_of(call) or "", COMMAND_CHARS) + (f" → exit {code}" if code is not None else "")
 
 
 def file_lines(files: dict[str, str], left_out: int = 0, budget: int = MAX_READ_PATHS) -> list[str]:

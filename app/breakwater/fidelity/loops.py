@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from breakwater.core.session_log import SessionLog
-from breakwater.core.summarize import CHANGE_TOOLS
-from breakwater.fidelity.probes import PATH_KEYS, call_args
+from breakwater.core.outcome import CHANGE_TOOLS, PATH_KEYS, call_args
 
 if TYPE_CHECKING:
     from breakwater.core.simulate import Simulation

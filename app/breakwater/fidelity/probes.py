@@ -9,16 +9,16 @@ re-cased; a summary that only alludes to it does not carry it.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.message import Message
 from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.outcome import exit_status, salient_errors
-from breakwater.core.summarize import CHANGE_TOOLS, sentences, user_instructions
+from breakwater.core.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
+                                     salient_errors)
+from breakwater.core.summarize import sentences, user_instructions
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -37,8 +37,6 @@ _DECISION = re.compile(
 _RESOLUTION = re.compile(
     r"(?i)\b(?:fix|fixed|fixing|because|cause|caused|the problem|the issue|instead|resolved|root cause)\b|"
     r"修|原因|因为|导致|问题|解决")
-PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "target_file")
-COMMAND_KEYS = ("command", "cmd")
 
 
 def normalise(text: str) -> str:
@@ -77,14 +75,6 @@ class Probe:
 def matches(probe: Probe, text: str) -> bool:
     """Whether one unit's normalised text carries the probe."""
     return all(a in text for a in probe.anchors) and (not probe.any_of or any(a in text for a in probe.any_of))
-
-
-def call_args(call: ToolCall) -> dict:
-    try:
-        args = json.loads(call.arguments) if call.arguments else {}
-    except (ValueError, RecursionError):
-        return {}
-    return args if isinstance(args, dict) else {}
 
 
 def _flatten(value) -> Iterator[str]:
@@ -175,7 +165,7 @@ def extract(log: SessionLog) -> list[Probe]:
         elif msg.role == "assistant":
             _assistant(msg, turn + 1, col, results, open_errors)
             turn += 1
-        elif msg.role == "tool" and _may_report_errors(msg, calls.get(msg.tool_call_id or "")):
+        elif msg.role == "tool" and reports_errors(msg, calls.get(msg.tool_call_id or "")):
             for line in salient_errors(msg.content, MAX_ERRORS_PER_RESULT):
                 anchor = clip(normalise(line))
                 probe = col.add("errors", "error", line.strip()[:200], turn, msg.id, (anchor,)) if len(anchor) >= 8 else None
@@ -183,18 +173,6 @@ def extract(log: SessionLog) -> list[Probe]:
                     open_errors.append((probe, RESOLUTION_LOOKAHEAD))
     source = _source_units(log)
     return [p for p in col.probes if matches(p, source.get(p.message_id, ""))]
-
-
-def _may_report_errors(result: Message, call: ToolCall | None) -> bool:
-    """Error lines count from commands that failed (or whose status is unknown), not from the
-    contents of a file that was read or a command that succeeded."""
-    if call is not None and call.name in CHANGE_TOOLS:
-        return False
-    if call is not None:
-        args = call_args(call)
-        if not any(args.get(k) for k in COMMAND_KEYS) and any(isinstance(args.get(k), str) for k in PATH_KEYS):
-            return False
-    return exit_status(result) != 0
 
 
 def _user(msg: Message, turn: int, first: bool, col: _Collector) -> None:
@@ -232,10 +210,8 @@ def _assistant(msg: Message, turn: int, col: _Collector, results: dict[str, Mess
                     change_markers(path), key=("file-modified", path))
         elif path:
             col.add("files", "file-read", f"read {path}", turn, msg.id, (normalise(path),), key=("file-read", path))
-        cmd = next((args[k] for k in COMMAND_KEYS if args.get(k)), None)
-        if isinstance(cmd, list):
-            cmd = " ".join(str(x) for x in cmd)
-        if isinstance(cmd, str) and cmd.strip() and call.name not in CHANGE_TOOLS:
+        cmd = command_of(call)
+        if cmd:
             result = results.get(call.id)
             code = exit_status(result) if result else None
             shown = " ".join(cmd.split())[:200]
