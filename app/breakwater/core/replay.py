@@ -30,7 +30,7 @@ from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
 CHECKPOINTS = 96        # at most this many per session: a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few
-CHECKPOINT_BYTES = 48_000_000   # and all of them together about this big (a long session gets fewer)
+CHECKPOINT_BYTES = 96_000_000   # and all of them together about this big (a long session gets fewer)
 BYTES_PER_MESSAGE = 320         # what one message of history costs a snapshot (its slots in ~20 lists and dicts)
 VIEW_CACHE = 24         # recent views kept for stepping back and forth
 TRAILING_VIEWS = 6      # a fold also prepares this many turns before its target, for stepping back

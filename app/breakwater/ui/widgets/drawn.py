@@ -7,6 +7,9 @@ text is laid out into strips once per (version, size, theme) and repaints are lo
 
 from __future__ import annotations
 
+from typing import Iterable
+
+from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 from textual.widget import Widget
@@ -49,3 +52,20 @@ class Drawn(Widget):
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(width, self.rich_style)
+
+
+def runs(cells: Iterable[tuple[str, Style | None]]) -> Text:
+    """Cells as text with one span per run of equally styled cells: Rich lays a line out span by
+    span, and a chart drawn a span per cell costs tens of milliseconds a repaint."""
+    text = Text(no_wrap=True, end="")
+    buf: list[str] = []
+    current: Style | None = None
+    for ch, style in cells:
+        if buf and style != current:
+            text.append("".join(buf), current)
+            buf = []
+        current = style
+        buf.append(ch)
+    if buf:
+        text.append("".join(buf), current)
+    return text

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from breakwater.core.replay import TurnDetail
 from breakwater.core.simulate import TurnStats
-from breakwater.ui.widgets.drawn import Drawn
+from breakwater.ui.widgets.drawn import Drawn, runs
 
 ZONE_TEXT = {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}
 
@@ -72,18 +72,10 @@ class Gauges(Drawn):
         base = min(width, round(v.base_tokens * scale))
         soft_at = min(width - 1, round(v.soft_limit * scale))
         hard_at = min(width - 1, round(v.hard_limit * scale))
-        zone = self._c(v.zone)
-        bar = Text(no_wrap=True)
-        for x in range(width):
-            if x == soft_at or x == hard_at:
-                bar.append("┃", self._c("soft" if x == soft_at else "hard") + self._c("label"))
-            elif x < sent:
-                bar.append("█", zone)
-            elif x < base:
-                bar.append("▒", zone)
-            else:
-                bar.append("░", self._c("empty"))
-        return bar
+        zone, empty = self._c(v.zone), self._c("empty")
+        marks = {soft_at: self._c("soft") + self._c("label"), hard_at: self._c("hard") + self._c("label")}
+        return runs(("┃", marks[x]) if x in marks else ("█", zone) if x < sent else ("▒", zone) if x < base
+                    else ("░", empty) for x in range(width))
 
     def _counts(self, out: Text, d: TurnDetail) -> None:
         v = d.view

@@ -100,6 +100,8 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self._raw_tokens: dict[int, int] = {}
         self._strips: LRUCache[tuple, Strip] = LRUCache(2048)
         self._lower: list[str] | None = None
+        self._covered: frozenset[str] = frozenset()   # the ids the current summary stands for
+        self._styles: dict[str, Style] = {}
         self.virtual_size = Size(0, len(self.rows))
 
     # -- data -------------------------------------------------------------------------------------
@@ -113,9 +115,11 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self._rebuild(keep)
 
     def set_detail(self, detail: TurnDetail | None) -> None:
+        """Another turn: rows are drawn again only where what they show changed (their strips are
+        cached by it), so a step repaints the few messages the step touched."""
         keep = self.selected_index
         self.detail = detail
-        self._strips.clear()
+        self._covered = frozenset(detail.summary.covered) if detail and detail.summary else frozenset()
         self._rebuild(keep)
 
     def set_marks(self, ids: set[str]) -> None:
@@ -132,7 +136,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _rebuild(self, keep: int | None) -> None:
         detail, flt = self.detail, self.filter
-        covered = set(detail.summary.covered) if detail and detail.summary else set()
+        covered = self._covered
         needle = flt.search.lower()
         summary_placed = not covered or not self._summary_passes(flt, needle)
         if flt == ListFilter():     # the common case, in C speed: every message, the summary above its first
@@ -260,6 +264,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._styles.clear()
 
     # -- drawing ----------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
@@ -269,15 +274,33 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             return Strip.blank(width, self.rich_style)
         index = self.rows[row]
         selected = row == self.cursor
-        key = (index, width, selected, self.has_focus)
+        key = (index, width, selected, self.has_focus, self._state(index))
         strip = self._strips.get(key)
         if strip is None:
             strip = self._render_row(index, width, selected)
             self._strips[key] = strip
         return strip.crop(self.scroll_offset.x, self.scroll_offset.x + width)
 
+    def _state(self, index: int) -> tuple:
+        """What a row shows of the current turn."""
+        d = self.detail
+        if d is None:
+            return ()
+        if index == SUMMARY_ROW:
+            return (id(d.summary.message) if d.summary else None, len(d.summary.covered) if d.summary else 0)
+        m = self.messages[index]
+        if index >= d.history:
+            return (False, m.id in self.marks)
+        sent = d.sent_tokens(m) if m.id in d.sent_by_id else None
+        return (True, sent, tuple(e.kind for e in d.edits_by_id.get(m.id, ())), m.id in self._covered,
+                m.id in self.marks)
+
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"message-list--{name}", partial=True)
+        # a CSS look-up each time costs more than the rest of a row: kept per theme (see notify_style_update)
+        style = self._styles.get(name)
+        if style is None:
+            style = self._styles[name] = self.get_component_rich_style(f"message-list--{name}", partial=True)
+        return style
 
     def _raw(self, index: int) -> int:
         t = self._raw_tokens.get(index)
@@ -313,7 +336,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         else:
             m = self.messages[index]
             future = detail is not None and index >= detail.history
-            covered = bool(detail and detail.summary and m.id in detail.summary.covered)
+            covered = m.id in self._covered
             text.append(f"{index:>5}", self._style("index"))
             if m.id in self.marks:
                 text.append("≠", self._style("differs"))

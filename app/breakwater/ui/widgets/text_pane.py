@@ -37,8 +37,11 @@ class TextPane(ScrollView, can_focus=True):
         self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(512)
 
     def set_text(self, text: str, spans: list[tuple[int, int, str]] | None = None) -> None:
+        spans = sorted(spans or [])
+        if text == self.text and spans == self.spans:
+            return   # a step to the next turn often leaves a message as it was: keep its rows and scroll
         self.text = text
-        self.spans = sorted(spans or [])
+        self.spans = spans
         starts = array("q", [0])
         find = text.find
         pos = find("\n")

@@ -15,7 +15,7 @@ from textual import events
 
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
-from breakwater.ui.widgets.drawn import Drawn
+from breakwater.ui.widgets.drawn import Drawn, runs
 
 EIGHTHS = " ▁▂▃▄▅▆▇█"
 
@@ -81,13 +81,13 @@ class Timeline(Drawn):
         cur = {i for i, col in enumerate(cols) if col[4] <= self.turn <= col[5]}
         lines: list[Text] = []
         # the mark row: compactions and the cursor
+        cursor, compaction = self._c("cursor"), self._c("compaction")
         mark = Text(" " * 8)
-        for i, col in enumerate(cols):
-            if i in cur:
-                mark.append("▼" if col[3] else "↓", self._c("cursor"))
-            else:
-                mark.append("▼" if col[3] else " ", self._c("compaction"))
+        mark.append_text(runs(("▼" if col[3] else "↓", cursor) if i in cur else ("▼" if col[3] else " ", compaction)
+                              for i, col in enumerate(cols)))
         lines.append(mark)
+        zones = {z: self._c(z) for z in ("safe", "soft", "hard")}
+        raw_style, soft_style, hard_style = self._c("raw"), self._c("limit-soft"), self._c("limit-hard")
         for r in range(height - 1, -1, -1):
             label = ""
             if r == soft_row:
@@ -97,22 +97,24 @@ class Timeline(Drawn):
             elif r == height - 1:
                 label = "window" if peak == p.window else _short(peak)
             line = Text(f"{label:>7} ", style=self._c("dim"))
+            cells = []
             for i, (raw, sent, zone, _, _, _) in enumerate(cols):
                 s8 = round(sent / peak * units) - r * 8
                 r8 = round(raw / peak * units) - r * 8
                 if s8 > 0:
-                    ch, style = EIGHTHS[min(8, s8)], self._c(zone)
+                    ch, style = EIGHTHS[min(8, s8)], zones.get(zone) or self._c(zone)
                 elif r8 > 0:
-                    ch, style = "░", self._c("raw")
+                    ch, style = "░", raw_style
                 elif r == soft_row:
-                    ch, style = "╌", self._c("limit-soft")
+                    ch, style = "╌", soft_style
                 elif r == hard_row:
-                    ch, style = "╌", self._c("limit-hard")
+                    ch, style = "╌", hard_style
                 else:
                     ch, style = " ", None
                 if i in cur:
-                    style = (style or self._c("cursor")) + self._c("cursor")
-                line.append(ch, style)
+                    style = (style or cursor) + cursor
+                cells.append((ch, style))
+            line.append_text(runs(cells))
             lines.append(line)
         lines.append(self._wallet(sim))
         lines.append(self._legend())
