@@ -247,7 +247,8 @@ class ExtractiveSummarizer:
                         files[path] = verb
                 for c in m.tool_calls:
                     actions.append(_clip(f"{c.name} {c.arguments}", 160))
-                    ran += [ran_line(c, results.get(c.id))] if command_of(c) else []
+                    if command_of(c):
+                        ran.append(ran_line(c, results.get(c.id)))
             elif m.role == "tool" and reports_errors(m, calls.get(m.tool_call_id or "")):
                 # the errors of what failed, as the agent saw them; not every line of a file that says "error"
                 errors += [_clip(line, 200) for line in salient_errors(m.content)]

@@ -59,7 +59,8 @@ def probe_line(probe: Probe, note: str = "") -> Text:
     out = Text()
     out.append(f"{probe.category:<9} ", style="bold")
     out.append(" ".join(probe.text.split()))
-    out.append(f"  · from turn {probe.turn}, message {probe.message_id}" + (f" · {note}" if note else ""), style="dim")
+    where = f"  · from turn {probe.turn}, message {probe.message_id}"
+    out.append(where + (f" · {note}" if note else ""), style="dim")
     return out
 
 
@@ -153,7 +154,8 @@ class LostFactsScreen(ModalScreen[str | None]):
                                                        style="dim"), disabled=True)]), id="lost-list")
 
     def on_mount(self) -> None:
-        self.query_one("#lost-dialog").border_title = f"Facts at turn {self.turn} — what the request no longer carries"
+        dialog = self.query_one("#lost-dialog")
+        dialog.border_title = f"Facts at turn {self.turn} — what the request no longer carries"
         self.query_one(OptionList).focus()
 
     def _what(self) -> Text:

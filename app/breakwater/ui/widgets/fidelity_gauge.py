@@ -87,7 +87,8 @@ class FidelityGauge(Drawn):
         out.append("facts kept", style=self._c("label"))
         out.append(f" · turn {self.turn}", style=self._c("dim"))
         if self.loops:
-            out.append("  ⟳ " + ("loop" if len(self.loops) == 1 else f"{len(self.loops)} loops"), style=self._c("loop"))
+            loops = "loop" if len(self.loops) == 1 else f"{len(self.loops)} loops"
+            out.append(f"  ⟳ {loops}", style=self._c("loop"))
         out.append("\n")
         # most facts are meant to go (that is what compaction is for): only the pinned ones are judged
         self._row(out, "all   ", recall, "all")
