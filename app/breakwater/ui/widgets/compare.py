@@ -150,9 +150,11 @@ class CompareTotals(Widget):
         if c is None:
             return Text("")
         table = Table(box=None, pad_edge=False, expand=True, header_style="bold")
+        # figures never wrap (a header may): the table stays three rows high at 120 columns
         for col in ("", "preset · window", "billed without", "billed with", "saved", "deep compactions",
-                    "turns in hard zone", "facts kept", "pinned kept"):
-            table.add_column(col, justify="left" if col in ("", "preset · window") else "right")
+                    "turns in hard zone", "facts kept", "pinned"):
+            table.add_column(col, justify="left" if col in ("", "preset · window") else "right",
+                             no_wrap=col in ("preset · window", "saved"))
         ta, tb = c.totals
         for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
             recall, pinned = self.recall.get(name, (None, None))
