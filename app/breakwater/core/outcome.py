@@ -21,11 +21,15 @@ CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Writ
 ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
                "timed out", "refused", "错误", "失败", "异常", "超时")
 # a line that states an error (npm ERR!, pytest's `E   ...`, `error:`, a traceback), not one that mentions it
-# (blanks are [^\S\n], so that a search over a whole output never runs from one line into the next)
+# (blanks are [^\S\n]: a line never runs into the next)
 STRONG_ERROR = re.compile(
     r"(?i)err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|^e[^\S\n]{2,}\w|^[^\S\n]*fatal\b|traceback \(most|"
     r"^failed\b|\bpanic:|错误|失败|异常")
-_STRONG_ANYWHERE = re.compile(STRONG_ERROR.pattern, re.MULTILINE)
+# a line STRONG_ERROR matches holds one of these words (as written, in capitals or capitalised) or
+# is a pytest `E   ` line: only such lines are tried, found by substring search
+_HINTS = tuple(dict.fromkeys(v for h in ("err", "exception", "fatal", "traceback", "failed", "panic")
+                             for v in (h, h.upper(), h.capitalize()))) + ("错误", "失败", "异常")
+_E_LINE = re.compile(r"^[eE][^\S\n]{2,}\w", re.MULTILINE)
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
 EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
@@ -67,16 +71,21 @@ def error_lines(text: str, limit: int = 20) -> list[str]:
 
 def salient_errors(text: str, limit: int = 3) -> list[str]:
     """The first lines that state an error, else the first line that merely mentions one."""
-    strong, pos = [], 0
-    while len(strong) < limit:
-        m = _STRONG_ANYWHERE.search(text, pos)
-        if m is None:
-            break
-        start = text.rfind("\n", 0, m.start()) + 1
-        end = text.find("\n", m.end())
-        end = len(text) if end < 0 else end
-        strong.append(text[start:end])
-        pos = end + 1
+    starts = {m.start() for m in _E_LINE.finditer(text)}
+    for hint in _HINTS:
+        pos = text.find(hint)
+        while pos >= 0:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            end = text.find("\n", pos)
+            pos = text.find(hint, end) if end >= 0 else -1
+    strong = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        line = text[start: end if end >= 0 else len(text)]
+        if STRONG_ERROR.search(line):
+            strong.append(line)
+            if len(strong) >= limit:
+                break
     return strong or error_lines(text, limit=limit)[:1]
 
 
