@@ -27,6 +27,7 @@ from breakwater.core import mask as mask_stage
 from breakwater.core import microcompact as micro_stage
 from breakwater.core import snip as snip_stage
 from breakwater.core.edits import Edit, View
+from breakwater.core.ledger import FAR_KINDS, NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
@@ -37,7 +38,6 @@ from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
-FAR_KINDS = ("snipped", "masked", "folded", "microcompacted")
 EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
 
 
@@ -112,9 +112,10 @@ class Plan:
     stable_prefix_tokens: int = 0  # estimate: the start of the request identical to the previous one
     sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
     recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
+    head_heuristic: int = 0    # heuristic tokens of `head`
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)   # not frozen: a plan builds several, and frozen fields are set the slow way
 class _Shape:
     """One candidate request: the head, the region sent and the stage level of each part."""
 
@@ -131,6 +132,7 @@ class _Shape:
     kept_fu: int | None
     joined: tuple[str, ...]
     heuristic: int
+    head_heuristic: int
 
 
 class Pipeline:
@@ -143,14 +145,8 @@ class Pipeline:
         self.san = Sanitizer()
         self.calibration = Calibration()
         self.turn = 0
-        self.raw: list[Message] = []
-        self.raw_h = [0]                       # prefix sums of heuristic tokens of raw messages
-        # per sanitized message
-        self.tok0: list[int] = []
-        self.P: dict[int, list[int]] = {L: [0] for L in range(4)}
-        self.KP: dict[tuple[int, str], list[int]] = {(L, k): [0] for L in range(1, 4) for k in FAR_KINDS}
-        self.srcP = [0]                        # prefix count of results truncated at the source
-        self.group_starts: list[int] = []
+        self.raw_tokens = 0                    # heuristic tokens of every raw message so far
+        self.ledger = Ledger()                 # per sanitized message
         self.calls: dict[str, ToolCall] = {}
         self.id_index: dict[str, int] = {}
         self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
@@ -169,10 +165,13 @@ class Pipeline:
         self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
         self._previous: Plan | None = None      # the last request planned, for its cache-stable prefix
         self._changed_from = 0                  # lowest sanitized index changed since that request
-        self._near_sums: dict[tuple[int, int, int], tuple] = {}  # one plan's working-memory sums
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
         self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
         self._far_recent: dict[int, tuple] = {}   # far forms of the newest messages, at levels 1-3
+        self._frames: dict[tuple[int, bool], tuple] = {}  # (start, start < n) -> (summary, pins, frame)
+        self._pins_version = 0
+        self._fu: int | None = None             # index of the first user message, once found
+        self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -190,9 +189,8 @@ class Pipeline:
             self.turn += 1
             for c in msg.tool_calls:
                 self.calls[c.id] = c
-        self.raw.append(msg)
         t = heuristic_message(msg)
-        self.raw_h.append(self.raw_h[-1] + t)
+        self.raw_tokens += t
         self._fresh[id(msg)] = t  # the sanitized list mostly holds the same objects: count once
         self.san.feed(msg)
 
@@ -230,6 +228,7 @@ class Pipeline:
 
     def _set_pin(self, mid: str, pinned: bool) -> None:
         (self.pins.add if pinned else self.pins.discard)(mid)
+        self._pins_version += 1
         self._sync()
         idx = self.id_index.get(mid)
         if idx is not None:
@@ -271,58 +270,67 @@ class Pipeline:
     # -- per-message caches ------------------------------------------------------------------------
     def _sync(self) -> None:
         d = self.san.take_dirty()
-        if d < len(self.tok0) or len(self.tok0) < len(self.san.out):
-            self._recompute_from(min(d, len(self.tok0)))
+        known = len(self.ledger)
+        if d < known or known < len(self.san.out):
+            self._recompute_from(min(d, known))
         self._fresh.clear()
 
     def _recompute_from(self, d: int) -> None:
         out = self.san.out
-        self._changed_from = min(self._changed_from, d)
-        for i in range(d, len(self.tok0)):
-            self._near_cache.pop(i, None)
-            self._far_recent.pop(i, None)
-        del self.tok0[d:]
-        for L in range(4):
-            del self.P[L][d + 1:]
-        for key in self.KP:
-            del self.KP[key][d + 1:]
-        del self.srcP[d + 1:]
-        cut_g = bisect.bisect_left(self.group_starts, d)
-        del self.group_starts[cut_g:]
-        for L, (base, arr) in list(self._exact.items()):
-            if d < base:
-                del self._exact[L]
-            else:
-                del arr[d - base + 1:]
+        ledger = self.ledger
+        if d < self._changed_from:
+            self._changed_from = d
+        if d < len(ledger):   # messages changed, not only added: forget what was derived from them
+            for i in range(d, len(ledger)):
+                self._near_cache.pop(i, None)
+                self._far_recent.pop(i, None)
+            ledger.truncate(d)
+            for L, (base, arr) in list(self._exact.items()):
+                if d < base:
+                    del self._exact[L]
+                else:
+                    del arr[d - base + 1:]
+        if self._frames and any(k[0] >= d for k in self._frames):
+            self._frames = {k: v for k, v in self._frames.items() if k[0] < d}
+        if self._fu is not None and self._fu >= d:
+            self._fu = None
+        if d < self._fu_scanned:
+            self._fu_scanned = d
+        id_index, fresh, far_recent = self.id_index, self._fresh, self._far_recent
+        pins = self.pins
         for i in range(d, len(out)):
             entry = out[i]
             msg = entry.message
             for sid in entry.sources:
-                self.id_index[sid] = i
-            if msg.role != "tool":
-                self.group_starts.append(i)
-            t0 = self._fresh.get(id(msg))
+                id_index[sid] = i
+            t0 = fresh.get(id(msg))
             if t0 is None:
                 t0 = heuristic_message(msg)
-            self.tok0.append(t0)
-            self.P[0].append(self.P[0][-1] + t0)
-            pinned = self._pinned(i)
-            forms = []
-            for L in range(1, 4):
-                res = None if pinned else self._far(msg, L)
-                forms.append(res)
-                kind = res[2] if res else None
-                self.P[L].append(self.P[L][-1] + (heuristic_message(res[0]) if res else t0))
-                for k in FAR_KINDS:
-                    arr = self.KP[(L, k)]
-                    arr.append(arr[-1] + (1 if kind == k else 0))
-            src = (msg.meta or {}).get("source") if msg.role == "tool" and msg.meta else None
-            self.srcP.append(self.srcP[-1] + (1 if isinstance(src, dict) and src.get("dropped_lines") else 0))
-            self._far_recent[i] = tuple(forms)
+            if pins and any(s in pins for s in entry.sources):
+                forms = (None, None, None, None)
+                changed = ()
+            else:
+                forms = self._far_forms(msg)
+                changed = self._form_tokens(forms)
+            src = msg.meta.get("source") if msg.role == "tool" and msg.meta else None
+            ledger.add(t0, msg.role != "tool", changed, isinstance(src, dict) and bool(src.get("dropped_lines")))
+            far_recent[i] = forms
         # only messages about to leave working memory are asked for their far form again
-        horizon = len(out) - 4 * self.policy.working_memory_messages
-        if len(self._far_recent) > 8 * self.policy.working_memory_messages:
-            self._far_recent = {k: v for k, v in self._far_recent.items() if k >= horizon}
+        if len(far_recent) > 8 * self.policy.working_memory_messages:
+            horizon = len(out) - 4 * self.policy.working_memory_messages
+            self._far_recent = {k: v for k, v in far_recent.items() if k >= horizon}
+
+    @staticmethod
+    def _form_tokens(forms) -> list[tuple[int, str, int]]:
+        """(level, kind, heuristic tokens) of each form; a form shared by two levels is counted once."""
+        changed = []
+        last, tokens = None, 0
+        for L, res in zip((1, 2, 3, NEAR), forms):
+            if res is not None:
+                if res is not last:
+                    last, tokens = res, heuristic_message(res[0])
+                changed.append((L, res[2], tokens))
+        return changed
 
     def _pinned(self, i: int) -> bool:
         return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
@@ -341,6 +349,20 @@ class Pipeline:
                 return res
         return self._snipped(msg, level)
 
+    def _far_forms(self, msg: Message) -> tuple:
+        """`_far(msg, level)` for levels 1, 2 and 3, then `_near(msg, 2)`, each stage run once."""
+        p = self.policy
+        snipped = self._snipped(msg, 1)
+        masked = near = snipped
+        if p.mask:
+            masked = mask_stage.mask_far(msg, p) or snipped
+            near = mask_stage.head_tail_near(msg, p) or snipped
+        micro = masked
+        if p.microcompact:
+            call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
+            micro = micro_stage.microcompact(msg, call, p) or masked
+        return snipped, masked, micro, near
+
     def _near(self, msg: Message, level: int):
         p = self.policy
         if level >= 2 and p.mask:
@@ -356,27 +378,32 @@ class Pipeline:
                 return res[0], res[1], "snipped"
         return None
 
+    @staticmethod
+    def _near_level(level: int) -> int:
+        """The ledger level of working memory under stage `level`: from masking up, one form."""
+        return NEAR if level >= 2 else level
+
     def _near_cached(self, i: int, level: int):
         """Working-memory transforms are asked for on every request; compute each once."""
+        level = min(level, 2)   # every level from masking up treats working memory alike
         by_level = self._near_cache.get(i)
         if by_level is None:
             if len(self._near_cache) > 256:  # only the last few messages are ever near
-                horizon = len(self.tok0) - 4 * self.policy.working_memory_messages
+                horizon = len(self.ledger) - 4 * self.policy.working_memory_messages
                 self._near_cache = {k: v for k, v in self._near_cache.items() if k >= horizon}
             by_level = self._near_cache[i] = {}
         hit = by_level.get(level)
         if hit is None:
             res = self._transform(i, level, near=True)
-            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.tok0[i])
+            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.ledger.tok0[i])
         return hit
 
     def _transform(self, i: int, level: int, near: bool):
         if level == 0 or self._pinned(i):
             return None
-        if not near:
-            forms = self._far_recent.get(i)
-            if forms is not None:
-                return forms[level - 1]
+        forms = self._far_recent.get(i)
+        if forms is not None:
+            return forms[3] if near and level >= 2 else forms[level - 1]
         msg = self.san.out[i].message
         return self._near(msg, level) if near else self._far(msg, level)
 
@@ -409,39 +436,34 @@ class Pipeline:
         if not partial:
             lower, boundary = level, near_start
         # one plan asks for the same request shape several times (zone, stages, shaping): once each
-        key = (tuple(map(id, head)), level, start, near_start, n, lower, boundary)
+        key = (id(head), level, start, near_start, n, lower, boundary)
         hit = self._measured.get(key)
         if hit is not None:
             return hit[0]
         result = self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
-        self._measured[key] = (result, head)   # the head is kept so its ids stay unique for the plan
+        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
 
     def _count_shape(self, head, level, start, near_start, n, lower, boundary, partial, head_tokens):
         near_level = lower if partial else level
-        P = self.P
+        tokens = self.ledger.tokens
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
-        h += P[level][boundary] - P[level][start] + P[lower][near_start] - P[lower][boundary]
-        key = (near_level, near_start, n)
-        hit = self._near_sums.get(key)
-        if hit is None:
-            near = [self._near_cached(i, near_level) for i in range(near_start, n)]
-            hit = self._near_sums[key] = (sum(t for _, t in near), near)
-        near_h, near = hit
-        h += near_h
+        h += (tokens(level, start, boundary) + tokens(lower, boundary, near_start)
+              + tokens(self._near_level(near_level), near_start, n))
         est = self.calibration.apply(h)
         if not self._in_band(est):
             return est, "estimate", h
         c = self.counter
         x = sum(c.exact_message(m) for m in head)
         x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
-        x += sum(c.exact_message(r[0] if r else self.san.out[i].message)
-                 for i, (r, _) in zip(range(near_start, n), near))
+        for i in range(near_start, n):
+            r = self._near_cached(i, near_level)[0]
+            x += c.exact_message(r[0] if r else self.san.out[i].message)
         return x, "exact", h
 
     def _raw_tokens(self) -> int:
         """The whole log so far by the seed's heuristic, never calibrated: one rule, so it never shrinks."""
-        return self.raw_h[-1]
+        return self.raw_tokens
 
     # -- summaries ---------------------------------------------------------------------------------
     def _base_start(self) -> int:
@@ -449,10 +471,15 @@ class Pipeline:
         return 1 if out and out[0].message.role == "system" else 0
 
     def _first_user(self) -> int | None:
-        for i, e in enumerate(self.san.out):
-            if e.message.role == "user":
-                return i
-        return None
+        if self._fu is None:
+            out = self.san.out
+            for i in range(self._fu_scanned, len(out)):
+                if out[i].message.role == "user":
+                    self._fu = i
+                    break
+            else:
+                self._fu_scanned = len(out)
+        return self._fu
 
     def _apply(self, comp: Compaction) -> None:
         out = self.san.out
@@ -494,7 +521,7 @@ class Pipeline:
         whole turn (the call and all its results), so the request stays valid."""
         if not self.pins:
             return []
-        gs = self.group_starts
+        gs = self.ledger.group_starts
         kept: set[int] = set()
         for mid in self.pins:
             i = self.id_index.get(mid)
@@ -513,7 +540,7 @@ class Pipeline:
 
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
         p = self.policy
-        gs = self.group_starts
+        gs = self.ledger.group_starts
         lo = bisect.bisect_right(gs, start)
         hi = bisect.bisect_left(gs, n)
         cands = gs[lo:hi]             # group starts strictly after the region start
@@ -542,9 +569,15 @@ class Pipeline:
                     return cands[-keep]
             return cands[-min(p.shape_keep_last_min, len(cands))]
         budget = int(p.deep_keep_ratio * p.window)   # keep-tokens
-        k = len(cands) - 1
-        while k > 0 and self.calibration.apply(self.P[0][n] - self.P[0][cands[k - 1]]) <= budget:
-            k -= 1
+        # the longest tail within the budget: the tail shrinks as the cut moves on, so a binary search
+        lo, hi = 0, len(cands) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.calibration.apply(self.ledger.tokens(0, cands[mid], n)) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo
         while k < len(cands) - 1 and not fits(cands[k]):
             k += 1  # the kept tail must fit, or shaping would drop messages no summary covers
         return cands[k]
@@ -593,29 +626,28 @@ class Pipeline:
         """Decide the next request. May perform (and return) a deep compaction."""
         self.san.close_group()
         self._sync()
-        self._near_sums = {}
         self._measured = {}
         p = self.policy
+        n = len(self.san.out)
+        if not (force_deep or self.triggers or self._compacted_since_view or self._undone_since_view):
+            plan = self._plan_safe(n)
+            if plan is not None:
+                return self._finish(plan)
         notes: list[str] = []
         new_comp: Compaction | None = None
-        n = len(self.san.out)
         raw_tokens = self._raw_tokens()
         trigger_level = max(self.triggers.values(), default=0)
 
         def base_of() -> tuple[int, str]:
-            head, _ = self._head()
-            cut = self.active[-1].cut if self.active else self._base_start()
-            jh, js, _ = self._seam(head, cut, n)
-            return self._measure(jh, 0, js, n, n)[:2]
+            jh, js, _, _, head_h = self._frame(self._cut(), n)
+            return self._measure(jh, 0, js, n, n, head_tokens=head_h)[:2]
 
         base, counted = base_of()
         over = base > p.hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
-            head, _ = self._head()
-            cut = self.active[-1].cut if self.active else self._base_start()
-            jh, js, _ = self._seam(head, cut, n)
-            over = self._measure(jh, top, js, self._near_start(top, js, n), n)[0] > p.hard_limit
+            jh, js, _, _, head_h = self._frame(self._cut(), n)
+            over = self._measure(jh, top, js, self._near_start(top, js, n), n, head_tokens=head_h)[0] > p.hard_limit
         undone = self._undone_since_view
         if force_deep or (over and p.deep_compact and not self._compacted_since_view and not undone):
             new_comp = self._deep_compact(force_deep or "auto", base)
@@ -650,7 +682,8 @@ class Pipeline:
             notes.append(f"summary rejected ({self._last_failure}); the extractive summary stands in")
             self._last_failure = None
         if shape.drop_to > shape.cut:
-            kept = len([g for g in self.group_starts if shape.drop_to <= g < n])
+            gs = self.ledger.group_starts
+            kept = bisect.bisect_left(gs, n) - bisect.bisect_left(gs, shape.drop_to)
             notes.append(f"shape history kept the last {kept} turn{'' if kept == 1 else 's'}")
         plan = Plan(turn=self.turn + 1, n=n, cut=shape.cut, start=shape.start, level=shape.level,
                     near_start=shape.near_start, keep_first_user=shape.kept_fu, head=shape.head,
@@ -659,7 +692,25 @@ class Pipeline:
                     squeeze=shape.sent > p.hard_limit, new_compaction=new_comp, notes=notes,
                     api_tokens=self.api_tokens, lower=shape.lower, boundary=shape.boundary,
                     drop_to=shape.drop_to, joined=shape.joined, sent_heuristic=shape.heuristic,
-                    recorded_compaction=recorded)
+                    recorded_compaction=recorded, head_heuristic=shape.head_heuristic)
+        return self._finish(plan)
+
+    def _plan_safe(self, n: int) -> Plan | None:
+        """The plan of a request under the soft limit with nothing pending (no trigger, no compaction
+        just made or undone): what the general path decides then, in a few lookups. None otherwise."""
+        p = self.policy
+        cut = self._cut()
+        jh, js, joined, kept_fu, head_h = self._frame(cut, n)
+        h = head_h + self.ledger.tokens(0, js, n)
+        est = self.calibration.apply(h)
+        if est > p.soft_limit or self._in_band(est):
+            return None
+        return Plan(turn=self.turn + 1, n=n, cut=cut, start=js, level=0, near_start=n, keep_first_user=kept_fu,
+                    head=jh, raw_tokens=self._raw_tokens(), base_tokens=est, sent_tokens=est, zone="safe",
+                    counted="estimate", fits=est <= p.window, api_tokens=self.api_tokens, boundary=n,
+                    drop_to=cut, joined=joined, sent_heuristic=h, head_heuristic=head_h)
+
+    def _finish(self, plan: Plan) -> Plan:
         plan.counts = self._counts(plan)
         if plan.squeeze:
             view = plan.built = self.materialize(plan)
@@ -669,7 +720,7 @@ class Pipeline:
         plan.stable_prefix_tokens = self._stable_prefix(plan)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
-        self._previous, self._changed_from = plan, n
+        self._previous, self._changed_from = plan, plan.n
         return plan
 
     # -- the cache-stable prefix (SPEC §7) --------------------------------------------------------------
@@ -679,9 +730,12 @@ class Pipeline:
         prev = self._previous
         if prev is None:
             return 0
-        k = 0
-        while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
-            k += 1
+        if prev.head is plan.head:
+            k = len(plan.head)
+        else:
+            k = 0
+            while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
+                k += 1
         end = plan.start
         if k == len(prev.head) == len(plan.head) and prev.start == plan.start:
             end = self._first_changed(prev, plan, plan.start, min(prev.n, plan.n, self._changed_from))
@@ -692,7 +746,10 @@ class Pipeline:
                 count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
         if plan.built is not None:
             return self.calibration.apply(sum(heuristic_message(m) for m in plan.built.messages[:count]))
-        h = sum(heuristic_message(m) for m in plan.head[:min(count, len(plan.head))])
+        if count >= len(plan.head):
+            h = plan.head_heuristic
+        else:
+            h = sum(heuristic_message(m) for m in plan.head[:count])
         if count > len(plan.head):
             h += self._region_tokens(plan, plan.start, plan.start + count - len(plan.head))
         return self.calibration.apply(h)
@@ -705,17 +762,24 @@ class Pipeline:
 
     def _first_changed(self, prev: Plan, plan: Plan, a: int, end: int) -> int:
         """The first index in [a, end) whose sent form differs between the two plans."""
+        if not (prev.level or prev.lower or plan.level or plan.lower):
+            return end   # no stage on either side: every message is sent as it is
         cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
                                   if a < x < end})
         for x, y in zip(cuts, cuts[1:]):
             was, now = self._assigned(prev, x), self._assigned(plan, x)
             if was == now:
                 continue
-            for i in range(x, y):
+            # a message that neither level changes is sent alike: only the ones either changes are compared
+            for i in self.ledger.changed_in(self._ledger_level(*was), self._ledger_level(*now), x, y):
                 r1, r2 = self._transform(i, *was), self._transform(i, *now)
                 if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
                     return i
         return end
+
+    @staticmethod
+    def _ledger_level(level: int, near: bool) -> int:
+        return NEAR if near else level
 
     def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
         """Heuristic tokens of out[a:b] as this plan sends them."""
@@ -723,11 +787,33 @@ class Pipeline:
         total = 0
         for x, y in zip(cuts, cuts[1:]):
             level, near = self._assigned(plan, x)
-            if x >= plan.near_start:
-                total += sum(self._near_cached(i, level)[1] for i in range(x, y))
-            else:
-                total += self.P[level][y] - self.P[level][x]
+            total += self.ledger.tokens(self._near_level(level) if x >= plan.near_start else level, x, y)
         return total
+
+    def _cut(self) -> int:
+        """First index of the history after the summary (or the system prompt)."""
+        return self.active[-1].cut if self.active else self._base_start()
+
+    def _frame(self, s: int, n: int) -> tuple:
+        """(head, first sent index, ids joined, first user kept, heuristic tokens of the head) of a request
+        whose history starts at s: the cut, or a later turn when shaping drops some. It depends only on
+        out[:s + 1], the summary and the pins, so it is worked out once, not every request."""
+        key = (s, s < n)
+        summary = self.active[-1].message if self.active else None
+        hit = self._frames.get(key)
+        if hit is not None and hit[0] is summary and hit[1] == self._pins_version:
+            return hit[2]
+        head, kept_fu = self._head()
+        cut = self._cut()
+        fu_i = self._first_user() if self.policy.keep_first_user else None
+        if s > cut and fu_i is not None and cut <= fu_i < s:
+            head, kept_fu = head + [self.san.out[fu_i].message], fu_i
+        jh, js, joined = self._seam(head, s, n)
+        frame = (jh, js, joined, kept_fu, sum(heuristic_message(m) for m in jh))
+        if len(self._frames) > 32:
+            self._frames.clear()
+        self._frames[key] = (summary, self._pins_version, frame)
+        return frame
 
     def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
         """The head with user messages in a row joined, also with the first kept message, so turns alternate."""
@@ -750,28 +836,17 @@ class Pipeline:
     def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
         """Soft zone then shape history: the cheapest request from the current cut that fits."""
         p = self.policy
-        head0, fu = self._head()
-        cut = self.active[-1].cut if self.active else self._base_start()
-        fu_i = self._first_user() if p.keep_first_user else None
-
-        seams: dict[int, tuple] = {}
+        cut = self._cut()
 
         def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
-            framed = seams.get(s)
-            if framed is None:
-                head, kept_fu = head0, fu
-                if s > cut and fu_i is not None and cut <= fu_i < s:
-                    head, kept_fu = head0 + [self.san.out[fu_i].message], fu_i
-                jh, js, joined = self._seam(head, s, n)
-                framed = seams[s] = (jh, js, joined, kept_fu, sum(heuristic_message(m) for m in jh))
-            jh, js, joined, kept_fu, head_h = framed
+            jh, js, joined, kept_fu, head_h = self._frame(s, n)
             ns = self._near_start(lv, js, n)
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
             t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns
             return _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns, ns,
-                          t, how, kept_fu, joined, h)
+                          t, how, kept_fu, joined, h, head_h)
 
         shape = at(level, cut)
         if not fast or level:
@@ -789,8 +864,8 @@ class Pipeline:
 
         if shape.sent > p.hard_limit:
             # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
-            lo = bisect.bisect_right(self.group_starts, cut)
-            cands = self.group_starts[lo:bisect.bisect_left(self.group_starts, n)]
+            gs = self.ledger.group_starts
+            cands = gs[bisect.bisect_right(gs, cut):bisect.bisect_left(gs, n)]
             for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
                 if keep > len(cands):
                     continue
@@ -844,17 +919,16 @@ class Pipeline:
         for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
             if lv and b > a:
                 for k in FAR_KINDS:
-                    arr = self.KP[(lv, k)]
-                    c = arr[b] - arr[a]
+                    c = self.ledger.kind_count(lv, k, a, b)
                     if c:
                         counts[k] = counts.get(k, 0) + c
         near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
-        if near_level:
-            for i in range(plan.near_start, plan.n):
-                res = self._near_cached(i, near_level)[0]
-                if res:
-                    counts[res[2]] = counts.get(res[2], 0) + 1
-        src = self.srcP[plan.n] - self.srcP[plan.start]
+        if near_level and plan.n > plan.near_start:
+            for k in FAR_KINDS:
+                c = self.ledger.kind_count(self._near_level(near_level), k, plan.near_start, plan.n)
+                if c:
+                    counts[k] = counts.get(k, 0) + c
+        src = self.ledger.truncated_count(plan.start, plan.n)
         if src:
             counts["truncated-at-source"] = src
         return {k: v for k, v in counts.items() if v}
@@ -878,7 +952,7 @@ class Pipeline:
             fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
             pinned = set(self._pinned_kept(plan.cut, fu_before))
             why = f"hard limit {p.hard_limit}"
-            tok0 = self.tok0
+            tok0 = self.ledger.tok0
             for i in range(base_start, plan.cut):
                 if i == fu_before or i in pinned:
                     continue
@@ -891,7 +965,7 @@ class Pipeline:
         for i in range(plan.cut, plan.drop_to):
             if i != kept_fu:
                 m = out[i].message
-                edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), self.tok0[i], 0, why))
+                edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), self.ledger.tok0[i], 0, why))
         for i in range(plan.start, plan.n):
             m = out[i].message
             level, near = self.level_of(plan, i)

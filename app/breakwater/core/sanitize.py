@@ -117,11 +117,14 @@ class Sanitizer:
         if reason:
             self._edit(msg, "dropped", reason, heuristic_message(msg), 0)
             return
-        if msg.role == "tool":
+        role = msg.role
+        if role == "tool":
             self._feed_tool(msg)
             return
-        self.close_group()
-        if msg.role == "system" and self.out:
+        if self._group is not None:
+            self.close_group()
+        out = self.out
+        if role == "system" and out:
             self._edit(msg, "merged", "system message after the first is sent as a user note",
                        heuristic_message(msg), heuristic_message(msg))
             msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
@@ -129,8 +132,8 @@ class Sanitizer:
             msg = self._named_calls(self._unique_calls(msg))
             if not msg.tool_calls and not msg.content.strip():
                 return
-        if self.out and self.out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
-            last = self.out[-1]
+        if out and out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
+            last = out[-1]
             run = self._run
             if run is None:
                 run = self._run = _Run(last.message, [last.message.content], list(last.message.tool_calls),
@@ -140,12 +143,13 @@ class Sanitizer:
             run.parts.append(msg.content)
             run.calls.extend(msg.tool_calls)
             run.sources.append(msg.id)
-            self._touch(len(self.out) - 1)
+            self._touch(len(out) - 1)
         else:
-            self.flush()
-            self.out.append(SanitizedMessage(msg, (msg.id,)))
-            self._touch(len(self.out) - 1)
-        if msg.role == "assistant" and msg.tool_calls:
+            if self._run is not None:
+                self.flush()
+            out.append(SanitizedMessage(msg, (msg.id,)))
+            self._touch(len(out) - 1)
+        if msg.tool_calls and msg.role == "assistant":
             self.flush()
             self._group = len(self.out) - 1
             calls = self.out[-1].message.tool_calls
