@@ -193,13 +193,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"breakwater: warning: turn {view.turn} needs {view.sent_tokens:,} tokens, over the window of "
                   f"{view.window:,}; the agent would not send it", file=sys.stderr)
         return 0
-    sim = simulate(log, policy, args.counter, args.model)
-    loops = of_simulation(sim, log)
     if args.json:
-        print(json.dumps({**sim.to_json(), "loops": [loop.to_json() for loop in loops]}, ensure_ascii=False))
+        from breakwater.core.simulate import JsonWriter
+        from breakwater.fidelity.loops import file_reads, find
+
+        writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
+        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
+        loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
+        writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})
     else:
+        sim = simulate(log, policy, args.counter, args.model)
         print_table(sim, log)
-        print_loops(loops)
+        print_loops(of_simulation(sim, log))
     over = sim.over_window
     if over:
         first = over[0]

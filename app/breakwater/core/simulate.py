@@ -6,9 +6,10 @@ view is the pipeline run over everything before it.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection
+from typing import IO, Any, Callable, Collection
 
 from breakwater.core.edits import View
 from breakwater.core.figures import FIGURE_RULES
@@ -19,7 +20,9 @@ from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.tokens import TokenCounter
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for the reason Message is not: a frozen dataclass sets each field through
+# object.__setattr__, and a simulation builds one per request (half a million on a long session).
+@dataclass(slots=True, unsafe_hash=True)
 class TurnStats:
     turn: int
     message_id: str
@@ -59,40 +62,80 @@ class Simulation:
     policy: Policy
     counter: str
     encoding: str | None
-    turns: list[TurnStats] = field(default_factory=list)
+    turns: list[TurnStats] = field(default_factory=list)   # empty when `simulate(on_turn=...)` took them
     compactions: list[Compaction] = field(default_factory=list)   # decided by this run
     recorded: list[str] = field(default_factory=list)   # ids of the log's compactions applied (its agent's)
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
+    # totals over every turn, kept as they go so that a simulation need not keep its turns
+    turn_count: int = 0
+    billed_raw: int = 0
+    billed_sent: int = 0
+    sent_heuristic: int = 0
+    over_window: list[TurnStats] = field(default_factory=list)
 
-    @property
-    def billed_raw(self) -> int:
-        return sum(t.raw_tokens for t in self.turns)
-
-    @property
-    def billed_sent(self) -> int:
-        return sum(t.sent_tokens for t in self.turns)
+    def add(self, t: TurnStats, keep: bool = True) -> None:
+        if keep:
+            self.turns.append(t)
+        self.turn_count += 1
+        self.billed_raw += t.raw_tokens
+        self.billed_sent += t.sent_tokens
+        self.sent_heuristic += t.sent_heuristic
+        if not t.fits:
+            self.over_window.append(t)
 
     @property
     def saved(self) -> int:
-        return self.billed_raw - sum(t.sent_heuristic for t in self.turns)
+        return self.billed_raw - self.sent_heuristic
 
-    @property
-    def over_window(self) -> list[TurnStats]:
-        return [t for t in self.turns if not t.fits]
+    def header_json(self) -> dict[str, Any]:
+        p = self.policy
+        return {"window": p.window, "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
+                "counter": self.counter, "encoding": self.encoding, "counting": FIGURE_RULES}
+
+    def totals_json(self) -> dict[str, Any]:
+        return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
+                "compactions": len(self.compactions) + len(self.recorded),
+                "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
+                "over_window": len(self.over_window), "turns": self.turn_count}
 
     def to_json(self) -> dict[str, Any]:
-        p = self.policy
-        return {
-            "window": p.window, "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
-            "counter": self.counter, "encoding": self.encoding,
-            "counting": FIGURE_RULES,
-            "turns": [t.to_json() for t in self.turns],
-            "totals": {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
-                       "compactions": len(self.compactions) + len(self.recorded),
-                       "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
-                       "over_window": len(self.over_window), "turns": len(self.turns)},
-        }
+        return {**self.header_json(), "turns": [t.to_json() for t in self.turns], "totals": self.totals_json()}
+
+
+class JsonWriter:
+    """`json.dumps(simulation.to_json(), ensure_ascii=False)`, written a turn at a time as `simulate`
+    hands them over (its `on_turn`), so that the turns of a long session never sit in memory."""
+
+    BATCH = 2048   # turns dumped by one call: the C encoder's speed, a bounded amount in memory
+
+    def __init__(self, fh: IO[str]):
+        self.fh = fh
+        self.started = False
+        self.pending: list[dict[str, Any]] = []
+
+    def _start(self, sim: Simulation) -> None:
+        if not self.started:
+            self.started = True
+            self.fh.write(json.dumps(sim.header_json(), ensure_ascii=False)[:-1] + ', "turns": [')
+
+    def turn(self, sim: Simulation, t: TurnStats) -> None:
+        self._start(sim)
+        self.pending.append(t.to_json())
+        if len(self.pending) >= self.BATCH:
+            self._flush(sim.turn_count > len(self.pending))
+
+    def _flush(self, more_before: bool) -> None:
+        # a list dumps its items joined by ", ", as they are inside the whole object
+        text = json.dumps(self.pending, ensure_ascii=False)[1:-1]
+        self.pending.clear()
+        self.fh.write(", " + text if more_before else text)
+
+    def finish(self, sim: Simulation) -> None:
+        self._start(sim)
+        if self.pending:
+            self._flush(sim.turn_count > len(self.pending))
+        self.fh.write(f"], \"totals\": {json.dumps(sim.totals_json(), ensure_ascii=False)}}}\n")
 
 
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
@@ -111,10 +154,12 @@ def token_counter(log: SessionLog, counter: str = "exact", model: str | None = N
 def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
              summarizer=None, until_turn: int | None = None, views: Collection[int] = (),
              before_turn: Callable[[Pipeline, int], None] | None = None,
-             tokens: TokenCounter | None = None) -> Simulation:
+             tokens: TokenCounter | None = None,
+             on_turn: Callable[[Simulation, TurnStats], None] | None = None) -> Simulation:
     """One plan per turn; the full request (messages and edits) only for the turns in `views`.
     `before_turn(pipeline, i)` is called before each request is planned, `i` being the index in
-    `log.entries` of the assistant message that request produced (replay keeps checkpoints)."""
+    `log.entries` of the assistant message that request produced (replay keeps checkpoints).
+    `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     t0 = time.perf_counter()
@@ -134,13 +179,14 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             if recorded:
                 if comp is None:
                     comp, source = recorded, "recorded"
-            sim.turns.append(TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
-                                       plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
-                                       plan.api_tokens, comp.id if comp else None,
-                                       recorded_compaction=recorded.id if recorded else None, fits=plan.fits,
-                                       stable_prefix_tokens=plan.stable_prefix_tokens,
-                                       sent_heuristic=plan.sent_heuristic,
-                                       compaction_source=source if comp else None))
+            stats = TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
+                              plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
+                              plan.api_tokens, comp.id if comp else None,
+                              recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
+                              plan.sent_heuristic, source if comp else None)
+            sim.add(stats, keep=on_turn is None)
+            if on_turn is not None:
+                on_turn(sim, stats)
         pipe.feed(entry)
         if isinstance(entry, Event) and entry.type == "compaction" and pipe.applied(entry.id):
             sim.recorded.append(entry.id)

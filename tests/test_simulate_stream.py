@@ -1,0 +1,56 @@
+"""`simulate --json` streams its turns (issue 8 item 9): the text is exactly the one JSON object it
+printed before, built a turn at a time, so that half a million turns never sit in memory."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from breakwater.core.commands import sample_path
+from breakwater.core.policy import PRESETS, preset
+from breakwater.core.session_log import SessionLog
+from breakwater.core.simulate import JsonWriter, simulate
+from breakwater.formats import load_session
+from synth import session_messages, write_session
+
+
+def streamed(log, policy, counter="heuristic", batch=None):
+    buf = io.StringIO()
+    writer = JsonWriter(buf)
+    writer.BATCH = batch or writer.BATCH
+    sim = simulate(log, policy, counter, "gpt-4o", on_turn=writer.turn)
+    writer.finish(sim)
+    return buf.getvalue(), sim
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_the_streamed_text_is_the_whole_object_dumped_at_once(name):
+    log = load_session(sample_path("long-refactor.jsonl"))
+    policy = preset(name).with_changes(window=16_000)
+    text, sim = streamed(log, policy, "exact", batch=7)   # turns written in batches, the last one short
+    kept = simulate(log, policy, "exact", "gpt-4o")
+    assert text == json.dumps(kept.to_json(), ensure_ascii=False) + "\n"
+    assert sim.turns == [] and sim.turn_count == len(kept.turns) > 100  # the turns went to the writer
+    assert (sim.billed_raw, sim.billed_sent, sim.saved) == (kept.billed_raw, kept.billed_sent, kept.saved)
+    assert json.loads(text)["totals"]["compactions"] == len(kept.compactions) > (0 if policy.deep_compact else -1)
+
+
+def test_a_session_without_turns_is_still_one_object():
+    log = SessionLog({"model": "gpt-4o"}, session_messages(2, seed=1)[:1])
+    text, _ = streamed(log, preset("breakwater"))
+    data = json.loads(text)
+    assert data["turns"] == [] and data["totals"]["turns"] == 0
+    assert text == json.dumps(simulate(log, preset("breakwater"), "heuristic").to_json(), ensure_ascii=False) + "\n"
+
+
+def test_the_cli_prints_the_same_bytes_as_before(tmp_path):
+    path = write_session(tmp_path / "s.jsonl", session_messages(300, avg_tool_chars=4000, seed=7),
+                         header={"window": 20_000, "model": "gpt-4o"})
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    log = load_session(path)
+    sim = simulate(log, preset("breakwater").with_changes(window=20_000), "exact", "gpt-4o")
+    assert out.stdout == json.dumps(sim.to_json(), ensure_ascii=False) + "\n"
