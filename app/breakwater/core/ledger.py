@@ -38,6 +38,9 @@ class Ledger:
     def __len__(self) -> int:
         return len(self.tok0)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ledger) and all(getattr(self, a) == getattr(other, a) for a in self.__slots__)
+
     def copy(self) -> "Ledger":
         new = Ledger.__new__(Ledger)
         new.tok0, new.prefix, new.truncated = self.tok0[:], self.prefix[:], self.truncated[:]

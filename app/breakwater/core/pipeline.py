@@ -1028,9 +1028,7 @@ class Pipeline:
         new.__dict__.update(
             policy=self.policy, counter=self.counter, mode=self.mode, summarizer=self.summarizer,
             san=self.san.snapshot(), calibration=replace(self.calibration), turn=self.turn,
-            raw=self.raw.copy(), raw_h=self.raw_h.copy(), tok0=self.tok0.copy(),
-            P={L: arr.copy() for L, arr in self.P.items()}, KP={k: arr.copy() for k, arr in self.KP.items()},
-            srcP=self.srcP.copy(), group_starts=self.group_starts.copy(), calls=self.calls.copy(),
+            raw_tokens=self.raw_tokens, ledger=self.ledger.copy(), calls=self.calls.copy(),
             id_index=self.id_index.copy(), _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
             _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
             active=[replace(a) for a in self.active], triggers=self.triggers.copy(), pins=self.pins.copy(),
@@ -1039,6 +1037,7 @@ class Pipeline:
             _undone_since_view=self._undone_since_view, _last_failure=self._last_failure,
             _soft_boundary=self._soft_boundary.copy(),
             _previous=replace(self._previous) if self._previous is not None else None,
-            _changed_from=self._changed_from, _near_sums=self._near_sums.copy(), _measured=self._measured.copy(),
-            _joined=self._joined.copy(), _far_recent=self._far_recent.copy())
+            _changed_from=self._changed_from, _measured=self._measured.copy(),
+            _joined=self._joined.copy(), _far_recent=self._far_recent.copy(), _frames=self._frames.copy(),
+            _pins_version=self._pins_version, _fu=self._fu, _fu_scanned=self._fu_scanned)
         return new
