@@ -54,3 +54,19 @@ def test_the_cli_prints_the_same_bytes_as_before(tmp_path):
     log = load_session(path)
     sim = simulate(log, preset("breakwater").with_changes(window=20_000), "exact", "gpt-4o")
     assert out.stdout == json.dumps(sim.to_json(), ensure_ascii=False) + "\n"
+
+
+def test_a_full_disk_midway_is_one_line_not_a_traceback_at_exit(tmp_path):
+    """Past the first batch the output goes out a batch at a time: a write that fails is still
+    reported by the command (one line, exit 70), with nothing left buffered to fail again at exit."""
+    lines = [json.dumps({"type": "session", "id": "t", "version": 1, "model": "gpt-4o"})]
+    lines += [json.dumps({"type": "message", "id": f"m{i}", "role": "user" if i % 2 == 0 else "assistant",
+                          "content": f"msg {i}"}) for i in range(4 * JsonWriter.BATCH + 10)]
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json", "--counter",
+                              "heuristic"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=180,
+                             env={"PATH": "/usr/bin:/bin", "BREAKWATER_CACHE_DIR": str(tmp_path / "cache")})
+    assert out.returncode == 70, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "No space left on device" in out.stderr

@@ -104,8 +104,10 @@ class Simulation:
 
 
 class JsonWriter:
-    """`json.dumps(simulation.to_json(), ensure_ascii=False)`, written a turn at a time as `simulate`
-    hands them over (its `on_turn`), so that the turns of a long session never sit in memory."""
+    """`json.dumps(simulation.to_json(), ensure_ascii=False)`, written a batch of turns at a time as
+    `simulate` hands them over (its `on_turn`), so that the turns of a long session never sit in
+    memory. Every write is a whole batch (the last one with the totals), as `print` wrote the whole
+    object: a write that fails (a full disk) fails in the command and leaves nothing buffered."""
 
     BATCH = 2048   # turns dumped by one call: the C encoder's speed, a bounded amount in memory
 
@@ -114,28 +116,26 @@ class JsonWriter:
         self.started = False
         self.pending: list[dict[str, Any]] = []
 
-    def _start(self, sim: Simulation) -> None:
-        if not self.started:
-            self.started = True
-            self.fh.write(json.dumps(sim.header_json(), ensure_ascii=False)[:-1] + ', "turns": [')
-
     def turn(self, sim: Simulation, t: TurnStats) -> None:
-        self._start(sim)
         self.pending.append(t.to_json())
-        if len(self.pending) >= self.BATCH:
-            self._flush(sim.turn_count > len(self.pending))
-
-    def _flush(self, more_before: bool) -> None:
-        # a list dumps its items joined by ", ", as they are inside the whole object
-        text = json.dumps(self.pending, ensure_ascii=False)[1:-1]
-        self.pending.clear()
-        self.fh.write(", " + text if more_before else text)
+        if len(self.pending) >= 2 * self.BATCH:   # the last write keeps a whole batch too
+            self._write(sim, self.pending[:self.BATCH])
+            del self.pending[:self.BATCH]
 
     def finish(self, sim: Simulation) -> None:
-        self._start(sim)
-        if self.pending:
-            self._flush(sim.turn_count > len(self.pending))
-        self.fh.write(f"], \"totals\": {json.dumps(sim.totals_json(), ensure_ascii=False)}}}\n")
+        self._write(sim, self.pending, f"], \"totals\": {json.dumps(sim.totals_json(), ensure_ascii=False)}}}\n")
+        self.pending.clear()
+        self.fh.flush()
+
+    def _write(self, sim: Simulation, items: list[dict[str, Any]], end: str = "") -> None:
+        # a list dumps its items joined by ", ", as they are inside the whole object
+        text = json.dumps(items, ensure_ascii=False)[1:-1] if items else ""
+        if not self.started:
+            self.started = True
+            text = json.dumps(sim.header_json(), ensure_ascii=False)[:-1] + ', "turns": [' + text
+        elif text:
+            text = ", " + text
+        self.fh.write(text + end)
 
 
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
