@@ -12,6 +12,7 @@ from breakwater.core.commands import sample_path
 from breakwater.core.policy import PRESETS, preset
 from breakwater.core.session_log import SessionLog
 from breakwater.core.simulate import JsonWriter, simulate
+from breakwater.fidelity.loops import of_simulation
 from breakwater.formats import load_session
 from synth import session_messages, write_session
 
@@ -47,13 +48,15 @@ def test_a_session_without_turns_is_still_one_object():
 
 def test_the_cli_prints_the_same_bytes_as_before(tmp_path):
     path = write_session(tmp_path / "s.jsonl", session_messages(300, avg_tool_chars=4000, seed=7),
-                         header={"window": 20_000, "model": "gpt-4o"})
+                         header={"window": 8_000, "model": "gpt-4o"})
     out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json"],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     log = load_session(path)
-    sim = simulate(log, preset("breakwater").with_changes(window=20_000), "exact", "gpt-4o")
-    assert out.stdout == json.dumps(sim.to_json(), ensure_ascii=False) + "\n"
+    sim = simulate(log, preset("breakwater").with_changes(window=8_000), "exact", "gpt-4o")
+    loops = [loop.to_json() for loop in of_simulation(sim, log)]
+    assert out.stdout == json.dumps({**sim.to_json(), "loops": loops}, ensure_ascii=False) + "\n"
+    assert sim.compaction_turns == [t.turn for t in sim.turns if t.compaction] != []
 
 
 def test_a_full_disk_midway_is_one_line_not_a_traceback_at_exit(tmp_path):

@@ -73,6 +73,7 @@ class Simulation:
     billed_sent: int = 0
     sent_heuristic: int = 0
     over_window: list[TurnStats] = field(default_factory=list)
+    compaction_turns: list[int] = field(default_factory=list)   # turns with a compaction, decided or recorded
 
     def add(self, t: TurnStats, keep: bool = True) -> None:
         if keep:
@@ -83,6 +84,8 @@ class Simulation:
         self.sent_heuristic += t.sent_heuristic
         if not t.fits:
             self.over_window.append(t)
+        if t.compaction:
+            self.compaction_turns.append(t.turn)
 
     @property
     def saved(self) -> int:
@@ -122,8 +125,10 @@ class JsonWriter:
             self._write(sim, self.pending[:self.BATCH])
             del self.pending[:self.BATCH]
 
-    def finish(self, sim: Simulation) -> None:
-        self._write(sim, self.pending, f"], \"totals\": {json.dumps(sim.totals_json(), ensure_ascii=False)}}}\n")
+    def finish(self, sim: Simulation, more: dict[str, Any] | None = None) -> None:
+        """The rest of the object: the totals, then `more`'s keys."""
+        tail = {"totals": sim.totals_json(), **(more or {})}
+        self._write(sim, self.pending, "], " + json.dumps(tail, ensure_ascii=False)[1:] + "\n")
         self.pending.clear()
         self.fh.flush()
 
