@@ -31,7 +31,7 @@ class Ledger:
         # by level (index 0 unused): indices whose far form differs, and prefix sums of what each saves
         self.changed = [array("q") for _ in range(NEAR + 1)]
         self.saved = [array("q", [0]) for _ in range(NEAR + 1)]
-        self.kinds = {(L, k): array("q") for L in LEVELS for k in FAR_KINDS}  # indices, by (level, kind)
+        self.kinds = {L: [array("q") for _ in FAR_KINDS] for L in LEVELS}  # indices, by level and kind
         self.truncated = array("q")            # indices of tool results truncated at the source
         self.group_starts = array("q")         # indices of the messages that are not tool results
 
@@ -45,7 +45,7 @@ class Ledger:
         new = Ledger.__new__(Ledger)
         new.tok0, new.prefix, new.truncated = self.tok0[:], self.prefix[:], self.truncated[:]
         new.changed, new.saved = [a[:] for a in self.changed], [a[:] for a in self.saved]
-        new.kinds = {k: a[:] for k, a in self.kinds.items()}
+        new.kinds = {L: [a[:] for a in arrs] for L, arrs in self.kinds.items()}
         new.group_starts = self.group_starts[:]
         return new
 
@@ -59,23 +59,26 @@ class Ledger:
             j = bisect_left(self.changed[L], d)
             del self.changed[L][j:]
             del self.saved[L][j + 1:]
-        for arr in (*self.kinds.values(), self.truncated, self.group_starts):
+        for arr in (*(a for arrs in self.kinds.values() for a in arrs), self.truncated, self.group_starts):
             del arr[bisect_left(arr, d):]
 
-    def add(self, t0: int, group_start: bool, forms, truncated: bool) -> None:
-        """Enter the next message: `forms` holds (level, kind, tokens) for each level that changes it."""
-        i = len(self.tok0)
+    def add(self, t0: int, group_start: bool) -> None:
+        """Enter the next message, its heuristic tokens as logged; then what changes it, if anything."""
+        if group_start:
+            self.group_starts.append(len(self.tok0))
         self.tok0.append(t0)
         self.prefix.append(self.prefix[-1] + t0)
-        if group_start:
-            self.group_starts.append(i)
+
+    def add_forms(self, i: int, t0: int, forms) -> None:
+        """Message i (the last entered): (level, kind, tokens) for each level that changes it."""
         for L, kind, tokens in forms:
             self.changed[L].append(i)
             saved = self.saved[L]
             saved.append(saved[-1] + t0 - tokens)
-            self.kinds[(L, kind)].append(i)
-        if truncated:
-            self.truncated.append(i)
+            self.kinds[L][FAR_KINDS.index(kind)].append(i)
+
+    def add_truncated(self, i: int) -> None:
+        self.truncated.append(i)
 
     def tokens(self, level: int, a: int, b: int) -> int:
         """Heuristic tokens of messages [a, b) with far stage `level` applied (or in working memory: NEAR)."""
@@ -100,9 +103,13 @@ class Ledger:
             i += x == k
             j += y == k
 
-    def kind_count(self, level: int, kind: str, a: int, b: int) -> int:
-        arr = self.kinds[(level, kind)]
-        return bisect_left(arr, b) - bisect_left(arr, a) if arr else 0
+    def count_kinds(self, level: int, a: int, b: int, counts: dict[str, int]) -> None:
+        """Add to `counts` how many messages of [a, b) level `level` changes, by kind (in FAR_KINDS order)."""
+        for kind, arr in zip(FAR_KINDS, self.kinds[level]):
+            if arr:
+                c = bisect_left(arr, b) - bisect_left(arr, a)
+                if c:
+                    counts[kind] = counts.get(kind, 0) + c
 
     def truncated_count(self, a: int, b: int) -> int:
         arr = self.truncated

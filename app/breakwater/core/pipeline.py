@@ -41,6 +41,8 @@ STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
 EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
 
 
+UNCHANGED = (None, None, None, None)   # a message no stage level changes: its forms at levels 1-3, near
+
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 
 
@@ -109,7 +111,7 @@ class Plan:
     boundary: int = 0
     drop_to: int = 0           # shape history dropped out[cut:drop_to] (none when equal to cut)
     joined: tuple[str, ...] = ()  # ids of user messages joined into the one before them
-    stable_prefix_tokens: int = 0  # estimate: the start of the request identical to the previous one
+    stable_prefix_tokens: int | None = None  # estimate: the start of the request identical to the previous one
     sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
     recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
     head_heuristic: int = 0    # heuristic tokens of `head`
@@ -139,6 +141,9 @@ class Pipeline:
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
+        # asked for many times a request; the policy works them out each time
+        self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
+        self._stage_levels = tuple(L for L, on in ((1, policy.snip), (2, policy.mask), (3, policy.microcompact)) if on)
         self.counter = counter or TokenCounter(None)
         self.mode = mode if self.counter.exact_available else "heuristic"
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
@@ -169,6 +174,7 @@ class Pipeline:
         self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
         self._far_recent: dict[int, tuple] = {}   # far forms of the newest messages, at levels 1-3
         self._frames: dict[tuple[int, bool], tuple] = {}  # (start, start < n) -> (summary, pins, frame)
+        self._frames_reach = -1                 # the highest start in _frames: a change past it keeps them all
         self._pins_version = 0
         self._fu: int | None = None             # index of the first user message, once found
         self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
@@ -290,8 +296,9 @@ class Pipeline:
                     del self._exact[L]
                 else:
                     del arr[d - base + 1:]
-        if self._frames and any(k[0] >= d for k in self._frames):
+        if d <= self._frames_reach:
             self._frames = {k: v for k, v in self._frames.items() if k[0] < d}
+            self._frames_reach = max((k[0] for k in self._frames), default=-1)
         if self._fu is not None and self._fu >= d:
             self._fu = None
         if d < self._fu_scanned:
@@ -306,14 +313,19 @@ class Pipeline:
             t0 = fresh.get(id(msg))
             if t0 is None:
                 t0 = heuristic_message(msg)
-            if pins and any(s in pins for s in entry.sources):
-                forms = (None, None, None, None)
-                changed = ()
+            role = msg.role
+            ledger.add(t0, role != "tool")
+            # the soft-zone stages change tool results and assistant text only (SPEC §4)
+            if role == "user" or role == "system" or (pins and any(s in pins for s in entry.sources)):
+                forms = UNCHANGED
             else:
                 forms = self._far_forms(msg)
-                changed = self._form_tokens(forms)
-            src = msg.meta.get("source") if msg.role == "tool" and msg.meta else None
-            ledger.add(t0, msg.role != "tool", changed, isinstance(src, dict) and bool(src.get("dropped_lines")))
+                if forms[2] is not None or forms[3] is not None:   # level 3 changes whatever 1 and 2 do
+                    ledger.add_forms(i, t0, self._form_tokens(forms))
+            if role == "tool" and msg.meta:
+                src = msg.meta.get("source")
+                if isinstance(src, dict) and src.get("dropped_lines"):
+                    ledger.add_truncated(i)
             far_recent[i] = forms
         # only messages about to leave working memory are asked for their far form again
         if len(far_recent) > 8 * self.policy.working_memory_messages:
@@ -424,7 +436,7 @@ class Pipeline:
 
     def _in_band(self, estimate: int) -> bool:
         p = self.policy
-        return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * p.hard_limit)
+        return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * self._hard_limit)
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
                  lower: int | None = None, boundary: int | None = None,
@@ -435,6 +447,8 @@ class Pipeline:
         partial = boundary is not None and lower is not None and boundary < near_start
         if not partial:
             lower, boundary = level, near_start
+        if self.mode != "exact":   # a few lookups: cheaper than remembering them
+            return self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
         # one plan asks for the same request shape several times (zone, stages, shaping): once each
         key = (id(head), level, start, near_start, n, lower, boundary)
         hit = self._measured.get(key)
@@ -535,7 +549,7 @@ class Pipeline:
 
     def _tail_tokens(self, c: int, n: int) -> int:
         """Tokens of out[c:n] with every enabled stage applied: what is left after a cut at c."""
-        top = max(self._levels() or [0])
+        top = max(self._levels() or (0,))
         return self._measure([], top, c, self._near_start(top, c, n), n)[0]
 
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
@@ -617,9 +631,8 @@ class Pipeline:
         """First index treated as working memory: only masking (level 2 and up) tells near from far."""
         return max(start, n - self.policy.working_memory_messages) if level >= 2 else n
 
-    def _levels(self) -> list[int]:
-        p = self.policy
-        return [L for L, on in ((1, p.snip), (2, p.mask), (3, p.microcompact)) if on]
+    def _levels(self) -> tuple[int, ...]:
+        return self._stage_levels
 
     # -- the decision --------------------------------------------------------------------------------
     def plan(self, force_deep: str | None = None) -> Plan:
@@ -640,14 +653,14 @@ class Pipeline:
 
         def base_of() -> tuple[int, str]:
             jh, js, _, _, head_h = self._frame(self._cut(), n)
-            return self._measure(jh, 0, js, n, n, head_tokens=head_h)[:2]
+            return self._measure(jh, 0, js, n, n, None, None, head_h)[:2]
 
         base, counted = base_of()
-        over = base > p.hard_limit and n >= p.fast_path_min_messages
+        over = base > self._hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
             jh, js, _, _, head_h = self._frame(self._cut(), n)
-            over = self._measure(jh, top, js, self._near_start(top, js, n), n, head_tokens=head_h)[0] > p.hard_limit
+            over = self._measure(jh, top, js, self._near_start(top, js, n), n, None, None, head_h)[0] > self._hard_limit
         undone = self._undone_since_view
         if force_deep or (over and p.deep_compact and not self._compacted_since_view and not undone):
             new_comp = self._deep_compact(force_deep or "auto", base)
@@ -663,8 +676,8 @@ class Pipeline:
             base_reported = base
         zone_counted = counted
         self._compacted_since_view = self._undone_since_view = False
-        zone = "safe" if base_reported <= p.soft_limit else ("soft" if base_reported <= p.hard_limit else "hard")
-        fast = base <= p.soft_limit or n < p.fast_path_min_messages
+        zone = "safe" if base_reported <= self._soft_limit else ("soft" if base_reported <= self._hard_limit else "hard")
+        fast = base <= self._soft_limit or n < p.fast_path_min_messages
 
         shape = self._fit(n, trigger_level, fast)
         if shape.drop_to > shape.cut and p.deep_compact and not undone:
@@ -685,14 +698,11 @@ class Pipeline:
             gs = self.ledger.group_starts
             kept = bisect.bisect_left(gs, n) - bisect.bisect_left(gs, shape.drop_to)
             notes.append(f"shape history kept the last {kept} turn{'' if kept == 1 else 's'}")
-        plan = Plan(turn=self.turn + 1, n=n, cut=shape.cut, start=shape.start, level=shape.level,
-                    near_start=shape.near_start, keep_first_user=shape.kept_fu, head=shape.head,
-                    raw_tokens=raw_tokens, base_tokens=base_reported, sent_tokens=shape.sent, zone=zone,
-                    counted=shape.counted, fits=shape.sent <= p.window, zone_counted=zone_counted,
-                    squeeze=shape.sent > p.hard_limit, new_compaction=new_comp, notes=notes,
-                    api_tokens=self.api_tokens, lower=shape.lower, boundary=shape.boundary,
-                    drop_to=shape.drop_to, joined=shape.joined, sent_heuristic=shape.heuristic,
-                    recorded_compaction=recorded, head_heuristic=shape.head_heuristic)
+        plan = Plan(self.turn + 1, n, shape.cut, shape.start, shape.level, shape.near_start, shape.kept_fu, shape.head,
+                    raw_tokens, base_reported, shape.sent, zone, shape.counted, shape.sent <= p.window, zone_counted,
+                    shape.sent > self._hard_limit, new_comp, {}, notes, self.api_tokens, None, shape.lower,
+                    shape.boundary, shape.drop_to, shape.joined, None, shape.heuristic, recorded,
+                    shape.head_heuristic)
         return self._finish(plan)
 
     def _plan_safe(self, n: int) -> Plan | None:
@@ -703,12 +713,21 @@ class Pipeline:
         jh, js, joined, kept_fu, head_h = self._frame(cut, n)
         h = head_h + self.ledger.tokens(0, js, n)
         est = self.calibration.apply(h)
-        if est > p.soft_limit or self._in_band(est):
+        if est > self._soft_limit or self._in_band(est):
             return None
-        return Plan(turn=self.turn + 1, n=n, cut=cut, start=js, level=0, near_start=n, keep_first_user=kept_fu,
-                    head=jh, raw_tokens=self._raw_tokens(), base_tokens=est, sent_tokens=est, zone="safe",
-                    counted="estimate", fits=est <= p.window, api_tokens=self.api_tokens, boundary=n,
-                    drop_to=cut, joined=joined, sent_heuristic=h, head_heuristic=head_h)
+        # positional: keyword arguments cost a dataclass of this size several times its construction
+        plan = Plan(self.turn + 1, n, cut, js, 0, n, kept_fu, jh, self._raw_tokens(), est, est, "safe", "estimate",
+                    est <= p.window, "estimate", False, None, {}, [], self.api_tokens, None, 0, n, cut, joined, None,
+                    h, None, head_h)
+        prev = self._previous
+        if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
+                and not (prev.level or prev.lower):
+            # the same head, nothing staged on either side: the request is the previous one up to
+            # the first message changed or added since
+            end = min(prev.n, n, self._changed_from)
+            if end >= js:
+                plan.stable_prefix_tokens = self.calibration.apply(head_h + self.ledger.tokens(0, js, end))
+        return plan
 
     def _finish(self, plan: Plan) -> Plan:
         plan.counts = self._counts(plan)
@@ -717,7 +736,8 @@ class Pipeline:
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
             plan.counts = view.edit_counts()
             plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
-        plan.stable_prefix_tokens = self._stable_prefix(plan)
+        if plan.stable_prefix_tokens is None:
+            plan.stable_prefix_tokens = self._stable_prefix(plan)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
         self._previous, self._changed_from = plan, plan.n
@@ -783,7 +803,8 @@ class Pipeline:
 
     def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
         """Heuristic tokens of out[a:b] as this plan sends them."""
-        cuts = sorted({a, b} | {x for x in (plan.boundary, plan.near_start) if a < x < b})
+        inside = [x for x in (plan.boundary, plan.near_start) if a < x < b]
+        cuts = (a, b) if not inside and a <= b else sorted({a, b, *inside})
         total = 0
         for x, y in zip(cuts, cuts[1:]):
             level, near = self._assigned(plan, x)
@@ -812,7 +833,9 @@ class Pipeline:
         frame = (jh, js, joined, kept_fu, sum(heuristic_message(m) for m in jh))
         if len(self._frames) > 32:
             self._frames.clear()
+            self._frames_reach = -1
         self._frames[key] = (summary, self._pins_version, frame)
+        self._frames_reach = max(self._frames_reach, s)
         return frame
 
     def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
@@ -837,32 +860,39 @@ class Pipeline:
         """Soft zone then shape history: the cheapest request from the current cut that fits."""
         p = self.policy
         cut = self._cut()
+        framed = self._frame(cut, n)
+        shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
 
         def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
-            jh, js, joined, kept_fu, head_h = self._frame(s, n)
+            key = (lv, s, lower, boundary)
+            shape = shapes.get(key)
+            if shape is not None:
+                return shape
+            jh, js, joined, kept_fu, head_h = framed if s == cut else self._frame(s, n)
             ns = self._near_start(lv, js, n)
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
             t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns
-            return _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns, ns,
-                          t, how, kept_fu, joined, h, head_h)
+            shape = shapes[key] = _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
+                                         ns, t, how, kept_fu, joined, h, head_h)
+            return shape
 
         shape = at(level, cut)
         if not fast or level:
             below = level
             for lv in self._levels():
-                if shape.sent <= p.soft_limit:
+                if shape.sent <= self._soft_limit:
                     break
                 if lv <= level:
                     continue
                 whole = at(lv, cut)
-                if whole.sent <= p.soft_limit:
+                if whole.sent <= self._soft_limit:
                     shape = self._oldest_first(at, lv, below, cut, whole)
                     break
                 shape, below = whole, lv
 
-        if shape.sent > p.hard_limit:
+        if shape.sent > self._hard_limit:
             # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
             gs = self.ledger.group_starts
             cands = gs[bisect.bisect_right(gs, cut):bisect.bisect_left(gs, n)]
@@ -870,7 +900,7 @@ class Pipeline:
                 if keep > len(cands):
                     continue
                 shape = at(shape.level, cands[-keep])
-                if shape.sent <= p.hard_limit:
+                if shape.sent <= self._hard_limit:
                     break
         return shape
 
@@ -885,13 +915,13 @@ class Pipeline:
         kept = self._soft_boundary.get(key)
         if kept is not None and lo <= kept <= hi:
             shape = at(lv, cut, below, kept)
-            if shape.sent <= p.soft_limit:
+            if shape.sent <= self._soft_limit:
                 return shape
-        if at(lv, cut, below, hi).sent > p.soft_limit:
+        if at(lv, cut, below, hi).sent > self._soft_limit:
             return whole  # even every far message is not enough: the stage applies to working memory too
-        goal = p.soft_limit - int(p.soft_hysteresis_ratio * p.soft_limit)
+        goal = self._soft_limit - int(p.soft_hysteresis_ratio * self._soft_limit)
         if at(lv, cut, below, hi).sent > goal:
-            goal = p.soft_limit
+            goal = self._soft_limit
         while lo < hi:
             mid = (lo + hi) // 2
             if at(lv, cut, below, mid).sent <= goal:
@@ -918,16 +948,10 @@ class Pipeline:
             counts["dropped"] = counts.get("dropped", 0) + dropped
         for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
             if lv and b > a:
-                for k in FAR_KINDS:
-                    c = self.ledger.kind_count(lv, k, a, b)
-                    if c:
-                        counts[k] = counts.get(k, 0) + c
+                self.ledger.count_kinds(lv, a, b, counts)
         near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
         if near_level and plan.n > plan.near_start:
-            for k in FAR_KINDS:
-                c = self.ledger.kind_count(self._near_level(near_level), k, plan.near_start, plan.n)
-                if c:
-                    counts[k] = counts.get(k, 0) + c
+            self.ledger.count_kinds(self._near_level(near_level), plan.near_start, plan.n, counts)
         src = self.ledger.truncated_count(plan.start, plan.n)
         if src:
             counts["truncated-at-source"] = src
@@ -1039,5 +1063,7 @@ class Pipeline:
             _previous=replace(self._previous) if self._previous is not None else None,
             _changed_from=self._changed_from, _measured=self._measured.copy(),
             _joined=self._joined.copy(), _far_recent=self._far_recent.copy(), _frames=self._frames.copy(),
-            _pins_version=self._pins_version, _fu=self._fu, _fu_scanned=self._fu_scanned)
+            _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
+            _fu_scanned=self._fu_scanned,
+            _soft_limit=self._soft_limit, _hard_limit=self._hard_limit, _stage_levels=self._stage_levels)
         return new

@@ -1,0 +1,137 @@
+"""The pipeline's short cuts decide exactly what its general path decides (issue 7 item 18, issue 8
+item 9): the plan of a request under the soft limit, the ledger's sums, the stages' reach."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+
+from breakwater.core import mask, microcompact, snip
+from breakwater.core.commands import sample_path
+from breakwater.core.ledger import NEAR, Ledger
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.pipeline import Pipeline
+from breakwater.core.policy import PRESETS
+from breakwater.core.session_log import Event
+from breakwater.core.simulate import make_pipeline
+from breakwater.formats import load_session
+from synth import session_messages
+
+
+def plans(log, policy, general: bool):
+    pipe = make_pipeline(log, policy, "exact", "gpt-4o")
+    if general:
+        pipe._plan_safe = lambda n: None   # every request through the general path
+    out = []
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            plan = pipe.plan()
+            out.append((plan, plan.built or pipe.materialize(plan)))
+        pipe.feed(entry)
+    return out
+
+
+def with_controls(msgs):
+    entries = []
+    for i, m in enumerate(msgs):
+        if i == 40:
+            entries.append(Event("pin", "p1", {"message_id": msgs[12].id}))
+        if i == 90:
+            entries.append(Event("undo", "u1", {"target": "p1"}))
+        entries.append(m)
+        if m.role == "assistant" and i % 4 == 0:
+            entries.append(Event("usage", f"e{i}", {"prompt_tokens": 700 + 9 * i, "estimate": 800 + 7 * i}))
+    return entries
+
+
+SESSIONS = {"long-refactor": lambda: load_session(sample_path("long-refactor.jsonl")),
+            "mixed-zh-en": lambda: load_session(sample_path("mixed-zh-en.jsonl")),
+            "controls": lambda: _log(with_controls(session_messages(160, avg_tool_chars=2500, seed=9)))}
+
+
+def _log(entries):
+    from breakwater.core.session_log import SessionLog
+
+    return SessionLog({"model": "gpt-4o"}, entries)
+
+
+@pytest.mark.parametrize("window", [12_000, 128_000])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_a_request_under_the_soft_limit_is_planned_as_the_general_path_plans_it(name, preset, window):
+    log = SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=window)
+    short, general = plans(log, policy, False), plans(log, policy, True)
+    assert len(short) == len(general) > 0
+    safe = 0
+    for (a, va), (b, vb) in zip(short, general):
+        for f in fields(a):
+            if f.name not in ("head", "built"):
+                assert getattr(a, f.name) == getattr(b, f.name), (a.turn, f.name)
+        assert a.head == b.head and va == vb
+        safe += a.zone == "safe"
+    assert safe > 0
+
+
+SIZES = [0, 5, 199, 201, 999, 1_001, 2_999, 3_001, 40_000]
+
+
+@pytest.mark.parametrize("role", ["user", "system"])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_no_soft_zone_stage_changes_a_user_or_system_message(role, preset):
+    """The pipeline enters user and system messages as unchanged at every stage level (SPEC §4:
+    the stages act on tool results and assistant text): the stages must agree."""
+    policy = PRESETS[preset]
+    for size in SIZES:
+        for unit in ("lorem ipsum ", "连接池超时。", "Traceback\n"):
+            msg = Message("m1", role, (unit * (size // len(unit) + 1))[:size])
+            assert snip.snip(msg, policy) is None
+            assert mask.mask_far(msg, policy) is None and mask.head_tail_near(msg, policy) is None
+            assert microcompact.microcompact(msg, ToolCall("c", "bash", '{"command": "ls"}'), policy) is None
+
+
+def test_the_ledger_sums_what_each_level_makes_of_each_message():
+    ledger = Ledger()
+    rows = []   # (tokens as logged, {level: (kind, tokens)})
+    for i in range(300):
+        t0 = 5 + (i * 37) % 90
+        forms = {}
+        if i % 3 == 0:
+            forms = {1: ("snipped", t0 // 2), 2: ("masked", 7), 3: ("microcompacted", 4), NEAR: ("snipped", t0 - 1)}
+        elif i % 5 == 0:
+            forms = {2: ("folded", 9), 3: ("folded", 9)}
+        ledger.add(t0, i % 4 != 1)
+        if forms:
+            ledger.add_forms(i, t0, [(L, k, t) for L, (k, t) in forms.items()])
+        if i % 7 == 0:
+            ledger.add_truncated(i)
+        rows.append((t0, forms))
+    ledger.truncate(250)   # what the sanitizer changed is entered again
+    for i in range(250, 300):
+        t0, forms = rows[i]
+        ledger.add(t0, i % 4 != 1)
+        if forms:
+            ledger.add_forms(i, t0, [(L, k, t) for L, (k, t) in forms.items()])
+        if i % 7 == 0:
+            ledger.add_truncated(i)
+    for a, b in ((0, 300), (17, 17), (3, 251), (249, 250), (120, 299)):
+        for level in (0, 1, 2, 3, NEAR):
+            want = sum(forms[level][1] if level in forms else t0 for t0, forms in rows[a:b])
+            assert ledger.tokens(level, a, b) == want
+            if level:
+                counts = {"snipped": 100}
+                ledger.count_kinds(level, a, b, counts)
+                want = {"snipped": 100}
+                for kind in ("snipped", "masked", "folded", "microcompacted"):
+                    c = sum(1 for _, forms in rows[a:b] if forms.get(level, ("",))[0] == kind)
+                    if c:
+                        want[kind] = want.get(kind, 0) + c
+                assert list(counts.items()) == list(want.items())   # in FAR_KINDS order
+        assert ledger.truncated_count(a, b) == len([i for i in range(a, b) if i % 7 == 0])
+        assert list(ledger.changed_in(2, NEAR, a, b)) == [i for i in range(a, b) if i % 3 == 0 or i % 5 == 0]
+    assert list(ledger.group_starts) == [i for i in range(300) if i % 4 != 1]
+    copy = ledger.copy()
+    assert copy == ledger
+    copy.add(5, True)
+    assert copy != ledger and len(ledger) == 300
