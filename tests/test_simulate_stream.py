@@ -73,3 +73,24 @@ def test_a_full_disk_midway_is_one_line_not_a_traceback_at_exit(tmp_path):
                              env={"PATH": "/usr/bin:/bin", "BREAKWATER_CACHE_DIR": str(tmp_path / "cache")})
     assert out.returncode == 70, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "No space left on device" in out.stderr
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_turn_s_text_is_what_json_dumps_writes(name):
+    """`TurnStats.json_text` builds the text by hand for speed: it must be json.dumps's, byte for byte,
+    with API figures, decided and recorded compactions, edits of every kind and non-ASCII ids."""
+    from pathlib import Path
+
+    real = Path(__file__).parent / "fixtures" / "real" / "codex" / "agentsessions_codex_coverage_small.jsonl"
+    seen = set()
+    for log in (load_session(sample_path("long-refactor.jsonl")), load_session(real),
+                load_session(sample_path("mixed-zh-en.jsonl"))):
+        for window in (6_000, 30_000):
+            for t in simulate(log, preset(name).with_changes(window=window), "exact", "gpt-4o").turns:
+                assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False)
+                seen.update(k for k, v in t.to_json().items() if v)
+                seen.update(t.edits)
+    odd = simulate(load_session(sample_path("long-refactor.jsonl")), preset(name), "heuristic").turns[3]
+    odd.message_id = 'm"1\\\n连接'
+    assert odd.json_text() == json.dumps(odd.to_json(), ensure_ascii=False)
+    assert {"api_tokens", "compaction", "compaction_source", "recorded_compaction"} <= seen
