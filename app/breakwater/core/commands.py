@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -163,6 +164,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.counter == "exact" and not args.model and not log.header.get("model"):
         args.model = DEFAULT_MODEL
+    gc.freeze()   # the log lives as long as the command: the collector need not walk it again
     turns = log.turn_count()
     if other is not None:
         if args.view is not None and not 1 <= args.view <= turns:

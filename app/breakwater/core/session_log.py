@@ -11,6 +11,7 @@ model, it never edits this file.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sys
@@ -306,7 +307,18 @@ def replace_surrogates_in(obj: Any) -> Any | None:
 
 def load_native(path: Path) -> SessionLog:
     """Load a native session log; bad lines and fields become `issues`, the rest loads."""
-    path = Path(path)
+    # a log is a million objects and no cycles: the collector, run every few hundred of them,
+    # would walk all that were loaded so far, again and again
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_native(Path(path))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load_native(path: Path) -> SessionLog:
     where = str(path)
     header: dict[str, Any] = {}
     entries: list[Entry] = []
