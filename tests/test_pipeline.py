@@ -450,6 +450,23 @@ def test_an_over_long_argument_beyond_working_memory_is_cut_only_to_fit(name):
     assert msgs[2].tool_calls[0].arguments == json.dumps({"path": "gen/big.py", "content": content})
 
 
+def test_an_argument_over_the_limit_whose_strings_are_each_under_it_is_cut_too():
+    """The argument is over argument_max_chars though no string in it is (hypothesis found one of
+    20,034 chars holding a 19,990-char string): its longest strings give way, so the request fits."""
+    msgs, _ = big_argument_history()
+    content = "x" * 19_990
+    msgs[2] = Message("aw", "assistant", "", (ToolCall("cw", "write_file", json.dumps(
+        {"path": "big.txt", "content": content})),))
+    p = preset("seed-001").with_changes(window=4_000)
+    assert len(msgs[2].tool_calls[0].arguments) > p.argument_max_chars > len(content)
+    v = view_of(msgs, p)
+    assert v.fits and api_problems(v.to_api()) == []
+    args = json.loads(next(c for m in v.messages for c in m.tool_calls if c.id == "cw").arguments)
+    assert set(args) == {"path", "content"} and args["path"] == "big.txt"
+    assert args["content"].startswith(content[:1500]) and "the log keeps it whole" in args["content"]
+    assert [e.message_id for e in v.edits if e.kind == "truncated-argument"] == ["aw"]
+
+
 def test_a_request_that_fits_keeps_its_arguments_whole():
     msgs, _ = big_argument_history()
     v = view_of(msgs, preset("seed-001").with_changes(window=256_000))

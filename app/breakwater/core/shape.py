@@ -86,26 +86,34 @@ def _argument_marker(removed: int) -> str:
 
 
 def cut_argument(arguments: str, policy: Policy) -> str:
-    """Head and tail of each over-long string in the arguments; the JSON keys (and validity) stay."""
+    """Head and tail of each over-long string in the arguments; the JSON keys (and validity) stay.
+    When no one string is over the limit but the argument is, the longest give way first (strings
+    over half the limit, then a quarter, ...) until it is under the limit."""
     limit, head, tail = policy.argument_max_chars, policy.snip_head_chars, policy.snip_tail_chars
+    shortest = head + tail + len(_argument_marker(limit))   # a cut makes nothing shorter than this
 
-    def cut(text: str) -> str:
-        return snip_stage.head_tail(text, head, tail, _argument_marker)[0] if len(text) > limit else text
+    def cut(text: str, over: int) -> str:
+        return snip_stage.head_tail(text, head, tail, _argument_marker)[0] if len(text) > over else text
 
-    def walk(value: Any) -> Any:
+    def walk(value: Any, over: int) -> Any:
         if isinstance(value, str):
-            return cut(value)
+            return cut(value, over)
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: walk(v, over) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v) for v in value]
+            return [walk(v, over) for v in value]
         return value
 
     try:
         parsed = json.loads(arguments)
     except (ValueError, RecursionError):
-        return cut(arguments)
-    return json.dumps(walk(parsed), ensure_ascii=False)
+        return cut(arguments, limit)
+    over = limit
+    while True:
+        text = json.dumps(walk(parsed, over), ensure_ascii=False)
+        if len(text) <= limit or over <= shortest:
+            return text
+        over = max(over // 2, shortest)
 
 
 def _cut_arguments(msgs: list[Message], edits: list[Edit], policy: Policy, count, total: int) -> int:
