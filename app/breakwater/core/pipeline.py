@@ -784,6 +784,17 @@ class Pipeline:
         """The first index in [a, end) whose sent form differs between the two plans."""
         if not (prev.level or prev.lower or plan.level or plan.lower):
             return end   # no stage on either side: every message is sent as it is
+        level = plan.level
+        if (prev.level == prev.lower == level == plan.lower and prev.boundary == prev.near_start
+                and plan.boundary == plan.near_start and prev.near_start <= plan.near_start):
+            # one stage level, whole, on both sides: only what has left working memory since is sent
+            # otherwise (below masking, working memory is sent like the rest)
+            if level >= 2:
+                for i in self.ledger.changed_in(NEAR, level, max(a, prev.near_start), min(plan.near_start, end)):
+                    r1, r2 = self._transform(i, level, True), self._transform(i, level, False)
+                    if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                        return i
+            return end
         cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
                                   if a < x < end})
         for x, y in zip(cuts, cuts[1:]):
