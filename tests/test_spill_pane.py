@@ -295,6 +295,30 @@ async def test_in_the_workbench_s_shows_the_sessions_spill_files_and_follows_one
         await until(pilot, lambda: "1 failed, 499 passed" in screen_text(app))
 
 
+async def test_the_spill_pane_takes_the_timelines_place_and_leaves_the_inspector_whole(tmp_path):
+    from breakwater.ui.widgets.inspector import Inspector
+    from breakwater.ui.widgets.timeline import Timeline
+
+    log = read_session(sample_path("long-refactor.jsonl"))
+    spill_lines(tmp_path, "call_pytest", [f"test_{i} PASSED" for i in range(50)], session=log.id)
+    policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
+    for size in ((120, 40), (160, 48)):
+        app = make_app(log, policy, workspace=tmp_path, settings=UISettings(), counter="heuristic")
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            inspector = app.screen.query_one(Inspector)
+            tall = inspector.size.height
+            await pilot.press("s")
+            await pilot.pause()
+            spill = app.screen.query_one(SpillPane)
+            assert inspector.size.height >= 0.75 * tall, size   # it used to be left a third of its rows
+            assert spill.size.width >= size[0] - 2 and spill.size.height >= 10
+            assert not app.screen.query_one(Timeline).display
+            await pilot.press("s")
+            await pilot.pause()
+            assert app.screen.query_one(Timeline).display and not spill.display
+
+
 async def test_a_deleted_spill_file_is_said_gone(tmp_path):
     path = spill_lines(tmp_path, "call_1", ["soon gone"])
     app = Host(tmp_path)

@@ -47,6 +47,8 @@ def assert_screen_matches(app, data: dict) -> None:
     assert f"sent ≈{last['sent_tokens']:,} of window {data['window']:,}" in text
     assert f"with {data['totals']['billed_sent']:,}" in text
     assert f"{data['totals']['compactions']} deep compactions" in text
+    dropping = sum(1 for t in data["turns"] if t["edits"].get("dropped"))
+    assert f"· {dropping} turns drop messages" in text
 
 
 async def open_panel(pilot) -> PolicyPanel:
@@ -102,6 +104,43 @@ async def test_a_preset_key_switches_and_the_figures_follow():
         await settled(pilot, lambda p: p.preset == "seed-001")
         assert app.screen.replay.policy == PRESETS["seed-001"].with_changes(window=window)
         assert_screen_matches(app, simulate_json("--preset", "seed-001", "--window", str(window)))
+
+
+async def test_a_preset_picked_in_the_command_palette_switches_and_the_figures_follow():
+    from textual.command import CommandPalette
+
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        window, sim = app.screen.replay.policy.window, app.screen.replay.simulation
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"Preset seed-003")
+        await pilot.pause(0.5)   # the palette searches in a worker
+        await pilot.press("enter")
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette))
+        await settled(pilot, lambda p: p.preset == "seed-003")
+        assert app.screen.replay.policy == PRESETS["seed-003"].with_changes(window=window)
+        assert app.screen.replay.simulation is not sim
+        assert app.screen.replay.simulation.to_json() != sim.to_json()
+        assert_screen_matches(app, simulate_json("--preset", "seed-003", "--window", str(window)))
+
+
+async def test_the_timeline_counts_the_compactions_an_imported_transcript_recorded():
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "real" / "codex" / "agentsessions_codex_coverage_small.jsonl"
+    app = app_for(path, counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await settled(pilot, lambda p: True)
+        out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json", "--counter",
+                              "heuristic"], capture_output=True, text=True, timeout=180)
+        totals = json.loads(out.stdout)["totals"]
+        assert totals["recorded_compactions"] > 0
+        text = screen_text(app)
+        assert (f"{totals['compactions']} deep compactions ▼ ({totals['decided_compactions']} by this policy, "
+                f"{totals['recorded_compactions']} recorded in the transcript)") in text
+        assert "▽ recorded" in text
 
 
 async def test_loading_a_toml_from_the_panel(tmp_path):

@@ -12,7 +12,7 @@ from typing import Any
 from breakwater.core.edits import Edit, View
 from breakwater.core.policy import PRESETS, Policy
 from breakwater.core.session_log import SessionLog
-from breakwater.core.simulate import Simulation, TurnStats, simulate
+from breakwater.core.simulate import Simulation, TurnStats, simulate, token_counter
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +166,9 @@ def compare(log: SessionLog, a: Policy, b: Policy, counter: str = "exact", model
     if turn is None:
         turn = log.turn_count() or None
     wanted = (turn,) if turn else ()
-    return Comparison(simulate(log, a, counter, model, views=wanted),
-                      simulate(log, b, counter, model, views=wanted), turn)
+    tokens = token_counter(log, counter, model)   # B counts again only what A never sent
+    return Comparison(simulate(log, a, counter, model, views=wanted, tokens=tokens),
+                      simulate(log, b, counter, model, views=wanted, tokens=tokens), turn)
 
 
 __all__ = ["Comparison", "MessageDiff", "Totals", "TurnDiff", "compare", "counterpart", "message_diffs"]

@@ -65,8 +65,8 @@ INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
-        Binding("l,right", "step(1)", "Next", id="replay.next", tooltip="Step one request forward"),
-        Binding("h,left", "step(-1)", "Prev", id="replay.prev", tooltip="Step one request back"),
+        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
+        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
         Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
         Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
         Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
@@ -118,8 +118,9 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             with Vertical(id="side"):
                 yield PolicyPanel(self.replay.policy, id="policy")
                 yield Inspector(self.messages, id="inspector")
-                yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Timeline(id="timeline")
+        # full width under the list and inspector, in the timeline's place: log lines are wide
+        yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Input(id="prompt")
         yield Footer()
 
@@ -323,8 +324,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def action_toggle_spill(self) -> None:
         spill = self.query_one("#spill")
         spill.display = not spill.display
+        self.query_one(Timeline).display = not spill.display
         if spill.display:
             spill.focus()
+        else:
+            self.query_one(MessageList).focus()
 
     # -- tuning ------------------------------------------------------------------------------------
     @on(PolicyPanel.Changed)

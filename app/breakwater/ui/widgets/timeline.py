@@ -33,6 +33,7 @@ class Timeline(Drawn):
         self._cols_key: tuple | None = None
         self._cols: list[tuple] = []
         self._billed: tuple[list[int], list[int]] = ([0], [0])   # billed raw and sent up to each turn
+        self._dropping = 0
 
     def show(self, simulation: Simulation | None, turn: int) -> None:
         self.simulation, self.turn = simulation, turn
@@ -69,7 +70,7 @@ class Timeline(Drawn):
             return Text("simulating every turn…", style=self._c("dim"))
         if not sim.turns:
             return Text("this session has no model requests yet", style=self._c("dim"))
-        height = max(3, self.size.height - 3)
+        height = max(3, self.size.height - 4)   # under the chart: the wallet, the session's counts, the legend
         p = sim.policy
         cols = self._columns(sim)
         # the scale is the window (or the largest request), not the raw history: raw can be 10× the
@@ -83,7 +84,7 @@ class Timeline(Drawn):
         # the mark row: compactions and the cursor
         cursor, compaction = self._c("cursor"), self._c("compaction")
         mark = Text(" " * 8)
-        mark.append_text(runs(("▼" if col[3] else "↓", cursor) if i in cur else ("▼" if col[3] else " ", compaction)
+        mark.append_text(runs((col[3] or "↓", cursor) if i in cur else (col[3] or " ", compaction)
                               for i, col in enumerate(cols)))
         lines.append(mark)
         zones = {z: self._c(z) for z in ("safe", "soft", "hard")}
@@ -129,11 +130,14 @@ class Timeline(Drawn):
             for a, b in self._spans():
                 group = sim.turns[a:b]
                 top = max(group, key=lambda t: t.sent_tokens)
+                sources = {t.compaction_source for t in group if t.compaction}
                 cols.append((max(t.raw_tokens for t in group), top.sent_tokens, top.zone,
-                             any(t.compaction for t in group), a + 1, b))
+                             ("▼" if "decided" in sources else "▽") if sources else None, a + 1, b))
             self._cols, self._cols_key = cols, key
             self._billed = (list(accumulate((t.raw_tokens for t in sim.turns), initial=0)),
                             list(accumulate((t.sent_tokens for t in sim.turns), initial=0)))
+            # requests that leave messages out without a summary (shaped out, or invalid ones)
+            self._dropping = sum(1 for t in sim.turns if t.edits.get("dropped"))
         return self._cols
 
     def set_progress(self, done: int, total: int) -> None:
@@ -149,7 +153,11 @@ class Timeline(Drawn):
         text.append("░", style=self._c("raw"))
         text.append(" raw, without compaction  ", style=self._c("dim"))
         text.append("▼", style=self._c("compaction"))
-        text.append(" deep compaction  ↓ this turn  click or drag to scrub", style=self._c("dim"))
+        text.append(" deep compaction", style=self._c("dim"))
+        if self.simulation is not None and self.simulation.recorded:
+            text.append(" ▽", style=self._c("compaction"))
+            text.append(" recorded", style=self._c("dim"))
+        text.append("  ↓ this turn  click or drag to scrub", style=self._c("dim"))
         return text
 
     def _wallet(self, sim: Simulation) -> Text:
@@ -162,8 +170,14 @@ class Timeline(Drawn):
         text = Text(" billed ", style=self._c("dim"))
         text.append(f"without compaction {billed_raw:,} · with {billed_sent:,} · saved {total_saved:,} "
                     f"({pct:.0f}%)")
-        text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,} · {len(sim.compactions)} deep compactions ▼",
-                    style=self._c("dim"))
+        # the agent's own compactions (recorded in an imported transcript) are re-applied on replay
+        # and marked ▼ like this policy's: counted together, as simulate --json totals them
+        recorded = len(sim.recorded)
+        deep = f"{len(sim.compactions) + recorded} deep compactions ▼"
+        if recorded:
+            deep += f" ({len(sim.compactions)} by this policy, {recorded} recorded in the transcript)"
+        text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,}", style=self._c("dim"))
+        text.append(f"\n {deep} · {self._dropping} turns drop messages", style=self._c("dim"))
         return text
 
     def on_click(self, event: events.Click) -> None:
