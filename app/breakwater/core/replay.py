@@ -5,9 +5,11 @@ Folding the log from the start costs O(history) per request (≈1 s at the end o
 messages). So the one pass that simulates every turn also keeps a checkpoint of the pipeline
 every few turns (`Pipeline.snapshot()`: its containers copied, the messages in them shared); a
 jump copies the nearest checkpoint at or before the turn and folds forward from there. Stepping
-forward carries on with the pipeline the last jump left, and each fold keeps the views of the few
-turns before its target, so stepping back is a cache hit. A checkpoint holds only the pipeline's
-own lists of references and numbers, never a second copy of the history.
+forward carries on with the pipeline the last jump left. The few turns before a fold's target are
+kept ready — a copy of the pipeline before each, or their views when the user is stepping back —
+and so are those before the turn on screen when the whole log is simulated (`run(focus=…)`), so a
+step back costs one request at most. A checkpoint holds only the pipeline's own lists of
+references and numbers, never a second copy of the history.
 
 The workbench draws from this object; part 2 (tuning) builds a new `Replay` with another policy
 (`with_policy`), part 3 (live chat) appends entries (`append`) and re-runs.
