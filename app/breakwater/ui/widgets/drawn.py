@@ -24,7 +24,7 @@ class Drawn(Widget):
         self._strips_key: tuple | None = None
         self._strips: list[Strip] = []
 
-    def draw(self) -> Text:
+    def draw(self) -> Text | list[Text | Strip]:
         raise NotImplementedError
 
     def redraw(self) -> None:
@@ -40,18 +40,24 @@ class Drawn(Widget):
         width = self.size.width
         key = (self._version, self.size, self.app.theme)
         if key != self._strips_key:
-            console = self.app.console
-            text = self.draw()
-            text.no_wrap = not self.WRAP
-            text.overflow = "fold" if self.WRAP else "ellipsis"
-            lines = console.render_lines(text, console.options.update(width=width, height=None,
-                                                                      no_wrap=not self.WRAP), pad=False)
-            base = self.rich_style
-            self._strips = [Strip(line).apply_style(base).adjust_cell_length(width, base) for line in lines]
+            drawn = self.draw()
+            # a list holds lines, some of them strips the widget kept from an earlier repaint
+            parts = [drawn] if isinstance(drawn, Text) else drawn
+            self._strips = [s for part in parts for s in ([part] if isinstance(part, Strip) else self.strips(part))]
             self._strips_key = key
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(width, self.rich_style)
+
+    def strips(self, text: Text) -> list[Strip]:
+        """Text laid out at the widget's width, as its lines are drawn."""
+        width, console = self.size.width, self.app.console
+        text.no_wrap = not self.WRAP
+        text.overflow = "fold" if self.WRAP else "ellipsis"
+        lines = console.render_lines(text, console.options.update(width=width, height=None, no_wrap=not self.WRAP),
+                                     pad=False)
+        base = self.rich_style
+        return [Strip(line).apply_style(base).adjust_cell_length(width, base) for line in lines]
 
 
 def runs(cells: Iterable[tuple[str, Style | None]]) -> Text:

@@ -12,6 +12,7 @@ from itertools import accumulate
 
 from rich.text import Text
 from textual import events
+from textual.strip import Strip
 
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
@@ -34,6 +35,8 @@ class Timeline(Drawn):
         self._cols: list[tuple] = []
         self._billed: tuple[list[int], list[int]] = ([0], [0])   # billed raw and sent up to each turn
         self._dropping = 0
+        self._chart_key: tuple | None = None
+        self._chart: list[Strip] = []
 
     def show(self, simulation: Simulation | None, turn: int) -> None:
         self.simulation, self.turn = simulation, turn
@@ -61,7 +64,7 @@ class Timeline(Drawn):
         col = max(0, min(len(spans) - 1, x - 8))
         return spans[col][0] + 1
 
-    def draw(self) -> Text:
+    def draw(self) -> Text | list[Text | Strip]:
         sim = self.simulation
         if sim is None:
             if self.progress:
@@ -80,6 +83,15 @@ class Timeline(Drawn):
         soft_row = round(p.soft_limit / peak * units) // 8
         hard_row = round(p.hard_limit / peak * units) // 8
         cur = {i for i, col in enumerate(cols) if col[4] <= self.turn <= col[5]}
+        # a column stands for many turns in a long session: most steps leave the chart as it was
+        chart_key = (self._cols_key, frozenset(cur), height, self.app.theme)
+        if chart_key != self._chart_key:
+            self._chart = self.strips(self._chart_text(cols, cur, peak, height, units, soft_row, hard_row))
+            self._chart_key = chart_key
+        return [*self._chart, self._wallet(sim), self._legend()]
+
+    def _chart_text(self, cols, cur, peak, height, units, soft_row, hard_row) -> Text:
+        p = self.simulation.policy
         lines: list[Text] = []
         # the mark row: compactions and the cursor
         cursor, compaction = self._c("cursor"), self._c("compaction")
@@ -117,9 +129,11 @@ class Timeline(Drawn):
                 cells.append((ch, style))
             line.append_text(runs(cells))
             lines.append(line)
-        lines.append(self._wallet(sim))
-        lines.append(self._legend())
         return Text("\n").join(lines)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._chart_key = None
 
     def _columns(self, sim: Simulation) -> list[tuple]:
         """Per column: (raw, sent, zone, a compaction in it, first turn, last turn); worked out once
