@@ -11,9 +11,8 @@ from breakwater.core import mask, microcompact, snip
 from breakwater.core.commands import sample_path
 from breakwater.core.ledger import NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
-from breakwater.core.session_log import Event
+from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline
 from breakwater.formats import load_session
 from synth import session_messages
@@ -47,13 +46,8 @@ def with_controls(msgs):
 
 SESSIONS = {"long-refactor": lambda: load_session(sample_path("long-refactor.jsonl")),
             "mixed-zh-en": lambda: load_session(sample_path("mixed-zh-en.jsonl")),
-            "controls": lambda: _log(with_controls(session_messages(160, avg_tool_chars=2500, seed=9)))}
-
-
-def _log(entries):
-    from breakwater.core.session_log import SessionLog
-
-    return SessionLog({"model": "gpt-4o"}, entries)
+            "controls": lambda: SessionLog({"model": "gpt-4o"},
+                                           with_controls(session_messages(160, avg_tool_chars=2500, seed=9)))}
 
 
 @pytest.mark.parametrize("window", [12_000, 128_000])

@@ -164,7 +164,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.counter == "exact" and not args.model and not log.header.get("model"):
         args.model = DEFAULT_MODEL
-    gc.freeze()   # the log lives as long as the command: the collector need not walk it again
     turns = log.turn_count()
     if other is not None:
         if args.view is not None and not 1 <= args.view <= turns:
@@ -200,7 +199,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from breakwater.fidelity.loops import file_reads, find
 
         writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
-        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
+        gc.freeze()   # the log outlives the simulation: the collector need not walk it again and again
+        try:
+            sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
+        finally:
+            gc.unfreeze()
         loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
         writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})
     else:

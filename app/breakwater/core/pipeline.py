@@ -27,7 +27,7 @@ from breakwater.core import mask as mask_stage
 from breakwater.core import microcompact as micro_stage
 from breakwater.core import snip as snip_stage
 from breakwater.core.edits import Edit, View
-from breakwater.core.ledger import FAR_KINDS, NEAR, Ledger
+from breakwater.core.ledger import NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
