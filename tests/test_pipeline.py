@@ -189,6 +189,15 @@ def test_an_error_line_is_one_line():
     assert first_error("all good\n") is None and first_error("x" * 300 + " failed") == "x" * 159 + "…"
 
 
+def test_pytest_lines_around_an_error_are_not_errors():
+    # seen on long-refactor's lost-facts list: pytest's diff details and its source line counted as errors
+    out = ("    def test_fields():\n>       assert set(row) == EXPECTED\n"
+           "E       Extra items in the left set:\nE       'legacy_id'\nE       Use -v to get more diff\n"
+           ">       raise orm_exc.DetachedInstanceError(\n"
+           "E   assert 3 == 4\nE   sqlalchemy.orm.exc.DetachedInstanceError: Instance is not bound\n")
+    assert salient_errors(out) == ["E   assert 3 == 4", "E   sqlalchemy.orm.exc.DetachedInstanceError: Instance is not bound"]
+
+
 def test_microcompact_skeleton_keeps_the_exit_status_and_first_error():
     p = Policy(window=32_000, snip=False, mask=False, deep_compact=False)
     msgs = base()

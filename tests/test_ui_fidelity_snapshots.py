@@ -1,7 +1,7 @@
 """SVG snapshots of the fidelity views (issue 12) in both themes: the lost-facts dialog with a loop
 flag, and the summary review listing the facts a deep compaction would lose.
 
-Regenerate after a deliberate change of look: pytest tests/test_ui_fidelity_snapshots.py --snapshot-update
+Regenerate after a deliberate change of look with `make snapshots` (every snapshot file), and review the SVGs.
 """
 
 import pytest

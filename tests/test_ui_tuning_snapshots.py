@@ -1,6 +1,6 @@
 """SVG snapshots of the policy panel and of the A/B view, in both themes, at a fixed size.
 
-Regenerate after a deliberate change of look: pytest tests/test_ui_tuning_snapshots.py --snapshot-update
+Regenerate after a deliberate change of look with `make snapshots` (every snapshot file), and review the SVGs.
 """
 
 import pytest

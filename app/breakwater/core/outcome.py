@@ -20,11 +20,13 @@ CHANGE_TOOLS = ("write_file", "edit", "apply_patch", "str_replace_editor", "Writ
 
 ERROR_WORDS = ("error", "exception", "traceback", "failed", "failure", "fatal", "panic", "eresolve", "denied",
                "timed out", "refused", "错误", "失败", "异常", "超时")
-# a line that states an error (npm ERR!, pytest's `E   ...`, `error:`, a traceback), not one that mentions it
-# (blanks are [^\S\n]: a line never runs into the next)
+# a line that states an error (npm ERR!, pytest's `E   AssertionError` or `E   assert ...`, `error:`, a
+# traceback), not one that mentions it; pytest's other `E` lines ("Use -v to get more diff", diff
+# details) and its `>` source lines only surround the error (blanks are [^\S\n]: a line never runs
+# into the next)
 STRONG_ERROR = re.compile(
-    r"(?i)err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|^e[^\S\n]{2,}\w|^[^\S\n]*fatal\b|traceback \(most|"
-    r"^failed\b|\bpanic:|错误|失败|异常")
+    r"(?i)^(?!>[^\S\n])(?:.*?(?:err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|traceback \(most|\bpanic:|错误|失败|异常)"
+    r"|e[^\S\n]{2,}(?:assert|failed)\b|[^\S\n]*fatal\b|failed\b)")
 # a line STRONG_ERROR matches holds one of these words (as written, in capitals or capitalised) or
 # is a pytest `E   ` line: only such lines are tried, found by substring search
 _HINTS = tuple(dict.fromkeys(v for h in ("err", "exception", "fatal", "traceback", "failed", "panic")
