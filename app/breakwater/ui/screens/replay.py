@@ -61,6 +61,7 @@ def pins_of(replay: Replay) -> set[str]:
 
 
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
+FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
 
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
@@ -102,6 +103,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self._player: Timer | None = None
         self._inspect_timer: Timer | None = None
         self._prompt_mode = ""
+        self._fidelity_due = False
+        self._fidelity_timer: Timer | None = None
         self.messages = replay.log.messages
 
     # -- layout -----------------------------------------------------------------------------------
@@ -184,7 +187,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns, progress=None)
         self._go(self.turn)
-        self.measure_fidelity()
+        self._fidelity_due = True   # once the request is drawn: the measurement would slow its repaint
 
     def turn_to_show(self, turns: int) -> int:
         """The turn to draw once a simulation is ready: the one asked for, else the last."""
@@ -203,6 +206,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Gauges).show(message.detail, self.replay.stats(message.turn))
         self.query_one(ReplayControls).update_state(pending=False)
         self._show_selected()
+        if self._fidelity_due:
+            # it replays every request of the session: started once the user has looked a moment,
+            # and not at all when the policy changes again before that
+            self._fidelity_due = False
+            self._fidelity_timer = self.set_timer(FIDELITY_DELAY, self.measure_fidelity)
 
     @on(MessageList.Selected)
     def _selected(self, message: MessageList.Selected) -> None:
@@ -333,6 +341,9 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     # -- tuning ------------------------------------------------------------------------------------
     @on(PolicyPanel.Changed)
     def _retune(self, message: PolicyPanel.Changed) -> None:
+        if self._fidelity_timer is not None:
+            self._fidelity_timer.stop()
+        self.workers.cancel_group(self, "fidelity")   # a measurement of the old policy: stop it, not compete
         self.replay = self.replay.with_policy(message.policy)
         p = message.policy
         self.query_one(ReplayControls).update_state(
