@@ -171,3 +171,18 @@ async def test_the_summary_review_lists_the_facts_the_compaction_would_lose(tmp_
         assert f"Would lose {len(lost) - 1} of {len(risky)} facts" in screen_text(app)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, SummaryReviewScreen))
+
+
+async def test_the_measurement_waits_while_the_user_steps_and_finishes_once_they_stop():
+    # the measurement shares the GIL with the screen: while keys arrive it must give way, not finish
+    app = app_for(SAMPLE)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        for i in range(40):   # ~3 s of stepping, past the delay after which the measurement starts
+            await pilot.press("left" if i % 2 else "right")
+            await pilot.pause(0.07)
+        assert screen.fidelity is None and screen.fidelity_yielded > 0
+        await measured(pilot)
+        expected = independent_run(SAMPLE, "breakwater")
+        assert screen.fidelity.recall_at(screen.turn) == expected.recall_at(screen.turn)

@@ -10,9 +10,10 @@ replay screen (and so the chat screen), next to the controls.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.worker import get_current_worker
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,6 +31,11 @@ from breakwater.ui.messages import SimulationFailed
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady, percent
 from breakwater.ui.widgets.message_list import MessageList
 
+# The measurement replays every request of the session in a thread: at 20k messages that is minutes
+# of CPU, and a thread holding the GIL makes each key wait for it. So it pauses while the user is at
+# the keys (or the mouse) and carries on once they have been idle this long.
+INPUT_QUIET_S = 0.5
+
 FIDELITY_BINDINGS = [
     Binding("f", "lost_facts", "Lost facts", id="fidelity.lost",
             tooltip="The facts this request no longer carries (those lost at this turn first); enter jumps to "
@@ -37,9 +43,10 @@ FIDELITY_BINDINGS = [
 ]
 
 
-def measure(replay) -> tuple[FidelityRun, list[Loop]] | None:
+def measure(replay, busy=lambda: False) -> tuple[FidelityRun, list[Loop]] | None:
     """What `breakwater eval` measures for this session under this replay's settings (slow: in a
-    worker, which may cancel it: then None)."""
+    worker, which may cancel it: then None). While `busy()` says the user is at the keys, it waits
+    between requests."""
     from breakwater.fidelity import loops
     from breakwater.fidelity.runner import Stopped
     from breakwater.fidelity.runner import replay as fidelity_replay
@@ -47,9 +54,14 @@ def measure(replay) -> tuple[FidelityRun, list[Loop]] | None:
     worker = get_current_worker()
     # a live chat appends to its log while this runs: measure the entries there are now
     log = SessionLog(replay.log.header, list(replay.log.entries))
+    def stop() -> bool:
+        while busy() and not worker.is_cancelled:
+            time.sleep(0.02)
+        return worker.is_cancelled
+
     try:
         run = fidelity_replay(log, replay.policy, replay.counter, summarizer=replay.summarizer, model=replay.model,
-                              stop=lambda: worker.is_cancelled)
+                              stop=stop)
     except Stopped:
         return None
     return run, loops.find(run.compaction_turns, run.reads)
@@ -69,6 +81,20 @@ class FidelityMixin:
 
     fidelity: FidelityRun | None = None
     fidelity_loops: list[Loop] = []
+    _input_at = 0.0          # when the user last pressed a key or a mouse button here (monotonic)
+    fidelity_yielded = 0     # how many times the measurement waited for the user: the bench and a test read it
+
+    def on_key(self, event: events.Key) -> None:
+        self._input_at = time.monotonic()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        self._input_at = time.monotonic()
+
+    def _user_busy(self) -> bool:
+        if time.monotonic() - self._input_at < INPUT_QUIET_S:
+            self.fidelity_yielded += 1
+            return True
+        return False
 
     def measure_fidelity(self) -> None:
         """The session or policy changed: measure again (the gauge says so until it is done)."""
@@ -79,7 +105,7 @@ class FidelityMixin:
     @work(thread=True, exclusive=True, group="fidelity")
     def _measure_fidelity(self, replay) -> None:
         try:
-            measured = measure(replay)
+            measured = measure(replay, self._user_busy)
         except Exception as exc:  # a bug in a probe must not take the screen down with it
             self.post_message(SimulationFailed(f"measuring fidelity: {type(exc).__name__}: {exc}"))
             return
