@@ -238,8 +238,15 @@ class Replay:
             return kept[3]
         view, calibration, counter, _ = kept
         edits_by_id: dict[str, list[Edit]] = {}
+        summarized: dict[str, None] = {}   # ordered: the covered messages, in the order of their edits
         for e in view.edits:
-            edits_by_id.setdefault(e.message_id, []).append(e)
+            got = edits_by_id.get(e.message_id)
+            if got is None:
+                edits_by_id[e.message_id] = [e]
+            else:
+                got.append(e)
+            if e.kind == "summarized":
+                summarized[e.message_id] = None
         sent_by_id = {m.id: m for m in view.messages}
         summary = None
         # the summary message, or the first user message it was joined into
@@ -248,8 +255,7 @@ class Replay:
             if m.meta and m.meta.get("compaction") is not None:
                 carrier = m
         if carrier is not None:
-            covered = tuple(mid for mid, es in edits_by_id.items() if any(e.kind == "summarized" for e in es))
-            summary = Summary(carrier, self.compactions().get(carrier.meta["compaction"]), covered)
+            summary = Summary(carrier, self.compactions().get(carrier.meta["compaction"]), tuple(summarized))
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
         kept[3] = TurnDetail(view, edits_by_id, sent_by_id, summary, self.history_size(view.turn), heuristic, exact,
