@@ -31,7 +31,8 @@ STRONG_ERROR = re.compile(
 # is a pytest `E   ` line: only such lines are tried, found by substring search
 _HINTS = tuple(dict.fromkeys(v for h in ("err", "exception", "fatal", "traceback", "failed", "panic")
                              for v in (h, h.upper(), h.capitalize()))) + ("错误", "失败", "异常")
-_E_LINE = re.compile(r"^[eE][^\S\n]{2,}\w", re.MULTILINE)
+# a pytest `E   ` line, found by the newline before it (a literal the regex engine skips to)
+_E_LINE = re.compile(r"\n[eE][^\S\n]{2,}\w")
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
 EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
@@ -46,8 +47,13 @@ def exit_status(result: Message) -> int | None:
         code = where.get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool):
             return code
+    return _reported_exit(result.content)
+
+
+@lru_cache(maxsize=1 << 16)   # asked of each result by masking, microcompact and the summary
+def _reported_exit(content: str) -> int | None:
     found = None
-    for m in _EXIT.finditer(result.content[-EXIT_TAIL_CHARS:]):
+    for m in _EXIT.finditer(content[-EXIT_TAIL_CHARS:]):
         found = int(next(g for g in m.groups() if g is not None))
     return found
 
@@ -73,7 +79,14 @@ def error_lines(text: str, limit: int = 20) -> list[str]:
 
 def salient_errors(text: str, limit: int = 3) -> list[str]:
     """The first lines that state an error, else the first line that merely mentions one."""
-    starts = {m.start() for m in _E_LINE.finditer(text)}
+    return list(_salient(text, limit))
+
+
+@lru_cache(maxsize=1 << 16)   # masking, microcompact and the summary read the same results: each once
+def _salient(text: str, limit: int) -> tuple[str, ...]:
+    starts = {m.start() + 1 for m in _E_LINE.finditer(text)}
+    if text[:1] in ("e", "E") and _E_LINE.match("\n" + text.partition("\n")[0]):
+        starts.add(0)
     for hint in _HINTS:
         pos = text.find(hint)
         while pos >= 0:
@@ -88,13 +101,13 @@ def salient_errors(text: str, limit: int = 3) -> list[str]:
             strong.append(line)
             if len(strong) >= limit:
                 break
-    return strong or error_lines(text, limit=limit)[:1]
+    # the first line that mentions an error is the same whatever the limit
+    return tuple(strong or error_lines(text, limit=1))
 
 
-@lru_cache(maxsize=1 << 16)   # every result of a long session: fewer thrash, masking walks them in order
 def first_error(text: str) -> str | None:
     """The first error line of an output, whitespace collapsed and cut to a readable length."""
-    found = [line for line in salient_errors(text, 1) if line.strip()]
+    found = [line for line in _salient(text, 3)[:1] if line.strip()]
     if not found:
         return None
     line = " ".join(found[0].split())
