@@ -36,18 +36,24 @@ def open_app(path, turn=None):
                     settings=UISettings(), overlay=overlay)
 
 
+async def pin_a_masked_message(pilot, turn):
+    """At `turn`, select the first message the request masks and press P: (screen, list, its id)."""
+    await ready(pilot, turn)
+    screen = pilot.app.screen
+    lst = screen.query_one(MessageList)
+    masked = next(e.message_id for e in screen.detail.view.edits if e.kind == "masked")
+    lst.select_id(masked)
+    lst.focus()
+    await pilot.press("P")
+    return screen, lst, masked
+
+
 async def test_a_pin_goes_to_the_overlay_shows_at_once_and_is_there_when_reopened(tmp_path):
     path = recording(tmp_path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     app = open_app(path, turn=40)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 40)
-        screen = app.screen
-        lst = screen.query_one(MessageList)
-        masked = next(e.message_id for e in screen.detail.view.edits if e.kind == "masked")
-        lst.select_id(masked)
-        lst.focus()
-        await pilot.press("P")
+        screen, lst, masked = await pin_a_masked_message(pilot, 40)
         await until(pilot, lambda: masked in lst.pins and screen.detail is not None
                     and not any(e.message_id == masked and e.kind == "masked" for e in screen.detail.view.edits))
         await ready(pilot, 40)
@@ -139,13 +145,7 @@ async def test_undo_of_a_pin_unpins(tmp_path):
     path = recording(tmp_path)
     app = open_app(path, turn=40)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 40)
-        screen = app.screen
-        lst = screen.query_one(MessageList)
-        masked = next(e.message_id for e in screen.detail.view.edits if e.kind == "masked")
-        lst.select_id(masked)
-        lst.focus()
-        await pilot.press("P")
+        screen, lst, masked = await pin_a_masked_message(pilot, 40)
         await until(pilot, lambda: masked in lst.pins)
         await pilot.press("u")
         await until(pilot, lambda: masked not in lst.pins and screen.detail is not None
