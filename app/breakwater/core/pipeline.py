@@ -1,11 +1,11 @@
 """The compaction pipeline (SPEC §4) as a fold over the session log.
 
 `Pipeline` is fed the log's entries in order; before each request `plan()`
-decides what to send and `materialize()` builds the messages and edits. The
-result depends only on (log, policy): deep compactions it decides are returned
-as events that the caller appends to the log (the agent) or keeps aside
-(simulation), and recorded events are re-applied on replay, so a replay gives
-back exactly the same views.
+decides what to send and `materialize()` (core/materialize.py) builds the
+messages and edits. The result depends only on (log, policy): deep compactions
+it decides are returned as events that the caller appends to the log (the
+agent) or keeps aside (simulation), and recorded events are re-applied on
+replay, so a replay gives back exactly the same views.
 
 Stages for every request:
   1 sanitize (incremental)      2 apply persisted summaries
@@ -24,15 +24,16 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from breakwater.core import mask as mask_stage
+from breakwater.core import materialize as build
 from breakwater.core import microcompact as micro_stage
 from breakwater.core import snip as snip_stage
-from breakwater.core.edits import Edit, View
+from breakwater.core.edits import View
 from breakwater.core.ledger import NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
 from breakwater.core.session_log import Entry, Event
-from breakwater.core.shape import join_users, squeeze
+from breakwater.core.shape import join_users
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
@@ -730,7 +731,7 @@ class Pipeline:
         return plan
 
     def _finish(self, plan: Plan) -> Plan:
-        plan.counts = self._counts(plan)
+        plan.counts = build.counts(self, plan)
         if plan.squeeze:
             view = plan.built = self.materialize(plan)
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
@@ -942,93 +943,10 @@ class Pipeline:
         self._soft_boundary = {key: lo}
         return at(lv, cut, below, lo)
 
-    def _counts(self, plan: Plan) -> dict[str, int]:
-        counts = dict(self.san.counts)
-        kept_fu = plan.keep_first_user
-        if self.active:
-            covered = plan.cut - self._base_start()
-            if kept_fu is not None and kept_fu < plan.cut:
-                covered -= 1
-            covered -= len(self._pinned_kept(plan.cut, kept_fu if kept_fu is not None and kept_fu < plan.cut
-                                             else None))
-            counts["summarized"] = counts.get("summarized", 0) + max(0, covered)
-        if plan.joined:
-            counts["merged"] = counts.get("merged", 0) + len(plan.joined)
-        dropped = plan.drop_to - plan.cut - (1 if kept_fu is not None and plan.cut <= kept_fu < plan.drop_to else 0)
-        if dropped > 0:
-            counts["dropped"] = counts.get("dropped", 0) + dropped
-        for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
-            if lv and b > a:
-                self.ledger.count_kinds(lv, a, b, counts)
-        near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
-        if near_level and plan.n > plan.near_start:
-            self.ledger.count_kinds(self._near_level(near_level), plan.near_start, plan.n, counts)
-        src = self.ledger.truncated_count(plan.start, plan.n)
-        if src:
-            counts["truncated-at-source"] = src
-        return {k: v for k, v in counts.items() if v}
-
-    def level_of(self, plan: Plan, i: int) -> tuple[int, bool]:
-        """The stage level message i of the sent region gets, and whether it counts as working memory."""
-        if i >= plan.near_start:
-            return (plan.level if plan.boundary >= plan.near_start else plan.lower), True
-        return (plan.level if i < plan.boundary else plan.lower), False
-
-    # -- building the request -------------------------------------------------------------------------
+    # -- building the request (core/materialize.py) ---------------------------------------------------
     def materialize(self, plan: Plan) -> View:
         """The messages to send and every edit behind them."""
-        p = self.policy
-        out = self.san.out
-        msgs: list[Message] = list(plan.head)
-        edits: list[Edit] = list(self.san.edits)
-        base_start = self._base_start()
-        kept_fu = plan.keep_first_user
-        if self.active:
-            fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
-            pinned = set(self._pinned_kept(plan.cut, fu_before))
-            why = f"hard limit {p.hard_limit}"
-            tok0 = self.ledger.tok0
-            for i in range(base_start, plan.cut):
-                if i == fu_before or i in pinned:
-                    continue
-                m = out[i].message
-                edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),), tok0[i], 0, why))
-        for mid in plan.joined:
-            edits.append(Edit(mid, "shape_history", "merged", (), 0, 0,
-                              "user messages in a row joined so that turns alternate"))
-        why = f"keep last turns to fit {p.hard_limit}"
-        for i in range(plan.cut, plan.drop_to):
-            if i != kept_fu:
-                m = out[i].message
-                edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), self.ledger.tok0[i], 0, why))
-        for i in range(plan.start, plan.n):
-            m = out[i].message
-            level, near = self.level_of(plan, i)
-            res = self._transform(i, level, near) if level else None
-            src = (m.meta or {}).get("source") if m.role == "tool" and m.meta else None
-            if isinstance(src, dict) and src.get("dropped_lines"):
-                edits.append(Edit(m.id, "source", "truncated-at-source", (),
-                                  int(src.get("total_bytes", 0)) // 4, heuristic_message(m),
-                                  f"tool output over {src.get('max_lines', p.tool_max_lines)} lines"))
-            if res:
-                new, spans, kind = res
-                stage = {"snipped": "snip" if not near or level < 2 else "working_memory",
-                         "masked": "mask", "folded": "mask" if level < 3 else "microcompact",
-                         "microcompacted": "microcompact"}[kind]
-                edits.append(Edit(m.id, stage, kind, spans, heuristic_message(m), heuristic_message(new),
-                                  self._threshold(kind, near)))
-                msgs.append(new)
-            else:
-                msgs.append(m)
-        if plan.squeeze:
-            msgs, more = squeeze(msgs, p, lambda ms: self.count(ms)[0])
-            edits.extend(more)
-        sent, counted = self.count(msgs)
-        return View(turn=plan.turn, messages=tuple(msgs), edits=tuple(edits), raw_tokens=plan.raw_tokens,
-                    base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
-                    window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
-                    api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),
-                    stable_prefix_tokens=plan.stable_prefix_tokens)
+        return build.materialize(self, plan)
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
         """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""
@@ -1036,18 +954,6 @@ class Pipeline:
         if self._in_band(h):
             return self.counter.exact_messages(msgs), "exact"
         return h, "estimate"
-
-    def _threshold(self, kind: str, near: bool) -> str:
-        p = self.policy
-        if kind == "snipped" and near and p.mask:
-            return f"working memory: tool output > {p.working_memory_max_chars} chars"
-        return {"snipped": f"soft limit {p.soft_limit}; tool output > {p.snip_threshold_chars} chars",
-                "masked": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages, "
-                          f"tool output > {p.mask_min_chars} chars",
-                "folded": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages, "
-                          f"assistant text > {p.fold_min_chars} chars",
-                "microcompacted": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages",
-                }[kind]
 
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)

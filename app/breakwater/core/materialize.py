@@ -1,0 +1,122 @@
+"""Building the request a `Plan` decided: its messages, every edit behind them, and their counts.
+
+Functions of the pipeline's state, never changing it: the plan says which stage level each part
+of the history gets; here that becomes the messages sent and the `Edit`s that explain them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from breakwater.core.edits import Edit, View
+from breakwater.core.message import Message
+from breakwater.core.policy import Policy
+from breakwater.core.shape import squeeze
+from breakwater.core.tokens import heuristic_message
+
+if TYPE_CHECKING:
+    from breakwater.core.pipeline import Pipeline, Plan
+
+
+def counts(pipe: Pipeline, plan: Plan) -> dict[str, int]:
+    """The edits `materialize` would make, by kind, without building them."""
+    counts = dict(pipe.san.counts)
+    kept_fu = plan.keep_first_user
+    if pipe.active:
+        covered = plan.cut - pipe._base_start()
+        if kept_fu is not None and kept_fu < plan.cut:
+            covered -= 1
+        covered -= len(pipe._pinned_kept(plan.cut, kept_fu if kept_fu is not None and kept_fu < plan.cut
+                                         else None))
+        counts["summarized"] = counts.get("summarized", 0) + max(0, covered)
+    if plan.joined:
+        counts["merged"] = counts.get("merged", 0) + len(plan.joined)
+    dropped = plan.drop_to - plan.cut - (1 if kept_fu is not None and plan.cut <= kept_fu < plan.drop_to else 0)
+    if dropped > 0:
+        counts["dropped"] = counts.get("dropped", 0) + dropped
+    for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
+        if lv and b > a:
+            pipe.ledger.count_kinds(lv, a, b, counts)
+    near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
+    if near_level and plan.n > plan.near_start:
+        pipe.ledger.count_kinds(pipe._near_level(near_level), plan.near_start, plan.n, counts)
+    src = pipe.ledger.truncated_count(plan.start, plan.n)
+    if src:
+        counts["truncated-at-source"] = src
+    return {k: v for k, v in counts.items() if v}
+
+
+def level_of(plan: Plan, i: int) -> tuple[int, bool]:
+    """The stage level message i of the sent region gets, and whether it counts as working memory."""
+    if i >= plan.near_start:
+        return (plan.level if plan.boundary >= plan.near_start else plan.lower), True
+    return (plan.level if i < plan.boundary else plan.lower), False
+
+
+def materialize(pipe: Pipeline, plan: Plan) -> View:
+    """The messages to send and every edit behind them."""
+    p = pipe.policy
+    out = pipe.san.out
+    msgs: list[Message] = list(plan.head)
+    edits: list[Edit] = list(pipe.san.edits)
+    base_start = pipe._base_start()
+    kept_fu = plan.keep_first_user
+    if pipe.active:
+        fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
+        pinned = set(pipe._pinned_kept(plan.cut, fu_before))
+        why = f"hard limit {p.hard_limit}"
+        tok0 = pipe.ledger.tok0
+        for i in range(base_start, plan.cut):
+            if i == fu_before or i in pinned:
+                continue
+            m = out[i].message
+            edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),), tok0[i], 0, why))
+    for mid in plan.joined:
+        edits.append(Edit(mid, "shape_history", "merged", (), 0, 0,
+                          "user messages in a row joined so that turns alternate"))
+    why = f"keep last turns to fit {p.hard_limit}"
+    for i in range(plan.cut, plan.drop_to):
+        if i != kept_fu:
+            m = out[i].message
+            edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), pipe.ledger.tok0[i], 0, why))
+    for i in range(plan.start, plan.n):
+        m = out[i].message
+        level, near = level_of(plan, i)
+        res = pipe._transform(i, level, near) if level else None
+        src = (m.meta or {}).get("source") if m.role == "tool" and m.meta else None
+        if isinstance(src, dict) and src.get("dropped_lines"):
+            edits.append(Edit(m.id, "source", "truncated-at-source", (),
+                              int(src.get("total_bytes", 0)) // 4, heuristic_message(m),
+                              f"tool output over {src.get('max_lines', p.tool_max_lines)} lines"))
+        if res:
+            new, spans, kind = res
+            stage = {"snipped": "snip" if not near or level < 2 else "working_memory",
+                     "masked": "mask", "folded": "mask" if level < 3 else "microcompact",
+                     "microcompacted": "microcompact"}[kind]
+            edits.append(Edit(m.id, stage, kind, spans, heuristic_message(m), heuristic_message(new),
+                              threshold(p, kind, near)))
+            msgs.append(new)
+        else:
+            msgs.append(m)
+    if plan.squeeze:
+        msgs, more = squeeze(msgs, p, lambda ms: pipe.count(ms)[0])
+        edits.extend(more)
+    sent, counted = pipe.count(msgs)
+    return View(turn=plan.turn, messages=tuple(msgs), edits=tuple(edits), raw_tokens=plan.raw_tokens,
+                base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
+                window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
+                api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),
+                stable_prefix_tokens=plan.stable_prefix_tokens)
+
+
+def threshold(p: Policy, kind: str, near: bool) -> str:
+    """The rule that fired for an edit of `kind`, as the inspector shows it."""
+    if kind == "snipped" and near and p.mask:
+        return f"working memory: tool output > {p.working_memory_max_chars} chars"
+    return {"snipped": f"soft limit {p.soft_limit}; tool output > {p.snip_threshold_chars} chars",
+            "masked": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages, "
+                      f"tool output > {p.mask_min_chars} chars",
+            "folded": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages, "
+                      f"assistant text > {p.fold_min_chars} chars",
+            "microcompacted": f"soft limit {p.soft_limit}; outside last {p.working_memory_messages} messages",
+            }[kind]
