@@ -1,5 +1,5 @@
 """The error facts of a result are the lines the rules pick, however the scan finds them: the
-cached, literal-search scan in core/outcome.py against the rules applied line by line."""
+cached one-pass scan in core/outcome.py against the rules applied line by line."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import json
 
 from breakwater.core.mask import fold
 from breakwater.core.message import Message, ToolCall
-from breakwater.core.outcome import outcome_facts
+from breakwater.core.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
 
 STAGE = "microcompact"
@@ -28,10 +28,7 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
     name = call.name if call else (result.name or "tool")
     args = ""
     if call:
-        try:
-            parsed = json.loads(call.arguments) if call.arguments else {}
-        except (ValueError, RecursionError):
-            parsed = call.arguments
+        parsed = parsed_arguments(call.arguments)
         if isinstance(parsed, dict):
             args = ", ".join(f"{k}={_short(v)}" for k, v in parsed.items())
         else:

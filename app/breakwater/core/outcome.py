@@ -28,11 +28,13 @@ STRONG_ERROR = re.compile(
     r"(?i)^(?!>[^\S\n])(?:.*?(?:err!|\berror\b[^\S\n]*[:\]]|\w(?:error|exception)\b|traceback \(most|\bpanic:|错误|失败|异常)"
     r"|e[^\S\n]{2,}(?:assert|failed)\b|[^\S\n]*fatal\b|failed\b)")
 # a line STRONG_ERROR matches holds one of these words (as written, in capitals or capitalised) or
-# is a pytest `E   ` line: only such lines are tried, found by substring search
+# is a pytest `E   ` line (found by the newline before it): only such lines are tried
 _HINTS = tuple(dict.fromkeys(v for h in ("err", "exception", "fatal", "traceback", "failed", "panic")
                              for v in (h, h.upper(), h.capitalize()))) + ("错误", "失败", "异常")
-# a pytest `E   ` line, found by the newline before it (a literal the regex engine skips to)
 _E_LINE = re.compile(r"\n[eE][^\S\n]{2,}\w")
+# either kind of line, in one pass over the text: the lines come in order, so the scan stops at
+# the last error line asked for instead of searching the whole output once per word
+_CANDIDATE = re.compile("|".join([_E_LINE.pattern, *map(re.escape, _HINTS)]))
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
 EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
@@ -84,25 +86,29 @@ def salient_errors(text: str, limit: int = 3) -> list[str]:
 
 @lru_cache(maxsize=1 << 16)   # masking, microcompact and the summary read the same results: each once
 def _salient(text: str, limit: int) -> tuple[str, ...]:
-    starts = {m.start() + 1 for m in _E_LINE.finditer(text)}
+    strong: list[str] = []
+    n, pos = len(text), 0
     if text[:1] in ("e", "E") and _E_LINE.match("\n" + text.partition("\n")[0]):
-        starts.add(0)
-    for hint in _HINTS:
-        pos = text.find(hint)
-        while pos >= 0:
-            starts.add(text.rfind("\n", 0, pos) + 1)
-            end = text.find("\n", pos)
-            pos = text.find(hint, end) if end >= 0 else -1
-    strong = []
-    for start in sorted(starts):
-        end = text.find("\n", start)
-        line = text[start: end if end >= 0 else len(text)]
-        if STRONG_ERROR.search(line):
-            strong.append(line)
-            if len(strong) >= limit:
-                break
+        pos = _line_end(text, 0)
+        if STRONG_ERROR.search(text[:pos]):
+            strong.append(text[:pos])
+    search = _CANDIDATE.search
+    while len(strong) < limit and pos < n:
+        found = search(text, pos)   # pos is at a newline: an `E   ` line right after it is found too
+        if found is None:
+            break
+        hit = found.start()
+        start = hit + 1 if text[hit] == "\n" else text.rfind("\n", 0, hit) + 1
+        pos = _line_end(text, start)
+        if STRONG_ERROR.search(text[start:pos]):
+            strong.append(text[start:pos])
     # the first line that mentions an error is the same whatever the limit
     return tuple(strong or error_lines(text, limit=1))
+
+
+def _line_end(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return end if end >= 0 else len(text)
 
 
 def first_error(text: str) -> str | None:
@@ -127,11 +133,27 @@ def outcome_facts(result: Message) -> list[str]:
     return facts
 
 
-def call_args(call: ToolCall) -> dict:
+def parsed_arguments(arguments: str):
+    """A call's arguments read as JSON (`{}` when empty), or the text itself when it is not JSON.
+    Shared by every caller (microcompact, the summary and fidelity each read a call several
+    times): read it, never change it."""
+    return _parse(arguments) if len(arguments) > CACHED_ARGUMENTS_CHARS else _parse_cached(arguments)
+
+
+def _parse(arguments: str):
     try:
-        args = json.loads(call.arguments) if call.arguments else {}
+        return json.loads(arguments) if arguments else {}
     except (ValueError, RecursionError):
-        return {}
+        return arguments
+
+
+CACHED_ARGUMENTS_CHARS = 4_000   # longer ones (a whole file being written) are parsed again, not kept
+_parse_cached = lru_cache(maxsize=1 << 12)(_parse)
+
+
+def call_args(call: ToolCall) -> dict:
+    """The arguments as a dict ({} when they are not a JSON object); shared: never change it."""
+    args = parsed_arguments(call.arguments)
     return args if isinstance(args, dict) else {}
 
 
