@@ -10,6 +10,8 @@ Tool calls (name and arguments) are never altered.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from breakwater.core.message import Message, utf8_len
 from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
@@ -23,7 +25,16 @@ def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
     """seed 001's one line; how the call went (`exit 1; first error: …`) stays, as the agent needs it
     to know whether that step worked."""
     tail = "".join(f"; {f}" for f in facts or ())
-    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes{tail}]"
+    size = _bytes_of(original) if len(original) > CACHED_SIZE_CHARS else utf8_len(original)
+    return f"[early tool output cleared to save context. original length: {size} bytes{tail}]"
+
+
+CACHED_SIZE_CHARS = 2_000   # below this, encoding the text again is cheaper than looking it up
+
+
+@lru_cache(maxsize=1 << 14)   # every simulation of a session masks the same results (a policy changed, a replay)
+def _bytes_of(text: str) -> int:
+    return utf8_len(text)
 
 
 def fold_placeholder(original: str) -> str:

@@ -8,8 +8,9 @@ error line).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
-from breakwater.core.mask import fold
+from breakwater.core.mask import CACHED_SIZE_CHARS, fold
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
@@ -34,7 +35,8 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
         else:
             args = _short(parsed)
     source = (result.meta or {}).get("source") if result.meta else None
-    lines = result.content.count("\n") + 1 if result.content else 0
+    text = result.content
+    lines = _line_count(text) if len(text) > CACHED_SIZE_CHARS else (text.count("\n") + 1 if text else 0)
     facts = []
     if isinstance(source, dict) and source.get("total_lines"):
         lines = int(source["total_lines"])
@@ -43,6 +45,11 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
     if isinstance(source, dict) and source.get("spill"):
         facts.append(f"full output in {source['spill']}")
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"
+
+
+@lru_cache(maxsize=1 << 14)   # every simulation of a session clears the same results (a policy changed, a replay)
+def _line_count(text: str) -> int:
+    return text.count("\n") + 1
 
 
 def microcompact(msg: Message, call: ToolCall | None, policy: Policy):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterator, Protocol, Sequence
 
 from breakwater.core.message import Message, ToolCall
@@ -169,6 +170,12 @@ def sentences(text: str) -> Iterator[str]:
             yield found
 
 
+@lru_cache(maxsize=1 << 14)   # a compaction redone further, every simulation of a session: the same replies
+def decision_lines(text: str) -> tuple[str, ...]:
+    """The sentences of an assistant reply that state a decision, each cut to a readable length."""
+    return tuple(_clip(s, 220) for s in sentences(text) if _DECISION.search(s))
+
+
 def user_instructions(text: str) -> list[str]:
     """The sentences of a user message that correct, constrain or state a preference (not questions)."""
     return [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
@@ -239,9 +246,7 @@ class ExtractiveSummarizer:
             if m.role == "assistant":
                 if m.content.strip():
                     last_text = m.content
-                    for s in sentences(pretruncate(m.content, policy)):
-                        if _DECISION.search(s):
-                            decisions.append(_clip(s, 220))
+                    decisions += decision_lines(pretruncate(m.content, policy))
                 for path, verb in _call_paths(m):
                     if files.get(path) != "changed":
                         files[path] = verb
