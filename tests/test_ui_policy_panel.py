@@ -8,14 +8,13 @@ from breakwater.ui.widgets.policy_panel import PolicyPanel
 
 
 class PanelHost(App):
-    def __init__(self, policy, settle_s=0.05):
+    def __init__(self, policy):
         super().__init__()
         self.start = policy
-        self.settle_s = settle_s
         self.announced = []
 
     def compose(self) -> ComposeResult:
-        yield PolicyPanel(self.start, id="panel", settle_s=self.settle_s)
+        yield PolicyPanel(self.start, id="panel")
 
     def on_mount(self) -> None:
         self.query_one("#policy-table").focus()
@@ -28,36 +27,33 @@ def status(app) -> str:
     return str(app.query_one("#policy-status").render())
 
 
-# quick edits within this much of each other are one re-simulation: wide enough that a loaded test
-# machine still presses keys inside it
-SLOW_SETTLE = 2.0
-
-
 async def settle(pilot, seconds=0.2):
     await pilot.pause(seconds)
     await pilot.pause()
 
 
-async def test_keys_step_a_value_and_one_announcement_follows():
-    app = PanelHost(PRESETS["breakwater"].with_changes(window=32_000), settle_s=SLOW_SETTLE)
+async def test_keys_step_a_value_and_each_step_is_announced_at_once():
+    app = PanelHost(PRESETS["breakwater"].with_changes(window=32_000))
     async with app.run_test(size=(120, 50)) as pilot:
         panel = app.query_one(PolicyPanel)
         panel.select("window")
         await pilot.press("right", "right", "right", "left")
-        await settle(pilot, SLOW_SETTLE + 0.3)
+        await settle(pilot)
         assert panel.policy.window == 32_000 + 2 * 1_000
-        assert [p.window for p in app.announced] == [34_000]  # four presses, one re-simulation
+        # no settle delay: the owner cancels the run of a value superseded by the next one
+        assert [p.window for p in app.announced] == [33_000, 34_000, 35_000, 34_000]
 
 
-async def test_typing_a_value_coalesces_and_the_last_wins():
-    app = PanelHost(PRESETS["seed-001"], settle_s=SLOW_SETTLE)
+async def test_typing_a_value_announces_what_is_valid_on_the_way_and_the_last_wins():
+    app = PanelHost(PRESETS["seed-001"])
     async with app.run_test(size=(120, 50)) as pilot:
         panel = app.query_one(PolicyPanel)
         panel.select("window")
         await pilot.press("3", "2", "0", "0", "0", "enter")
-        await settle(pilot, SLOW_SETTLE + 0.3)
+        await settle(pilot)
         assert panel.policy.window == 32_000
-        assert [p.window for p in app.announced] == [32_000]
+        windows = [p.window for p in app.announced]
+        assert windows[-1] == 32_000 and all("32000".startswith(str(w)) for w in windows)
         assert app.query_one("#policy-table").has_focus
 
 

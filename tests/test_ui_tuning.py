@@ -4,14 +4,17 @@ what the screen shows is what `simulate --json` prints under the same policy."""
 import json
 import subprocess
 import sys
+import threading
 
 from breakwater.core.commands import read_session, sample_path
 from breakwater.core.policy import PRESETS, load_toml
 from breakwater.core.policy_file import save
+from breakwater.core.replay import Replay
 from breakwater.fidelity.loops import of_simulation
 from breakwater.ui.app import make_app
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.compare import CompareScreen
+from breakwater.ui.screens.replay import Superseded
 from breakwater.ui.widgets.policy_panel import PolicyPanel
 from ui_support import app_for, ready, screen_text, until
 
@@ -75,6 +78,46 @@ async def test_stepping_the_window_resimulates_and_the_screen_equals_simulate_js
         await pilot.pause()
         assert load_toml(path) == app.screen.replay.policy
         assert_screen_matches(app, simulate_json("--policy", str(path)))
+
+
+async def test_changes_in_a_burst_the_last_value_wins_and_earlier_runs_are_cancelled(tmp_path, monkeypatch):
+    # every run is held at its first progress report until the burst is over, so each change
+    # overlaps the run of the one before it however fast or loaded the machine is
+    runs: list[list] = []   # [window, "running" / "cancelled" / "done"], in the order they started
+    gate = threading.Event()
+    real_run = Replay.run
+
+    def run(self, progress=None, focus=None):
+        got = [self.policy.window, "running"]
+        runs.append(got)
+
+        def held(turn, total):
+            assert gate.wait(60), "the test never let the run go on"
+            progress(turn, total)
+        try:
+            sim = real_run(self, held if runs[1:] else progress, focus)
+        except Superseded:
+            got[1] = "cancelled"
+            raise
+        got[1] = "done"
+        return sim
+
+    monkeypatch.setattr(Replay, "run", run)
+    app = app_for("long-refactor.jsonl", counter="heuristic")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        start = app.screen.replay.policy
+        panel = await open_panel(pilot)
+        panel.select("window")
+        for n in range(1, 4):
+            await pilot.press("left")
+            await until(pilot, lambda: len(runs) == 1 + n)   # its run has started (and is held)
+        gate.set()
+        want = start.window - 3 * 1_000
+        await settled(pilot, lambda p: p.window == want)
+        assert runs == [[start.window, "done"], [want + 2_000, "cancelled"], [want + 1_000, "cancelled"],
+                        [want, "done"]]
+        assert_screen_matches(app, simulate_json("--policy", str(save(app.screen.replay.policy, tmp_path / "p.toml"))))
 
 
 async def test_a_bad_value_is_refused_and_nothing_is_resimulated():

@@ -341,6 +341,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     # -- tuning ------------------------------------------------------------------------------------
     @on(PolicyPanel.Changed)
     def _retune(self, message: PolicyPanel.Changed) -> None:
+        if message.policy != self.query_one(PolicyPanel).policy or message.policy == self.replay.policy:
+            return   # keys came in a burst: the panel has moved on, its newest value follows
         if self._fidelity_timer is not None:
             self._fidelity_timer.stop()
         self.workers.cancel_group(self, "fidelity")   # a measurement of the old policy: stop it, not compete

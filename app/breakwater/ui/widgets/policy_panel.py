@@ -2,8 +2,9 @@
 before it is applied, compared with the chosen preset, saved to and loaded from TOML.
 
 The panel only edits a Policy value (immutable: a refused change leaves nothing half-applied)
-and announces it with `PolicyPanel.Changed`, coalescing quick edits into one announcement;
-whoever owns the session re-simulates.
+and announces every accepted one at once with `PolicyPanel.Changed`; whoever owns the session
+re-simulates, cancelling the run of an earlier value (typing fast: the last value wins). A fixed
+settle delay before announcing would be paid by every change, the single one most of all.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
 from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset
 from breakwater.core.policy_fields import FieldSpec, field_specs
 from breakwater.core.policy_file import save
 
-SETTLE_S = 0.25       # edits closer together than this become one re-simulation
 PRESET_KEYS = {"breakwater": "f5", "seed-000": "f6", "seed-001": "f7", "seed-003": "f8"}
 TYPING_KEYS = set("0123456789.")
 
@@ -107,21 +106,19 @@ class PolicyPanel(Vertical):
     """
 
     class Changed(Message):
-        """The policy the panel settled on (after quick edits stopped)."""
+        """A new policy, accepted; the one before it is superseded."""
 
         def __init__(self, policy: Policy):
             super().__init__()
             self.policy = policy
 
-    def __init__(self, policy: Policy, id: str | None = None, settle_s: float = SETTLE_S):
+    def __init__(self, policy: Policy, id: str | None = None):
         super().__init__(id=id)
         self.policy = policy
-        self.settle_s = settle_s
         self.specs = field_specs()
         self.refused: tuple[str, str] | None = None   # (field, why) of the last refused change
         self.path: Path | None = None
         self._typing: tuple[str, object] | None = None  # (field or "save"/"load", value before typing)
-        self._settle: Timer | None = None
         self._announced = policy
 
     def compose(self) -> ComposeResult:
@@ -228,7 +225,7 @@ class PolicyPanel(Vertical):
         self.refused = None
         self._status(f"{name} = {show_value(value)}")
         self._redraw({name, old[0]} if old else {name})
-        self._settle_soon()
+        self._announce()
         return True
 
     def step(self, times: int) -> None:
@@ -245,7 +242,7 @@ class PolicyPanel(Vertical):
         self.policy, self.refused = policy, None
         self._fill()
         self._status(why)
-        self._settle_soon()
+        self._announce()
 
     def choose_preset(self, name: str) -> None:
         try:
@@ -257,13 +254,7 @@ class PolicyPanel(Vertical):
         self.set_policy(policy, f"preset {name} (window kept at {policy.window:,})")
         self.table.move_cursor(row=row)
 
-    def _settle_soon(self) -> None:
-        if self._settle is not None:
-            self._settle.stop()
-        self._settle = self.set_timer(self.settle_s, self._announce)
-
     def _announce(self) -> None:
-        self._settle = None
         if self.policy != self._announced:
             self._announced = self.policy
             self.post_message(self.Changed(self.policy))
