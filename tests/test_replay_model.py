@@ -116,3 +116,31 @@ def test_the_turn_on_screen_is_built_in_the_pass_and_steps_back_from_it_are_read
         assert r.view(turn) == view_at(log, policy, turn), turn
     d = r.detail(58)
     assert r.detail(58) is d   # a step back and forth draws what was worked out once
+
+
+@pytest.mark.parametrize(("name", "policy_name"), [
+    *(("long-refactor.jsonl", p) for p in ("breakwater", "seed-000", "seed-001", "seed-003")),
+    ("sanitizer-mess.jsonl", "breakwater"), ("mixed-zh-en.jsonl", "seed-003")])
+def test_detail_finds_each_messages_edits_as_the_request_lists_them(name, policy_name):
+    """The summarized and dropped messages are looked up in ranges, never grouped one by one:
+    what the list and the inspector read must still be each message's edits in the request's order."""
+    log = read_session(sample_path(name))
+    r = Replay(log, preset(policy_name).with_changes(window=log.header["window"]))
+    r.run()
+    seen_range = False
+    for turn in range(1, r.turns + 2):
+        d = r.detail(turn)
+        grouped: dict[str, list] = {}
+        for e in d.view.edits:
+            grouped.setdefault(e.message_id, []).append(e)
+        assert list(d.edits_by_id) == list(grouped) and len(d.edits_by_id) == len(grouped)
+        for m in log.messages:
+            assert d.edits_by_id.get(m.id) == grouped.get(m.id), (turn, m.id)
+            assert (m.id in d.edits_by_id) == (m.id in grouped)
+        summarized = tuple(dict.fromkeys(e.message_id for e in d.view.edits if e.kind == "summarized"))
+        if d.summary is not None:
+            assert d.summary.covered == summarized
+            assert [m.id for m in log.messages if d.summary.covers(m.id)] == \
+                [m.id for m in log.messages if m.id in summarized]
+        seen_range = seen_range or any(e.kind in ("summarized", "dropped") for e in d.view.edits)
+    assert seen_range   # long-refactor summarizes (seed-001: drops), the other two summarize or drop

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from breakwater.core.edits import Edit, View
+from breakwater.core.edits import Covered, Edit, Edits, View
 from breakwater.core.message import Message
 from breakwater.core.policy import Policy
 from breakwater.core.shape import squeeze
@@ -57,28 +57,23 @@ def materialize(pipe: Pipeline, plan: Plan) -> View:
     """The messages to send and every edit behind them."""
     p = pipe.policy
     out = pipe.san.out
+    tok0 = pipe.ledger.tok0
     msgs: list[Message] = list(plan.head)
-    edits: list[Edit] = list(pipe.san.edits)
+    parts: list = [tuple(pipe.san.edits)]
     base_start = pipe._base_start()
     kept_fu = plan.keep_first_user
     if pipe.active:
         fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
-        pinned = set(pipe._pinned_kept(plan.cut, fu_before))
-        why = f"hard limit {p.hard_limit}"
-        tok0 = pipe.ledger.tok0
-        for i in range(base_start, plan.cut):
-            if i == fu_before or i in pinned:
-                continue
-            m = out[i].message
-            edits.append(Edit(m.id, "deep_compact", "summarized", ((0, len(m.content)),), tok0[i], 0, why))
-    for mid in plan.joined:
-        edits.append(Edit(mid, "shape_history", "merged", (), 0, 0,
-                          "user messages in a row joined so that turns alternate"))
-    why = f"keep last turns to fit {p.hard_limit}"
-    for i in range(plan.cut, plan.drop_to):
-        if i != kept_fu:
-            m = out[i].message
-            edits.append(Edit(m.id, "shape_history", "dropped", ((0, len(m.content)),), pipe.ledger.tok0[i], 0, why))
+        kept = {i - base_start for i in (fu_before, *pipe._pinned_kept(plan.cut, fu_before))
+                if i is not None and base_start <= i < plan.cut}
+        parts.append(Covered("deep_compact", "summarized", f"hard limit {p.hard_limit}", base_start,
+                             out[base_start:plan.cut], tok0[base_start:plan.cut], frozenset(kept)))
+    parts.append(tuple(Edit(mid, "shape_history", "merged", (), 0, 0,
+                            "user messages in a row joined so that turns alternate") for mid in plan.joined))
+    kept = {kept_fu - plan.cut} if kept_fu is not None and plan.cut <= kept_fu < plan.drop_to else set()
+    parts.append(Covered("shape_history", "dropped", f"keep last turns to fit {p.hard_limit}", plan.cut,
+                         out[plan.cut:plan.drop_to], tok0[plan.cut:plan.drop_to], frozenset(kept)))
+    edits: list[Edit] = []
     for i in range(plan.start, plan.n):
         m = out[i].message
         level, near = level_of(plan, i)
@@ -98,11 +93,12 @@ def materialize(pipe: Pipeline, plan: Plan) -> View:
             msgs.append(new)
         else:
             msgs.append(m)
+    parts.append(tuple(edits))
     if plan.squeeze:
         msgs, more = squeeze(msgs, p, lambda ms: pipe.count(ms)[0])
-        edits.extend(more)
+        parts.append(tuple(more))
     sent, counted = pipe.count(msgs)
-    return View(turn=plan.turn, messages=tuple(msgs), edits=tuple(edits), raw_tokens=plan.raw_tokens,
+    return View(turn=plan.turn, messages=tuple(msgs), edits=Edits(parts), raw_tokens=plan.raw_tokens,
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
                 api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),

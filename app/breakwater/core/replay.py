@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Callable
 
-from breakwater.core.edits import KINDS, Edit, View
+from breakwater.core.edits import KINDS, Covered, Edit, Edits, View
 from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy
@@ -46,6 +48,60 @@ class Summary:
     message: Message
     compaction: Compaction | None
     covered: tuple[str, ...]
+    ranges: tuple[Covered, ...] = ()   # the request's summarized ranges: `covers` without a scan
+
+    def covers(self, message_id: str) -> bool:
+        return any(r.covers(message_id) for r in self.ranges)
+
+
+class EditsById(Mapping[str, list[Edit]]):
+    """A request's edits by message id, each message's in the request's order: the edits the
+    request holds one by one are grouped once, the covered ranges are looked up by position, so
+    a step at 20,000 messages does not group 20,000 summarized edits."""
+
+    __slots__ = ("_edits", "_parts")
+
+    def __init__(self, edits: Edits):
+        self._edits = edits
+        parts: list[Covered | dict[str, list[Edit]]] = []
+        for part in edits.parts:
+            if isinstance(part, Covered):
+                parts.append(part)
+                continue
+            grouped: dict[str, list[Edit]] = {}
+            for e in part:
+                got = grouped.get(e.message_id)
+                if got is None:
+                    grouped[e.message_id] = [e]
+                else:
+                    got.append(e)
+            parts.append(grouped)
+        self._parts = parts
+
+    def get(self, message_id: str, default=None):
+        got: list[Edit] = []
+        for part in self._parts:
+            if isinstance(part, Covered):
+                got += part.edits_of(message_id)
+            else:
+                got += part.get(message_id, ())
+        return got or default
+
+    def __getitem__(self, message_id: str) -> list[Edit]:
+        got = self.get(message_id)
+        if got is None:
+            raise KeyError(message_id)
+        return got
+
+    def __contains__(self, message_id: object) -> bool:
+        return any(part.covers(message_id) if isinstance(part, Covered) else message_id in part
+                   for part in self._parts)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(e.message_id for e in self._edits))
+
+    def __len__(self) -> int:
+        return len(dict.fromkeys(e.message_id for e in self._edits))
 
 
 @dataclass(slots=True)
@@ -53,7 +109,7 @@ class TurnDetail:
     """One request as the workbench draws it: the view, plus per-message look-ups."""
 
     view: View
-    edits_by_id: dict[str, list[Edit]]
+    edits_by_id: EditsById
     sent_by_id: dict[str, Message]
     summary: Summary | None
     history: int          # how many log messages the request's history holds (the rest are later)
@@ -101,6 +157,8 @@ class Replay:
     _last_turn: int = field(default=0, repr=False)
     _compactions: dict[str, Compaction] | None = field(default=None, repr=False)
     _history: list[int] = field(default_factory=list, repr=False)
+    # by kind, the last range of whole messages looked up by id: the next request's is mostly the same
+    _indexed: dict[str, Covered] = field(default_factory=dict, repr=False)
 
     # -- the pass over the whole log -------------------------------------------------------------
     def run(self, progress: Callable[[int, int], None] | None = None, focus: int | None = None) -> Simulation:
@@ -237,16 +295,10 @@ class Replay:
         if kept[3] is not None:
             return kept[3]
         view, calibration, counter, _ = kept
-        edits_by_id: dict[str, list[Edit]] = {}
-        summarized: dict[str, None] = {}   # ordered: the covered messages, in the order of their edits
-        for e in view.edits:
-            got = edits_by_id.get(e.message_id)
-            if got is None:
-                edits_by_id[e.message_id] = [e]
-            else:
-                got.append(e)
-            if e.kind == "summarized":
-                summarized[e.message_id] = None
+        for part in view.edits.parts:
+            if isinstance(part, Covered):   # here, in the worker: the list asks at every repaint
+                part.index(self._indexed.get(part.kind))
+                self._indexed[part.kind] = part
         sent_by_id = {m.id: m for m in view.messages}
         summary = None
         # the summary message, or the first user message it was joined into
@@ -255,11 +307,14 @@ class Replay:
             if m.meta and m.meta.get("compaction") is not None:
                 carrier = m
         if carrier is not None:
-            summary = Summary(carrier, self.compactions().get(carrier.meta["compaction"]), tuple(summarized))
+            ranges = tuple(p for p in view.edits.parts if isinstance(p, Covered) and p.kind == "summarized")
+            covered = ranges[0].message_ids() if len(ranges) == 1 else \
+                tuple(dict.fromkeys(chain.from_iterable(r.message_ids() for r in ranges)))
+            summary = Summary(carrier, self.compactions().get(carrier.meta["compaction"]), covered, ranges)
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
-        kept[3] = TurnDetail(view, edits_by_id, sent_by_id, summary, self.history_size(view.turn), heuristic, exact,
-                             counter.encoding_name, calibration)
+        kept[3] = TurnDetail(view, EditsById(view.edits), sent_by_id, summary, self.history_size(view.turn),
+                             heuristic, exact, counter.encoding_name, calibration)
         return kept[3]
 
     def history_size(self, turn: int) -> int:

@@ -158,7 +158,7 @@ class Inspector(Vertical):
         src = (m.meta or {}).get("source") if m.meta else None
         if isinstance(src, dict) and src.get("spill_path"):
             text.append(f"\nfull output: {src['spill_path']}")
-        if detail and detail.summary and m.id in detail.summary.covered:
+        if detail and detail.summary and detail.summary.covers(m.id):
             text.append("\ncovered by the deep-compaction summary — press enter to jump to it", style="italic")
         kinds = sorted({e.kind for e in edits if e.spans})
         if kinds:

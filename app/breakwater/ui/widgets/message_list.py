@@ -100,7 +100,6 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self._raw_tokens: dict[int, int] = {}
         self._strips: LRUCache[tuple, Strip] = LRUCache(2048)
         self._lower: list[str] | None = None
-        self._covered: frozenset[str] = frozenset()   # the ids the current summary stands for
         self._styles: dict[str, Style] = {}
         self.virtual_size = Size(0, len(self.rows))
 
@@ -119,7 +118,6 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         cached by it), so a step repaints the few messages the step touched."""
         keep = self.selected_index
         self.detail = detail
-        self._covered = frozenset(detail.summary.covered) if detail and detail.summary else frozenset()
         self._rebuild(keep)
 
     def set_marks(self, ids: set[str]) -> None:
@@ -138,11 +136,12 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         detail, flt = self.detail, self.filter
         covered = self._covered
         needle = flt.search.lower()
-        summary_placed = not covered or not self._summary_passes(flt, needle)
+        summary_placed = not (detail and detail.summary and detail.summary.covered) \
+            or not self._summary_passes(flt, needle)
         if flt == ListFilter():     # the common case, in C speed: every message, the summary above its first
             rows = list(range(len(self.messages)))
             if not summary_placed:
-                first = next(i for i, m in enumerate(self.messages) if m.id in covered)
+                first = next(i for i, m in enumerate(self.messages) if covered(m.id))
                 rows.insert(first, SUMMARY_ROW)
             self._set_rows(rows, keep)
             return
@@ -150,7 +149,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         if needle and self._lower is None:
             self._lower = [m.content.lower() for m in self.messages]
         for i, m in enumerate(self.messages):
-            if not summary_placed and m.id in covered:
+            if not summary_placed and covered(m.id):
                 rows.append(SUMMARY_ROW)
                 summary_placed = True
             if flt.role and m.role != flt.role:
@@ -183,7 +182,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
     def kinds_present(self) -> list[str]:
         """The edit kinds (and pins) that occur at the current request, for the kind filter."""
         detail = self.detail
-        got = {e.kind for e in detail.view.edits} if detail else set()
+        got = detail.view.edit_counts() if detail else {}
         out = [k for k in ALL_KINDS if k in got]
         return out + (["pinned"] if self.pins else [])
 
@@ -240,7 +239,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             return
         if index == SUMMARY_ROW and detail.summary.covered:
             self.select_id(detail.summary.covered[0])
-        elif index >= 0 and self.messages[index].id in detail.summary.covered:
+        elif index >= 0 and detail.summary.covers(self.messages[index].id):
             self.select_index(SUMMARY_ROW)
 
     def on_click(self, event: events.Click) -> None:
@@ -292,8 +291,13 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         if index >= d.history:
             return (False, m.id in self.marks)
         sent = d.sent_tokens(m) if m.id in d.sent_by_id else None
-        return (True, sent, tuple(e.kind for e in d.edits_by_id.get(m.id, ())), m.id in self._covered,
+        return (True, sent, tuple(e.kind for e in d.edits_by_id.get(m.id, ())), self._covered(m.id),
                 m.id in self.marks)
+
+    def _covered(self, message_id: str) -> bool:
+        """Whether the current request's summary stands for this message."""
+        summary = self.detail.summary if self.detail else None
+        return summary is not None and summary.covers(message_id)
 
     def _style(self, name: str) -> Style:
         # a CSS look-up each time costs more than the rest of a row: kept per theme (see notify_style_update)
@@ -336,7 +340,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         else:
             m = self.messages[index]
             future = detail is not None and index >= detail.history
-            covered = m.id in self._covered
+            covered = self._covered(m.id)
             text.append(f"{index:>5}", self._style("index"))
             if m.id in self.marks:
                 text.append("≠", self._style("differs"))
