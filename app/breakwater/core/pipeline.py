@@ -44,6 +44,14 @@ EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it dec
 
 UNCHANGED = (None, None, None, None)   # a message no stage level changes: its forms at levels 1-3, near
 
+# The far forms of long messages, shared by every pipeline of the same policy (a re-simulation, the
+# fidelity replays): (id(message), id(call), policy) -> (message, call, forms, their tokens). An entry
+# holds the message and the call, so no other object takes their ids while it is there.
+_FORMS: dict[tuple[int, int, int], tuple] = {}
+_POLICY_IDS: dict[Policy, int] = {}   # a small number per policy seen: a key is hashed in a few operations
+CACHED_FORMS = 1 << 13
+CACHED_FORMS_CHARS = 2_000   # shorter messages: their forms cost less than remembering them
+
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 
 
@@ -142,6 +150,7 @@ class Pipeline:
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
+        self._policy_id = _POLICY_IDS.setdefault(policy, len(_POLICY_IDS))
         # asked for many times a request; the policy works them out each time
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = tuple(L for L, on in ((1, policy.snip), (2, policy.mask), (3, policy.microcompact)) if on)
@@ -320,9 +329,9 @@ class Pipeline:
             if role == "user" or role == "system" or (pins and any(s in pins for s in entry.sources)):
                 forms = UNCHANGED
             else:
-                forms = self._far_forms(msg)
-                if forms[2] is not None or forms[3] is not None:   # level 3 changes whatever 1 and 2 do
-                    ledger.add_forms(i, t0, self._form_tokens(forms))
+                forms, changed = self._shared_forms(msg)
+                if changed:
+                    ledger.add_forms(i, t0, changed)
             if role == "tool" and msg.meta:
                 src = msg.meta.get("source")
                 if isinstance(src, dict) and src.get("dropped_lines"):
@@ -332,6 +341,22 @@ class Pipeline:
         if len(far_recent) > 8 * self.policy.working_memory_messages:
             horizon = len(out) - 4 * self.policy.working_memory_messages
             self._far_recent = {k: v for k, v in far_recent.items() if k >= horizon}
+
+    def _shared_forms(self, msg: Message) -> tuple[tuple, tuple]:
+        """`_far_forms(msg)` and, when level 3 changes it, `_form_tokens` of them, else ()."""
+        call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
+        key = (id(msg), id(call), self._policy_id)
+        hit = _FORMS.get(key)
+        if hit is not None and hit[0] is msg and hit[1] is call:
+            return hit[2], hit[3]
+        forms = self._far_forms(msg)
+        # level 3 changes whatever 1 and 2 do
+        changed = tuple(self._form_tokens(forms)) if forms[2] is not None or forms[3] is not None else ()
+        if len(msg.content) > CACHED_FORMS_CHARS:
+            if len(_FORMS) >= CACHED_FORMS:
+                _FORMS.clear()
+            _FORMS[key] = (msg, call, forms, changed)
+        return forms, changed
 
     @staticmethod
     def _form_tokens(forms) -> list[tuple[int, str, int]]:
@@ -463,8 +488,11 @@ class Pipeline:
         near_level = lower if partial else level
         tokens = self.ledger.tokens
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
-        h += (tokens(level, start, boundary) + tokens(lower, boundary, near_start)
-              + tokens(self._near_level(near_level), near_start, n))
+        # an empty part costs two bisections for nothing, and a request of a plan has one or two
+        h += tokens(level, start, boundary) + tokens(lower, boundary, near_start) if partial \
+            else tokens(level, start, near_start)
+        if near_start < n:
+            h += tokens(self._near_level(near_level), near_start, n)
         est = self.calibration.apply(h)
         if not self._in_band(est):
             return est, "estimate", h
@@ -982,5 +1010,6 @@ class Pipeline:
             _joined=self._joined.copy(), _far_recent=self._far_recent.copy(), _frames=self._frames.copy(),
             _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
             _fu_scanned=self._fu_scanned,
-            _soft_limit=self._soft_limit, _hard_limit=self._hard_limit, _stage_levels=self._stage_levels)
+            _soft_limit=self._soft_limit, _hard_limit=self._hard_limit, _stage_levels=self._stage_levels,
+            _policy_id=self._policy_id)
         return new

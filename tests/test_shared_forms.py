@@ -1,0 +1,34 @@
+"""The far forms of long messages are shared between pipelines of the same policy (core/pipeline.py
+`_FORMS`): a simulation gives the same figures and the same requests whatever ran before it in the
+process, under another policy or the same one."""
+
+from __future__ import annotations
+
+from breakwater.core import pipeline
+from breakwater.core.policy import PRESETS
+from breakwater.core.simulate import simulate
+from synth import as_log, session_messages
+
+WINDOW = 32_000
+LOOKED_AT = (60, 120, 180)
+
+
+def _run(log, policy):
+    sim = simulate(log, policy, counter="heuristic", views=LOOKED_AT)
+    return [t.json_text() for t in sim.turns], {k: v.messages for k, v in sim.views.items()}
+
+
+def test_a_policy_simulated_after_another_gets_its_own_forms():
+    log = as_log(session_messages(400, avg_tool_chars=6000, seed=3), window=WINDOW)
+    mine = PRESETS["breakwater"].with_changes(window=WINDOW)
+    # every stage setting differs, so each far form differs too
+    other = mine.with_changes(snip_threshold_chars=2_500, snip_head_chars=700, snip_tail_chars=300,
+                              working_memory_max_chars=800, working_memory_head_chars=300,
+                              working_memory_tail_chars=200, mask_min_chars=5_000)
+    pipeline._FORMS.clear()
+    alone = _run(log, other)
+    pipeline._FORMS.clear()
+    first = _run(log, mine)
+    assert pipeline._FORMS, "the long results of this session are shared"
+    assert _run(log, other) == alone
+    assert _run(log, mine) == first
