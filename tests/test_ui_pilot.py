@@ -246,3 +246,29 @@ async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
         await pilot.press("end")                 # the last rows are drawn on demand, like the first
         await pilot.pause(0.2)
         assert raw.scroll_offset.y > 100_000
+
+
+async def test_the_cursor_moving_in_a_scrolled_list_repaints_the_two_rows_on_screen():
+    """The terminal shows only what is repainted: the rows asked for must be where the old and the
+    new cursor are on screen, not where they would be had the list not scrolled."""
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        lst = app.screen.query_one(MessageList)
+        lst.focus()
+        await pilot.press("ctrl+home", "pagedown", "pagedown", "pagedown")
+        await pilot.pause()
+        top, row = lst.scroll_offset.y, lst.cursor
+        assert top > 0 and row - top > 2
+        asked = []
+        repaint = lst.refresh
+
+        def seen(*regions, **kwargs):
+            asked.extend(regions)
+            return repaint(*regions, **kwargs)
+
+        lst.refresh = seen
+        await pilot.press("up")
+        assert (lst.cursor, lst.scroll_offset.y) == (row - 1, top)
+        assert {r.y for r in asked if r.height == 1} == {row - top, row - 1 - top}
+

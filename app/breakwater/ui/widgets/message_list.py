@@ -256,9 +256,8 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to(y=row - height + 1, animate=False, immediate=True)
 
     def refresh_row(self, row: int) -> None:
-        y = row - self.scroll_offset.y
-        if 0 <= y < self.size.height:
-            self.refresh_lines(y)
+        if 0 <= row - self.scroll_offset.y < self.size.height:
+            self.refresh_lines(row)   # in the list's coordinates: it takes the scroll off itself
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
