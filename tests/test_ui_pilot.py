@@ -272,3 +272,33 @@ async def test_the_cursor_moving_in_a_scrolled_list_repaints_the_two_rows_on_scr
         assert (lst.cursor, lst.scroll_offset.y) == (row - 1, top)
         assert {r.y for r in asked if r.height == 1} == {row - top, row - 1 - top}
 
+
+async def test_a_step_repaints_every_row_on_screen_whose_content_changed():
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen, lst = app.screen, app.screen.query_one(MessageList)
+        lst.focus()
+        await pilot.press("ctrl+end")   # the newest messages: a step back changes them
+        await pilot.pause()
+        height, partial, changed_rows = lst.size.height, 0, 0
+        for _ in range(6):
+            before = [list(lst.render_line(y)) for y in range(height)]
+            calls = []
+            repaint = lst.refresh
+
+            def seen(*regions, **kwargs):
+                calls.append(regions)
+                return repaint(*regions, **kwargs)
+
+            lst.refresh = seen
+            turn = screen.turn
+            await pilot.press("left")
+            await ready(pilot, turn - 1)
+            del lst.refresh
+            changed = {y for y in range(height) if list(lst.render_line(y)) != before[y]}
+            if all(calls):   # no call repainted the whole list
+                partial += 1
+                assert changed <= {y for regions in calls for r in regions for y in range(r.y, r.y + r.height)}
+            changed_rows += len(changed)
+        assert partial and changed_rows

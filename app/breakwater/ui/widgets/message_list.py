@@ -115,10 +115,12 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
 
     def set_detail(self, detail: TurnDetail | None) -> None:
         """Another turn: rows are drawn again only where what they show changed (their strips are
-        cached by it), so a step repaints the few messages the step touched."""
+        cached by it), and only those are repainted, so a step costs the few messages it touched."""
         keep = self.selected_index
+        top = self.scroll_offset.y
+        shown = [(index, self._state(index)) for index in self.rows[top:top + self.size.height]]
         self.detail = detail
-        self._rebuild(keep)
+        self._rebuild(keep, (top, shown))
 
     def set_marks(self, ids: set[str]) -> None:
         self.marks = set(ids)
@@ -132,7 +134,8 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
         self._rebuild(keep)
         self.border_subtitle = flt.describe() or None
 
-    def _rebuild(self, keep: int | None) -> None:
+    def _rebuild(self, keep: int | None, shown: tuple[int, list] | None = None) -> None:
+        """`shown`: the top row and what the rows on screen showed, when only they may have changed."""
         detail, flt = self.detail, self.filter
         covered = self._covered
         needle = flt.search.lower()
@@ -143,7 +146,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             if not summary_placed:
                 first = next(i for i, m in enumerate(self.messages) if covered(m.id))
                 rows.insert(first, SUMMARY_ROW)
-            self._set_rows(rows, keep)
+            self._set_rows(rows, keep, shown)
             return
         rows: list[int] = []
         if needle and self._lower is None:
@@ -166,13 +169,20 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             rows.append(i)
         if not summary_placed:
             rows.insert(0, SUMMARY_ROW)
-        self._set_rows(rows, keep)
+        self._set_rows(rows, keep, shown)
 
-    def _set_rows(self, rows: list[int], keep: int | None) -> None:
+    def _set_rows(self, rows: list[int], keep: int | None, shown: tuple[int, list] | None = None) -> None:
+        same = shown is not None and rows == self.rows
         self.rows = rows
         self.virtual_size = Size(self.size.width, len(rows))
         self.select_index(keep if keep is not None else 0, scroll=False)
-        self.refresh()
+        if not same or self.scroll_offset.y != shown[0]:
+            self.refresh()
+            return
+        top, before = shown
+        for y, (index, state) in enumerate(before):
+            if self._state(index) != state:
+                self.refresh_row(top + y)
 
     def _summary_passes(self, flt: ListFilter, needle: str) -> bool:
         summary = self.detail.summary
