@@ -129,7 +129,12 @@ async def test_a_bad_value_is_refused_and_nothing_is_resimulated():
         panel.select("soft_ratio")
         await pilot.press("enter", *"0.9", "enter")
         await pilot.pause(0.6)
-        assert "must stay below the hard limit" in str(panel.query_one("#policy-status").render())
+        status = panel.query_one("#policy-status")
+        assert "must stay below the hard limit" in str(status.render())
+        # the reason is longer than the panel is wide: the status line grew to show all of it
+        r = status.region
+        shown = " ".join(line[r.x:r.right].strip() for line in screen_text(app).splitlines()[r.y:r.bottom])
+        assert r.height > 1 and shown.endswith(f"= window - buffer {policy.effective_buffer:,})")
         assert str(panel.table.get_cell("soft_ratio", "name")) == "✗ soft_ratio"
         assert "✗ refused" in screen_text(app)
         assert app.screen.replay.policy == policy and app.screen.replay.simulation is sim

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from pathlib import Path
 
 from textual import on, work
@@ -62,6 +63,7 @@ def pins_of(replay: Replay) -> set[str]:
 
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
+PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
@@ -142,20 +144,35 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     @work(thread=True, exclusive=True, group="simulate")
     def _simulate(self) -> None:
         worker = get_current_worker()
+        reported = time.monotonic()
 
         def progress(turn: int, total: int) -> None:
+            nonlocal reported
             if worker.is_cancelled:  # a newer policy is being simulated: stop, rather than compete for the CPU
                 raise Superseded
-            self.post_message(SimulationProgress(turn, total))
+            # each report repaints the bar on the main thread, which takes the GIL from this run
+            if time.monotonic() - reported >= PROGRESS_EVERY:
+                reported = time.monotonic()
+                self.post_message(SimulationProgress(turn, total))
 
+        # the run keeps thousands of containers (its checkpoints) that live as long as the screen:
+        # with the cyclic collector on, every young collection walks those made since the last one,
+        # and once they are old every full collection walks them all (≈100 ms at 20k messages, in
+        # any step). So it pauses for the run, and what the run keeps is frozen before it resumes.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             turns = self.replay.log.turn_count()
             sim = self.replay.run(progress=progress, focus=max(1, min(self.turn_to_show(turns), turns + 1)))
+            gc.freeze()
         except Superseded:
             return
         except Exception as exc:  # a bug in a stage must not take the screen down with it
             self.post_message(SimulationFailed(f"{type(exc).__name__}: {exc}"))
             return
+        finally:
+            if collecting:
+                gc.enable()
         self.post_message(SimulationReady(sim))
 
     @work(thread=True, exclusive=True, group="view")
@@ -179,9 +196,6 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def _simulated(self, message: SimulationReady) -> None:
         if message.simulation.policy != self.replay.policy:
             return  # a run for a policy the panel has since changed
-        # the history, its simulation and checkpoints live as long as the screen: left to the cyclic
-        # collector, every full collection walks all of them (≈100 ms at 20k messages, in any step)
-        gc.freeze()
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
         self.query_one(Timeline).show(message.simulation, self.turn)

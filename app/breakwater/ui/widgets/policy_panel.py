@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
+from textual.visual import visualize
 from textual.widgets import DataTable, Input, Static
 
 from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset
@@ -192,10 +193,17 @@ class PolicyPanel(Vertical):
                     style=self._c("changed") if differ else self._c("dim"))
         if self.refused:
             text.append(" · ✗ refused", style=self._c("refused"))
-        self.query_one("#policy-summary", Static).update(text)
+        self._line("policy-summary", text)
 
     def _status(self, text: str, refused: bool = False) -> None:
-        self.query_one("#policy-status", Static).update(Text(text, style=self._c("refused") if refused else ""))
+        self._line("policy-status", Text(text, style=self._c("refused") if refused else ""))
+
+    def _line(self, name: str, text: Text) -> None:
+        """Show the summary or the status; a relayout repaints the whole screen (≈15 ms at 5,000
+        messages, paid by every step of a value), so only when the text takes another height."""
+        box = self.query_one(f"#{name}", Static)
+        size = box.content_size
+        box.update(text, layout=not size.width or visualize(box, text).get_height(box.styles, size.width) != size.height)
 
     # -- the selected value -------------------------------------------------------------------------
     def _spec(self, name: str | None) -> FieldSpec | None:
