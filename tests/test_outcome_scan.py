@@ -8,7 +8,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.core.outcome import _HINTS, ERROR_WORDS, STRONG_ERROR, first_error, salient_errors
+from breakwater.core.message import Message
+from breakwater.core.outcome import (_EXIT, _HINTS, ERROR_WORDS, EXIT_TAIL_CHARS, STRONG_ERROR, exit_status,
+                                     first_error, salient_errors)
 
 PIECES = ["err", "ERR", "Err", "eRr", "Error:", "error :", "ValueError", "Exception", "FATAL", " fatal",
           "Traceback (most recent", "failed", "Failed", "panic:", "错误", "失败", "超时", "E   assert",
@@ -44,3 +46,14 @@ def test_asking_again_gives_a_fresh_list():
     out = "npm ERR! code E404\n"
     salient_errors(out).append("changed by a caller")
     assert salient_errors(out) == ["npm ERR! code E404"]
+
+
+EXIT_PIECES = ["exit", "EXIT", "Exit", "ex\u0131t", "ex\u0130t", "ex", "it", "[exit code: 1]", "(exit code 2)",
+               "exited with code 3", "exit status: -4", " code ", "status", ":", "7", "-", "[", "]", "(", ")", "\n", "x"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(EXIT_PIECES), max_size=40).map("".join))
+def test_the_exit_status_is_the_last_one_the_tail_reports_however_it_is_spelt(text):
+    found = [next(g for g in m.groups() if g is not None) for m in _EXIT.finditer(text[-EXIT_TAIL_CHARS:])]
+    assert exit_status(Message("t", "tool", text)) == (int(found[-1]) if found else None)

@@ -33,10 +33,16 @@ _HINTS = tuple(dict.fromkeys(v for h in ("err", "exception", "fatal", "traceback
                              for v in (h, h.upper(), h.capitalize()))) + ("错误", "失败", "异常")
 _E_LINE = re.compile(r"\n[eE][^\S\n]{2,}\w")
 # either kind of line, in one pass over the text: the lines come in order, so the scan stops at
-# the last error line asked for instead of searching the whole output once per word
-_CANDIDATE = re.compile("|".join([_E_LINE.pattern, *map(re.escape, _HINTS)]))
+# the last error line asked for instead of searching the whole output once per word (the hints
+# grouped by their first character: the regex engine then tries one branch where it tried several)
+_CANDIDATE = re.compile("|".join([_E_LINE.pattern] + [
+    re.escape(first) + "(?:" + "|".join(re.escape(h[1:]) for h in _HINTS if h[0] == first) + ")"
+    for first in dict.fromkeys(h[0] for h in _HINTS)]))
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
+# every text _EXIT matches holds "exit" in some case, so an "xi" as the regex engine folds case: an
+# output that holds none is passed by in one quick scan, not tried at each position
+_EXIT_HINT = re.compile("[xX][iI\u0130\u0131]")
 EXIT_TAIL_CHARS = 400       # an exit status is reported at the end of the output
 ERROR_LINE_CHARS = 160      # enough to identify an error; a stack of them is not kept
 
@@ -54,8 +60,11 @@ def exit_status(result: Message) -> int | None:
 
 @lru_cache(maxsize=1 << 16)   # asked of each result by masking, microcompact and the summary
 def _reported_exit(content: str) -> int | None:
+    tail = content[-EXIT_TAIL_CHARS:]
+    if not _EXIT_HINT.search(tail):
+        return None
     found = None
-    for m in _EXIT.finditer(content[-EXIT_TAIL_CHARS:]):
+    for m in _EXIT.finditer(tail):
         found = int(next(g for g in m.groups() if g is not None))
     return found
 
