@@ -24,6 +24,7 @@ class SimulationProgress(Message):
 @dataclass
 class SimulationReady(Message):
     simulation: Simulation
+    detail: TurnDetail   # the request of the turn to show, built in the same pass
 
 
 @dataclass

@@ -24,7 +24,7 @@ from textual.widgets import Footer, Input
 from breakwater.core.compare import counterpart
 from breakwater.core.review import SummaryProposal
 from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
-from breakwater.core.replay import Replay
+from breakwater.core.replay import Replay, TurnDetail
 from breakwater.core.session_log import SessionLog
 from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
@@ -161,9 +161,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         # any step). So it pauses for the run, and what the run keeps is frozen before it resumes.
         collecting = gc.isenabled()
         gc.disable()
+        replay = self.replay
         try:
-            turns = self.replay.log.turn_count()
-            sim = self.replay.run(progress=progress, focus=max(1, min(self.turn_to_show(turns), turns + 1)))
+            turns = replay.log.turn_count()
+            focus = max(1, min(self.turn_to_show(turns), turns + 1))
+            sim = replay.run(progress=progress, focus=focus)
+            # its request was built in the same pass: drawn with the timeline, not by a second worker
+            detail = replay.detail(focus)
             gc.freeze()
         except Superseded:
             return
@@ -173,7 +177,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         finally:
             if collecting:
                 gc.enable()
-        self.post_message(SimulationReady(sim))
+        self.post_message(SimulationReady(sim, detail))
 
     @work(thread=True, exclusive=True, group="view")
     def _load_view(self, turn: int) -> None:
@@ -194,14 +198,18 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationReady)
     def _simulated(self, message: SimulationReady) -> None:
-        if message.simulation.policy != self.replay.policy:
-            return  # a run for a policy the panel has since changed
+        if message.simulation is not self.replay.simulation:
+            return  # a run for a policy the panel has since changed, or of the log before it grew
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns, progress=None)
-        self._go(self.turn)
         self._fidelity_due = True   # once the request is drawn: the measurement would slow its repaint
+        if message.detail.view.turn == self.turn:
+            self._at(self.turn)
+            self._show_view(message.detail)
+        else:
+            self._go(self.turn)
 
     def turn_to_show(self, turns: int) -> int:
         """The turn to draw once a simulation is ready: the one asked for, else the last."""
@@ -215,9 +223,12 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def _view_ready(self, message: ViewReady) -> None:
         if message.turn != self.turn:
             return  # a later step is already on its way
-        self.detail = message.detail
-        self.query_one(MessageList).set_detail(message.detail)
-        self.query_one(Gauges).show(message.detail, self.replay.stats(message.turn))
+        self._show_view(message.detail)
+
+    def _show_view(self, detail: TurnDetail) -> None:
+        self.detail = detail
+        self.query_one(MessageList).set_detail(detail)
+        self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
         self.query_one(ReplayControls).update_state(pending=False)
         self._show_selected()
         if self._fidelity_due:
@@ -249,11 +260,15 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         if self.replay.simulation is None:
             return
         turn = max(1, min(turn, self.replay.turns + 1))
+        self._at(turn)
+        self._load_view(turn)
+
+    def _at(self, turn: int) -> None:
+        """The turn on screen is `turn`; its request is on its way."""
         self.turn = turn
         self.query_one(ReplayControls).update_state(turn=turn, pending=True)
         self.query_one(Timeline).set_turn(turn)
         self.query_one(FidelityGauge).set_turn(turn)
-        self._load_view(turn)
 
     def action_step(self, delta: int) -> None:
         if self.turn is not None:
