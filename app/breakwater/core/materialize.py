@@ -74,6 +74,7 @@ def materialize(pipe: Pipeline, plan: Plan) -> View:
     parts.append(Covered("shape_history", "dropped", f"keep last turns to fit {p.hard_limit}", plan.cut,
                          out[plan.cut:plan.drop_to], tok0[plan.cut:plan.drop_to], frozenset(kept)))
     edits: list[Edit] = []
+    named: dict[tuple[str, int, bool], tuple[str, str]] = {}   # (kind, level, near) -> stage, threshold
     for i in range(plan.start, plan.n):
         m = out[i].message
         level, near = level_of(plan, i)
@@ -85,11 +86,13 @@ def materialize(pipe: Pipeline, plan: Plan) -> View:
                               f"tool output over {src.get('max_lines', p.tool_max_lines)} lines"))
         if res:
             new, spans, kind = res
-            stage = {"snipped": "snip" if not near or level < 2 else "working_memory",
+            why = named.get((kind, level, near))
+            if why is None:
+                why = named[kind, level, near] = (
+                    {"snipped": "snip" if not near or level < 2 else "working_memory",
                      "masked": "mask", "folded": "mask" if level < 3 else "microcompact",
-                     "microcompacted": "microcompact"}[kind]
-            edits.append(Edit(m.id, stage, kind, spans, heuristic_message(m), heuristic_message(new),
-                              threshold(p, kind, near)))
+                     "microcompacted": "microcompact"}[kind], threshold(p, kind, near))
+            edits.append(Edit(m.id, why[0], kind, spans, heuristic_message(m), heuristic_message(new), why[1]))
             msgs.append(new)
         else:
             msgs.append(m)
