@@ -8,9 +8,10 @@ import random
 import pytest
 from synth import as_log, session_messages
 
+from breakwater.core import replay as replay_module
 from breakwater.core.commands import read_session, sample_path
 from breakwater.core.policy import preset
-from breakwater.core.replay import CHECKPOINTS, TRAILING_VIEWS, Replay
+from breakwater.core.replay import CHECKPOINTS, STEPPING_STONES, TRAILING_VIEWS, Replay
 from breakwater.core.simulate import simulate, view_at
 
 
@@ -116,6 +117,28 @@ def test_the_turn_on_screen_is_built_in_the_pass_and_steps_back_from_it_are_read
         assert r.view(turn) == view_at(log, policy, turn), turn
     d = r.detail(58)
     assert r.detail(58) is d   # a step back and forth draws what was worked out once
+
+
+def test_stepping_back_far_folds_from_a_checkpoint_once_in_a_while(monkeypatch):
+    """A step back past the prepared views folds from a checkpoint and keeps the pipeline where the
+    next few such folds start; each request is still exactly `view_at`'s."""
+    monkeypatch.setattr(replay_module, "CHECKPOINTS", 8)   # far apart, as in a long session
+    log = as_log(session_messages(3000, avg_tool_chars=1500, seed=6), window=64000)
+    policy = preset("breakwater").with_changes(window=64000)
+    r = Replay(log, policy)
+    r.run()
+    k = TRAILING_VIEWS
+    target = r._checkpoints[-1].turn - 1
+    r.view(target + 1)
+    r.view(target)   # a step back: a fold from the checkpoint before
+    stones = {target - j * (k + 1) - k for j in range(1, STEPPING_STONES + 1)}
+    assert r._checkpoints[-2].turn < min(stones) and set(r._near) == stones
+    for turn in range(target - 1, target - (STEPPING_STONES + 1) * (k + 1), -1):
+        assert r.view(turn) == view_at(log, policy, turn), turn
+        assert set(r._near) == {s for s in stones if s < turn - k}   # each used once, by the fold it is for
+    turn = target - (STEPPING_STONES + 1) * (k + 1)   # past the last one: from the checkpoint again
+    assert r.view(turn) == view_at(log, policy, turn)
+    assert set(r._near) == {turn - j * (k + 1) - k for j in range(1, STEPPING_STONES + 1)}
 
 
 @pytest.mark.parametrize(("name", "policy_name"), [

@@ -8,8 +8,10 @@ jump copies the nearest checkpoint at or before the turn and folds forward from 
 forward carries on with the pipeline the last jump left. The few turns before a fold's target are
 kept ready — a copy of the pipeline before each, or their views when the user is stepping back —
 and so are those before the turn on screen when the whole log is simulated (`run(focus=…)`), so a
-step back costs one request at most. A checkpoint holds only the pipeline's own lists of
-references and numbers, never a second copy of the history.
+step back costs one request at most. Stepping back past them, a fold from a checkpoint also keeps
+the pipeline where the next few such folds will start (stepping stones), so most of them fold a
+few turns, not the hundreds between checkpoints of a long session. A checkpoint holds only the
+pipeline's own lists of references and numbers, never a second copy of the history.
 
 The workbench draws from this object; part 2 (tuning) builds a new `Replay` with another policy
 (`with_policy`), part 3 (live chat) appends entries (`append`) and re-runs.
@@ -38,6 +40,8 @@ CHECKPOINT_BYTES = 96_000_000   # and all of them together about this big (a lon
 BYTES_PER_MESSAGE = 320         # what one message of history costs a snapshot (its slots in ~20 lists and dicts)
 VIEW_CACHE = 24         # recent views kept for stepping back and forth
 TRAILING_VIEWS = 6      # a fold also prepares this many turns before its target, for stepping back
+STEPPING_STONES = 3     # stepping back, a fold from a checkpoint also keeps the pipeline where the next few
+                        # such folds start, so only one in this many + 1 folds from the checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,11 +259,16 @@ class Replay:
                 pipe, i = start.state.snapshot(), start.index
             if pipe.turn + 1 < turn - TRAILING_VIEWS:
                 self._near = {}   # a fold from further back prepares the turns before this one afresh
+            # where the next folds stepping back will start: K+1 turns apart, each K before its target
+            stones = {j * (TRAILING_VIEWS + 1) + TRAILING_VIEWS for j in range(1, STEPPING_STONES + 1)} \
+                if stepping_back and pipe.turn + 1 < turn - 2 * TRAILING_VIEWS - 1 else set()
             while i < len(entries):
                 entry = entries[i]
                 if isinstance(entry, Message) and entry.role == "assistant":
                     if pipe.turn + 1 == turn:
                         break
+                    if turn - (pipe.turn + 1) in stones:
+                        self._near[pipe.turn + 1] = (pipe.snapshot(), i)
                     if turn - (pipe.turn + 1) <= TRAILING_VIEWS:
                         if stepping_back:   # the next steps back are likely: have their requests ready
                             plan = pipe.plan()
