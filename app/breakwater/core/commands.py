@@ -199,10 +199,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from breakwater.fidelity.loops import file_reads, find
 
         writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
-        gc.freeze()   # the log outlives the simulation: the collector need not walk it again and again
+        # the log outlives the simulation, and the pipeline builds millions of objects and next to no
+        # cycles (a few hundred over a million messages): the collector would walk them again and again
+        gc.freeze()
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
         finally:
+            if collecting:
+                gc.enable()
             gc.unfreeze()
         loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
         writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})

@@ -740,7 +740,8 @@ class Pipeline:
         p = self.policy
         cut = self._cut()
         jh, js, joined, kept_fu, head_h = self._frame(cut, n)
-        h = head_h + self.ledger.tokens(0, js, n)
+        prefix = self.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
+        h = head_h + prefix[n] - prefix[js]
         est = self.calibration.apply(h)
         if est > self._soft_limit or self._in_band(est):
             return None
@@ -755,7 +756,7 @@ class Pipeline:
             # the first message changed or added since
             end = min(prev.n, n, self._changed_from)
             if end >= js:
-                plan.stable_prefix_tokens = self.calibration.apply(head_h + self.ledger.tokens(0, js, end))
+                plan.stable_prefix_tokens = self.calibration.apply(head_h + prefix[end] - prefix[js])
         return plan
 
     def _finish(self, plan: Plan) -> Plan:

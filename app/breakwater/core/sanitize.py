@@ -51,7 +51,7 @@ def drop_reason(msg: Message) -> str | None:
         text = msg.content
         if not text.strip():
             return "empty assistant message"
-        if LEGACY_PLACEHOLDER.match(text):
+        if "[tool_call:" in text and LEGACY_PLACEHOLDER.match(text):
             return "legacy tool-call placeholder"
         if len(text) <= FRIENDLY_ERROR_MAX_CHARS and FRIENDLY_ERROR.match(text):
             return "friendly-error reply, not model output"
@@ -83,7 +83,9 @@ class Sanitizer:
         self._group: int | None = None      # index in `out` of the assistant whose results are due
         self._pending: set[str] = set()     # its calls still unanswered
         self._answered: set[str] = set()
-        self.dirty_from: int = 0            # lowest index of `out` changed since last `take_dirty`
+        # lowest index of `out` changed since last `take_dirty`; never above len(out), so a message
+        # appended is dirty without lowering it
+        self.dirty_from: int = 0
         self._run: _Run | None = None       # out[-1] while a same-role run is being merged into it
 
     # -- bookkeeping ---------------------------------------------------------------------------
@@ -128,32 +130,33 @@ class Sanitizer:
             self._edit(msg, "merged", "system message after the first is sent as a user note",
                        heuristic_message(msg), heuristic_message(msg))
             msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
-        if msg.role == "assistant" and msg.tool_calls:
+            role = "user"
+        calls = msg.tool_calls
+        if calls and role == "assistant":
             msg = self._named_calls(self._unique_calls(msg))
-            if not msg.tool_calls and not msg.content.strip():
+            calls = msg.tool_calls
+            if not calls and not msg.content.strip():
                 return
-        if out and out[-1].message.role == msg.role and msg.role in ("user", "assistant"):
+        if out and out[-1].message.role == role and role in ("user", "assistant"):
             last = out[-1]
             run = self._run
             if run is None:
                 run = self._run = _Run(last.message, [last.message.content], list(last.message.tool_calls),
                                        list(last.sources))
-            self._edit(msg, "merged", f"consecutive {msg.role} messages merged into {run.base.id}",
+            self._edit(msg, "merged", f"consecutive {role} messages merged into {run.base.id}",
                        heuristic_message(msg), 0)
             run.parts.append(msg.content)
-            run.calls.extend(msg.tool_calls)
+            run.calls.extend(calls)
             run.sources.append(msg.id)
             self._touch(len(out) - 1)
         else:
             if self._run is not None:
                 self.flush()
-            out.append(SanitizedMessage(msg, (msg.id,)))
-            self._touch(len(out) - 1)
-        if msg.tool_calls and msg.role == "assistant":
+            out.append(SanitizedMessage(msg, (msg.id,)))   # an append needs no _touch: see dirty_from
+        if calls and role == "assistant":
             self.flush()
-            self._group = len(self.out) - 1
-            calls = self.out[-1].message.tool_calls
-            self._pending = {c.id for c in calls}
+            self._group = len(out) - 1
+            self._pending = {c.id for c in out[-1].message.tool_calls}
             self._answered = set()
 
     def _unique_calls(self, msg: Message) -> Message:
@@ -193,7 +196,6 @@ class Sanitizer:
         self._answered.add(cid)
         self.flush()
         self.out.append(SanitizedMessage(msg, (msg.id,)))
-        self._touch(len(self.out) - 1)
 
     def close_group(self) -> None:
         """Strip calls that never got a result; called before any non-tool message or request."""

@@ -47,7 +47,9 @@ def heuristic_text(text: str) -> int:
 
 
 def heuristic_message(msg: Message) -> int:
-    total = heuristic_text(msg.content) + MESSAGE_OVERHEAD
+    text = msg.content
+    # heuristic_text inlined for ASCII: counted several times for every message of a session
+    total = (len(text) // 4 + 1 if text.isascii() else heuristic_text(text)) + MESSAGE_OVERHEAD
     for call in msg.tool_calls:
         total += heuristic_text(call.name) + heuristic_text(call.arguments) + TOOL_CALL_OVERHEAD
     return total
