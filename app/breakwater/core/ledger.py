@@ -85,7 +85,10 @@ class Ledger:
         p = self.prefix
         if not level:
             return p[b] - p[a]
-        ch, sv = self.changed[level], self.saved[level]
+        ch = self.changed[level]
+        if not ch:   # the level changes no message (yet): a long chat of short messages
+            return p[b] - p[a]
+        sv = self.saved[level]
         return p[b] - p[a] - sv[bisect_left(ch, b)] + sv[bisect_left(ch, a)]
 
     def changed_in(self, l1: int, l2: int, a: int, b: int) -> Iterator[int]:

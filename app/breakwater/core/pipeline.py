@@ -286,7 +286,7 @@ class Pipeline:
     # -- per-message caches ------------------------------------------------------------------------
     def _sync(self) -> None:
         d = self.san.take_dirty()
-        known = len(self.ledger)
+        known = len(self.ledger.tok0)
         if d < known or known < len(self.san.out):
             self._recompute_from(min(d, known))
         self._fresh.clear()

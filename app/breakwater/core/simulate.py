@@ -22,6 +22,14 @@ from breakwater.core.tokens import TokenCounter
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it
+_QUOTED: dict[str, str] = {}   # the few zone, counting and stage names, each quoted once
+
+
+def _quoted(text: str) -> str:
+    quoted = _QUOTED.get(text)
+    if quoted is None:
+        quoted = _QUOTED[text] = _string(text)
+    return quoted
 
 
 # Not frozen, for the reason Message is not: a frozen dataclass sets each field through
@@ -63,12 +71,12 @@ class TurnStats:
     def json_text(self) -> str:
         """`json.dumps(self.to_json(), ensure_ascii=False)`, built directly: several times faster, and
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
-        edits = ", ".join([f"{_string(k)}: {v}" for k, v in self.edits.items()])
+        edits = ", ".join([f"{_quoted(k)}: {v}" for k, v in self.edits.items()]) if self.edits else ""
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
-                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, "zone": {_string(self.zone)}, '
-                f'"counted": {_string(self.counted)}, "zone_counted": {_string(self.zone_counted)}, '
+                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, "zone": {_quoted(self.zone)}, '
+                f'"counted": {_quoted(self.counted)}, "zone_counted": {_quoted(self.zone_counted)}, '
                 f'"fits": {"true" if self.fits else "false"}, "stable_prefix_tokens": {self.stable_prefix_tokens}, '
-                f'"stage": {_string(self.level)}, "edits": {{{edits}}}')
+                f'"stage": {_quoted(self.level)}, "edits": {{{edits}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
             return text + "}"
         rest = self.to_json()
@@ -184,9 +192,15 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
+    keep, feed = on_turn is None, pipe.feed
     t0 = time.perf_counter()
     for i, entry in enumerate(log.entries):
-        if isinstance(entry, Message) and entry.role == "assistant":
+        if isinstance(entry, Event):
+            feed(entry)
+            if entry.type == "compaction" and pipe.applied(entry.id):
+                sim.recorded.append(entry.id)
+            continue
+        if entry.role == "assistant":
             if until_turn is not None and pipe.turn + 1 > until_turn:
                 break
             if before_turn is not None:
@@ -206,12 +220,10 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
                               plan.sent_heuristic, source if comp else None)
-            sim.add(stats, on_turn is None)
-            if on_turn is not None:
+            sim.add(stats, keep)
+            if not keep:
                 on_turn(sim, stats)
-        pipe.feed(entry)
-        if isinstance(entry, Event) and entry.type == "compaction" and pipe.applied(entry.id):
-            sim.recorded.append(entry.id)
+        feed(entry)
     sim.seconds = time.perf_counter() - t0
     return sim
 

@@ -164,6 +164,8 @@ def _clip(text: str, n: int) -> str:
 
 def sentences(text: str) -> Iterator[str]:
     """Sentences and list items, without their bullets; fragments too short to state anything are skipped."""
+    if len(text) < MIN_SENTENCE_CHARS:   # no part of it can be long enough (a chat of short replies)
+        return
     for raw in _SENTENCE_END.split(text):
         found = _BULLET.sub("", raw.strip())
         if len(found) >= MIN_SENTENCE_CHARS:
