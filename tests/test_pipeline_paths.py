@@ -124,8 +124,66 @@ def test_the_ledger_sums_what_each_level_makes_of_each_message():
                 assert list(counts.items()) == list(want.items())   # in FAR_KINDS order
         assert ledger.truncated_count(a, b) == len([i for i in range(a, b) if i % 7 == 0])
         assert list(ledger.changed_in(2, NEAR, a, b)) == [i for i in range(a, b) if i % 3 == 0 or i % 5 == 0]
+        for levels in ((), (1,), (2, 3)):
+            changed = {i for i in range(a, b) for L in (*levels, NEAR) if L in rows[i][1]}
+            assert ledger.changes(levels, a, b) == bool(changed)
     assert list(ledger.group_starts) == [i for i in range(300) if i % 4 != 1]
     copy = ledger.copy()
     assert copy == ledger
     copy.add(5, True)
     assert copy != ledger and len(ledger) == 300
+
+
+class _Searching(Ledger):
+    """A ledger that says every stage changes something: the soft zone's search tries every level."""
+
+    __slots__ = ()
+
+    def changes(self, levels, a, b):
+        return True
+
+
+class _Telling(Ledger):
+    """A ledger that counts the requests the soft zone's short cut was taken for."""
+
+    __slots__ = ("skipped",)
+
+    def __init__(self):
+        super().__init__()
+        self.skipped = 0
+
+    def changes(self, levels, a, b):
+        found = super().changes(levels, a, b)
+        self.skipped += not found
+        return found
+
+
+def tiny_chat(n):
+    return SessionLog({"model": "gpt-4o"}, [Message(f"m{i}", "user" if i % 2 == 0 else "assistant", f"msg {i}")
+                                            for i in range(n)])
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", ["tiny-chat", "long-refactor", "controls"])
+def test_the_soft_zone_skips_the_stages_that_change_nothing_as_the_search_would(name, preset):
+    """A request over the soft limit whose messages no stage changes goes straight to the highest
+    stage level, as trying each in turn would end (issue 8 item 9: a million short messages)."""
+    log = tiny_chat(1_200) if name == "tiny-chat" else SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=2_000 if name == "tiny-chat" else 12_000)
+    runs, ledgers = [], (_Telling(), _Searching())
+    for ledger in ledgers:
+        pipe = make_pipeline(log, policy, "exact", "gpt-4o")
+        pipe.ledger = ledger
+        runs.append([])
+        for entry in log.entries:
+            if isinstance(entry, Message) and entry.role == "assistant":
+                plan = pipe.plan()
+                runs[-1].append((plan, plan.built or pipe.materialize(plan)))
+            pipe.feed(entry)
+    for (a, va), (b, vb) in zip(*runs, strict=True):
+        for f in fields(a):
+            if f.name not in ("head", "built", "new_compaction"):
+                assert getattr(a, f.name) == getattr(b, f.name), (a.turn, f.name)
+        assert a.head == b.head and va == vb
+    if name == "tiny-chat" and (policy.snip or policy.mask or policy.microcompact):
+        assert ledgers[0].skipped > 0

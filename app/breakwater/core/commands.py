@@ -151,6 +151,19 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    # a log is up to millions of objects, and loading and simulating it make next to no cycles (a few
+    # hundred over a million messages): the collector, run every few hundred allocations, would walk
+    # them all again and again, the first time right after loading
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate_command(args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _simulate_command(args: argparse.Namespace) -> int:
     from breakwater.core.session_log import SessionLogError
     from breakwater.core.simulate import simulate, view_at
     from breakwater.fidelity.loops import of_simulation
@@ -199,17 +212,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from breakwater.fidelity.loops import file_reads, find
 
         writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
-        # the log outlives the simulation, and the pipeline builds millions of objects and next to no
-        # cycles (a few hundred over a million messages): the collector would walk them again and again
-        gc.freeze()
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
-        finally:
-            if collecting:
-                gc.enable()
-            gc.unfreeze()
+        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
         loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
         writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from typing import Iterator
+from typing import Iterable, Iterator
 
 NEAR = 4   # the form working memory gets from masking up (the head and tail of a long result)
 LEVELS = (1, 2, 3, NEAR)
@@ -90,6 +90,14 @@ class Ledger:
             return p[b] - p[a]
         sv = self.saved[level]
         return p[b] - p[a] - sv[bisect_left(ch, b)] + sv[bisect_left(ch, a)]
+
+    def changes(self, levels: Iterable[int], a: int, b: int) -> bool:
+        """Whether any far stage level of `levels`, or the working-memory form, changes a message of [a, b)."""
+        for L in (*levels, NEAR):
+            ch = self.changed[L]
+            if ch and bisect_left(ch, b) > bisect_left(ch, a):
+                return True
+        return False
 
     def changed_in(self, l1: int, l2: int, a: int, b: int) -> Iterator[int]:
         """In order, the indices in [a, b) that level l1 or level l2 changes (level 0 changes none)."""

@@ -195,20 +195,17 @@ class Pipeline:
             self.feed(e)
 
     def feed(self, entry: Entry) -> None:
-        if isinstance(entry, Message):
-            self._feed_message(entry)
-        else:
+        if not isinstance(entry, Message):
             self._feed_event(entry)
-
-    def _feed_message(self, msg: Message) -> None:
-        if msg.role == "assistant":
+            return
+        if entry.role == "assistant":
             self.turn += 1
-            for c in msg.tool_calls:
+            for c in entry.tool_calls:
                 self.calls[c.id] = c
-        t = heuristic_message(msg)
+        t = heuristic_message(entry)
         self.raw_tokens += t
-        self._fresh[id(msg)] = t  # the sanitized list mostly holds the same objects: count once
-        self.san.feed(msg)
+        self._fresh[id(entry)] = t  # the sanitized list mostly holds the same objects: count once
+        self.san.feed(entry)
 
     def _feed_event(self, ev: Event) -> None:
         if ev.type == "compaction":
@@ -920,7 +917,12 @@ class Pipeline:
             return shape
 
         shape = at(level, cut)
-        if not fast or level:
+        higher = [lv for lv in self._levels() if lv > level] if not fast or level else []
+        if higher and shape.sent > self._soft_limit and not self.ledger.changes(higher, shape.start, n):
+            # no stage above `level` changes a message sent (a long chat of short messages): each sends
+            # this same request, over the soft limit, so the search below would end at the highest
+            shape = at(higher[-1], cut)
+        elif not fast or level:
             below = level
             for lv in self._levels():
                 if shape.sent <= self._soft_limit:
