@@ -187,3 +187,29 @@ def test_the_soft_zone_skips_the_stages_that_change_nothing_as_the_search_would(
         assert a.head == b.head and va == vb
     if name == "tiny-chat" and (policy.snip or policy.mask or policy.microcompact):
         assert ledgers[0].skipped > 0
+
+
+def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
+    """`_region_tokens` counts a part at a time (the cache-stable prefix of every request): it must
+    be the sum of each message at the stage level the plan gives it, wherever the boundary falls."""
+    from itertools import product
+
+    from breakwater.core.pipeline import Pipeline, Plan
+
+    pipe = Pipeline(PRESETS["breakwater"])
+    for i in range(40):
+        t0 = 5 + (i * 37) % 90
+        pipe.ledger.add(t0, True)
+        if i % 3 == 0:
+            pipe.ledger.add_forms(i, t0, [(1, "snipped", t0 // 2), (2, "masked", 3), (3, "microcompacted", 2),
+                                          (NEAR, "snipped", t0 - 1)])
+    for level, lower, boundary, near_start in product(range(4), range(4), range(0, 41, 3), range(0, 41, 4)):
+        plan = Plan(1, 40, 0, 0, level, near_start, None, [], 0, 0, 0, "soft", "estimate", True,
+                    lower=lower, boundary=boundary)
+        for a in range(0, 40, 3):
+            for b in range(a + 1, 41, 4):
+                one_by_one = 0
+                for i in range(a, b):
+                    lv, near = pipe._assigned(plan, i)
+                    one_by_one += pipe.ledger.tokens(NEAR if near else lv, i, i + 1)
+                assert pipe._region_tokens(plan, a, b) == one_by_one, (level, lower, boundary, near_start, a, b)

@@ -103,6 +103,8 @@ class Ledger:
         """In order, the indices in [a, b) that level l1 or level l2 changes (level 0 changes none)."""
         c1 = self.changed[l1] if l1 else ()
         c2 = self.changed[l2] if l2 else ()
+        if not c1 and not c2:
+            return
         i, j = bisect_left(c1, a), bisect_left(c2, a)
         while True:
             x = c1[i] if i < len(c1) else b

@@ -840,13 +840,15 @@ class Pipeline:
         return NEAR if near else level
 
     def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
-        """Heuristic tokens of out[a:b] as this plan sends them."""
-        inside = [x for x in (plan.boundary, plan.near_start) if a < x < b]
-        cuts = (a, b) if not inside and a <= b else sorted({a, b, *inside})
-        total = 0
-        for x, y in zip(cuts, cuts[1:]):
-            level, near = self._assigned(plan, x)
-            total += self.ledger.tokens(self._near_level(level) if x >= plan.near_start else level, x, y)
+        """Heuristic tokens of out[a:b] (a < b) as this plan sends them: a part at a time, split where
+        the stage level changes (the boundary, working memory)."""
+        tokens, bd, ns = self.ledger.tokens, plan.boundary, plan.near_start
+        total, x = 0, a
+        for y in (min(bd, ns), max(bd, ns), b):
+            if x < y <= b:
+                level = (plan.level if bd >= ns else plan.lower) if x >= ns else (plan.level if x < bd else plan.lower)
+                total += tokens(NEAR if x >= ns and level >= 2 else level, x, y)
+                x = y
         return total
 
     def _cut(self) -> int:

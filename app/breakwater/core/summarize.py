@@ -292,7 +292,7 @@ class ExtractiveSummarizer:
 def goal_lines(previous: list[str], users: Sequence[Message]) -> list[str]:
     """The goal, every correction or constraint the user gave since (the most recent ones within
     `INSTRUCTIONS_BUDGET`, saying how many were left out), and the user's latest request."""
-    goal, latest, said, left_out = None, None, [], 0
+    goal, latest, said, left_out, last = None, None, [], 0, None
     for line in previous:
         more = _MORE_INSTRUCTIONS.match(line)
         if more:
@@ -310,7 +310,9 @@ def goal_lines(previous: list[str], users: Sequence[Message]) -> list[str]:
                      if " ".join(s.split()) not in goal]
             continue
         said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)]
-        latest = _LATEST + _clip(u.content, LATEST_REQUEST_CHARS)
+        last = u
+    if last is not None:   # the latest request is the last user's: clipped once, not once per user
+        latest = _LATEST + _clip(last.content, LATEST_REQUEST_CHARS)
     lines = ([goal] if goal else []) + within(_dedupe(said), INSTRUCTIONS_BUDGET, left_out,
                                               "earlier user instruction{s} left out")
     if latest and not any(latest[len(_LATEST):].rstrip("…") in line for line in lines):
