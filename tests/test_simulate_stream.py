@@ -94,3 +94,16 @@ def test_each_turn_s_text_is_what_json_dumps_writes(name):
     odd.message_id = 'm"1\\\n连接'
     assert odd.json_text() == json.dumps(odd.to_json(), ensure_ascii=False)
     assert {"api_tokens", "compaction", "compaction_source", "recorded_compaction"} <= seen
+
+
+def test_a_turn_counting_the_same_edits_in_another_order_writes_them_in_its_own():
+    """Consecutive turns reuse the text of the same edits: the order they were counted in is part of it."""
+    from breakwater.core.simulate import TurnStats
+
+    def turn(edits):
+        return TurnStats(7, "m7", 10, 10, 10, "soft", "estimate", "estimate", "microcompact", edits)
+
+    for edits in ({"summarized": 5, "merged": 2}, {"merged": 2, "summarized": 5}, {"merged": 2, "summarized": 5},
+                  {}, {"merged": 2}, {"merged": 3}):
+        t = turn(edits)
+        assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False)

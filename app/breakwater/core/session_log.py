@@ -18,6 +18,7 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
+from itertools import repeat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -101,7 +102,7 @@ class SessionLog:
         self.source_format = source_format
         self._lock = threading.Lock()
         self._fh = None
-        self._n_messages = sum(1 for e in self.entries if isinstance(e, Message))
+        self._n_messages = sum(map(isinstance, self.entries, repeat(Message)))   # a million: no generator
         self._n_events = len(self.entries) - self._n_messages
 
     # -- reading -------------------------------------------------------------------------------

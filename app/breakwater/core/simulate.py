@@ -22,14 +22,17 @@ from breakwater.core.tokens import TokenCounter
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it
-_QUOTED: dict[str, str] = {}   # the few zone, counting and stage names, each quoted once
+class _Quoted(dict):
+    """The few zone, counting, stage and edit kind names, each quoted once (a lookup, not a call)."""
+
+    def __missing__(self, text: str) -> str:
+        quoted = self[text] = _string(text)
+        return quoted
 
 
-def _quoted(text: str) -> str:
-    quoted = _QUOTED.get(text)
-    if quoted is None:
-        quoted = _QUOTED[text] = _string(text)
-    return quoted
+_QUOTED = _Quoted()
+# consecutive turns mostly count the same edits: the last ones (in their order) and their text
+_last_edits: tuple[tuple[tuple[str, int], ...], str] = ((), "")
 
 
 # Not frozen, for the reason Message is not: a frozen dataclass sets each field through
@@ -71,12 +74,18 @@ class TurnStats:
     def json_text(self) -> str:
         """`json.dumps(self.to_json(), ensure_ascii=False)`, built directly: several times faster, and
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
-        edits = ", ".join([f"{_quoted(k)}: {v}" for k, v in self.edits.items()]) if self.edits else ""
+        global _last_edits
+        items, last = tuple(self.edits.items()), _last_edits
+        if items == last[0]:
+            edits = last[1]
+        else:
+            edits = ", ".join([f"{_QUOTED[k]}: {v}" for k, v in items])
+            _last_edits = (items, edits)
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
-                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, "zone": {_quoted(self.zone)}, '
-                f'"counted": {_quoted(self.counted)}, "zone_counted": {_quoted(self.zone_counted)}, '
+                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, "zone": {_QUOTED[self.zone]}, '
+                f'"counted": {_QUOTED[self.counted]}, "zone_counted": {_QUOTED[self.zone_counted]}, '
                 f'"fits": {"true" if self.fits else "false"}, "stable_prefix_tokens": {self.stable_prefix_tokens}, '
-                f'"stage": {_quoted(self.level)}, "edits": {{{edits}}}')
+                f'"stage": {_QUOTED[self.level]}, "edits": {{{edits}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
             return text + "}"
         rest = self.to_json()
