@@ -4,7 +4,11 @@ process, under another policy or the same one."""
 
 from __future__ import annotations
 
+import sys
+import threading
+
 from breakwater.core import pipeline
+from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
 from breakwater.core.simulate import simulate
 from synth import as_log, session_messages
@@ -32,3 +36,25 @@ def test_a_policy_simulated_after_another_gets_its_own_forms():
     assert pipeline._FORMS, "the long results of this session are shared"
     assert _run(log, other) == alone
     assert _run(log, mine) == first
+
+
+def test_policies_met_by_several_threads_at_once_are_told_apart():
+    # the replay's re-simulation and the fidelity measurement build pipelines in their own threads
+    policies = [PRESETS["breakwater"].with_changes(mask_min_chars=1_000 + i) for i in range(10_000)]
+    ids: dict = {}
+
+    def build(k: int) -> None:
+        for p in policies[k::8]:
+            ids[p] = Pipeline(p)._policy_id
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # switch threads as often as possible, so that a race shows
+    try:
+        threads = [threading.Thread(target=build, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(set(ids.values())) == len(policies)

@@ -20,6 +20,7 @@ plus the few messages of working memory, not a pass over the history.
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -49,6 +50,7 @@ UNCHANGED = (None, None, None, None)   # a message no stage level changes: its f
 # holds the message and the call, so no other object takes their ids while it is there.
 _FORMS: dict[tuple[int, int, int], tuple] = {}
 _POLICY_IDS: dict[Policy, int] = {}   # a small number per policy seen: a key is hashed in a few operations
+_NEXT_POLICY_ID = itertools.count()    # atomic: two threads meeting two new policies give them two numbers
 CACHED_FORMS = 1 << 13
 CACHED_FORMS_CHARS = 2_000   # shorter messages: their forms cost less than remembering them
 
@@ -150,7 +152,7 @@ class Pipeline:
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
-        self._policy_id = _POLICY_IDS.setdefault(policy, len(_POLICY_IDS))
+        self._policy_id = _POLICY_IDS.setdefault(policy, next(_NEXT_POLICY_ID))
         # asked for many times a request; the policy works them out each time
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = tuple(L for L, on in ((1, policy.snip), (2, policy.mask), (3, policy.microcompact)) if on)
