@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
-from breakwater.core.policy import Policy, PolicyError
+from breakwater.core.policy import PRESETS, Policy, PolicyError
 from breakwater.core.policy_file import resolve
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
@@ -272,8 +272,12 @@ class CompareScreen(Screen):
         prompt = self.query_one("#cmp-prompt", Input)
         prompt.display = False
         self.query_one(MessageList).focus()
+        spec = event.value.strip()
+        if spec in PRESETS:   # as with its key (and --compare): a preset keeps the window, a file brings its own
+            self.action_preset_b(spec)
+            return
         try:
-            policy = resolve(event.value.strip())
+            policy = resolve(spec)
         except PolicyError as exc:
             self.notify(str(exc), title="B not changed", severity="error")
             return
