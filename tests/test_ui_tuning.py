@@ -54,21 +54,23 @@ def assert_screen_matches(app, data: dict) -> None:
     assert f"· {dropping} turns drop messages" in text
 
 
-async def open_panel(pilot) -> PolicyPanel:
+async def open_panel(pilot, row: str | None = None) -> PolicyPanel:
+    """Once the screen is ready: the policy panel, with the focus and its cursor on `row`."""
+    await ready(pilot)
     await pilot.press("p")
     await pilot.pause()
     panel = pilot.app.screen.query_one(PolicyPanel)
     assert panel.display and panel.table.has_focus
+    if row is not None:
+        panel.select(row)
     return panel
 
 
 async def test_stepping_the_window_resimulates_and_the_screen_equals_simulate_json(tmp_path):
     app = app_for("long-refactor.jsonl", counter="heuristic")
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
+        panel = await open_panel(pilot, "window")
         start = app.screen.replay.policy
-        panel = await open_panel(pilot)
-        panel.select("window")
         await pilot.press("left", "left", "left")
         want = start.window - 3 * 1_000
         await settled(pilot, lambda p: p.window == want)
@@ -105,10 +107,8 @@ async def test_changes_in_a_burst_the_last_value_wins_and_earlier_runs_are_cance
     monkeypatch.setattr(Replay, "run", run)
     app = app_for("long-refactor.jsonl", counter="heuristic")
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot)
+        panel = await open_panel(pilot, "window")
         start = app.screen.replay.policy
-        panel = await open_panel(pilot)
-        panel.select("window")
         for n in range(1, 4):
             await pilot.press("left")
             await until(pilot, lambda: len(runs) == 1 + n)   # its run has started (and is held)
