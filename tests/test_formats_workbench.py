@@ -2,7 +2,7 @@
 the original agent's compaction is shown as recorded, not as one the policy decided."""
 
 import pytest
-from ui_support import app_for, ready, screen_text
+from ui_support import app_for, ready, screen_text, until
 
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 from support.transcripts import REAL
@@ -27,6 +27,7 @@ async def test_the_agents_own_compaction_is_shown_as_recorded():
     async with app.run_test(size=(240, 40)) as pilot:
         await ready(pilot)
         app.screen.query_one(MessageList).select_index(SUMMARY_ROW)
-        await pilot.pause(0.2)
+        # the inspector follows the cursor after a short delay: a fixed pause misses it on a loaded machine
+        await until(pilot, lambda: "trigger recorded" in screen_text(app))
         text = screen_text(app)
         assert "trigger recorded" in text and "summarizer codex" in text
