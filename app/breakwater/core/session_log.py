@@ -18,8 +18,8 @@ import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
-from itertools import repeat
 from datetime import datetime, timezone
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 

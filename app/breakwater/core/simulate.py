@@ -22,6 +22,8 @@ from breakwater.core.tokens import TokenCounter
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it
+
+
 class _Quoted(dict):
     """The few zone, counting, stage and edit kind names, each quoted once (a lookup, not a call)."""
 
