@@ -249,6 +249,19 @@ async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
         assert raw.scroll_offset.y > 100_000
 
 
+def repaints(widget) -> list[tuple]:
+    """From now on, the regions each repaint of `widget` asks for (none: the whole widget)."""
+    calls: list[tuple] = []
+    repaint = widget.refresh
+
+    def seen(*regions, **kwargs):
+        calls.append(regions)
+        return repaint(*regions, **kwargs)
+
+    widget.refresh = seen
+    return calls
+
+
 async def test_the_cursor_moving_in_a_scrolled_list_repaints_the_two_rows_on_screen():
     """The terminal shows only what is repainted: the rows asked for must be where the old and the
     new cursor are on screen, not where they would be had the list not scrolled."""
@@ -261,17 +274,10 @@ async def test_the_cursor_moving_in_a_scrolled_list_repaints_the_two_rows_on_scr
         await pilot.pause()
         top, row = lst.scroll_offset.y, lst.cursor
         assert top > 0 and row - top > 2
-        asked = []
-        repaint = lst.refresh
-
-        def seen(*regions, **kwargs):
-            asked.extend(regions)
-            return repaint(*regions, **kwargs)
-
-        lst.refresh = seen
+        calls = repaints(lst)
         await pilot.press("up")
         assert (lst.cursor, lst.scroll_offset.y) == (row - 1, top)
-        assert {r.y for r in asked if r.height == 1} == {row - top, row - 1 - top}
+        assert {r.y for regions in calls for r in regions if r.height == 1} == {row - top, row - 1 - top}
 
 
 async def test_a_step_repaints_every_row_on_screen_whose_content_changed():
@@ -285,14 +291,7 @@ async def test_a_step_repaints_every_row_on_screen_whose_content_changed():
         height, partial, changed_rows = lst.size.height, 0, 0
         for _ in range(6):
             before = [list(lst.render_line(y)) for y in range(height)]
-            calls = []
-            repaint = lst.refresh
-
-            def seen(*regions, **kwargs):
-                calls.append(regions)
-                return repaint(*regions, **kwargs)
-
-            lst.refresh = seen
+            calls = repaints(lst)
             turn = screen.turn
             await pilot.press("left")
             await ready(pilot, turn - 1)

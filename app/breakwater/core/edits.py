@@ -39,6 +39,13 @@ class Edit:
 _message_id = attrgetter("message.id")
 
 
+def _position(i: int, n: int) -> int:
+    """Index `i` of a sequence of `n` as a position from the start (IndexError outside it)."""
+    if not -n <= i < n:
+        raise IndexError(i)
+    return i % n
+
+
 @dataclass(frozen=True, slots=True)
 class _Index:
     """Where each id is in a stretch of the sanitized history. Built once (at C speed) and shared
@@ -101,10 +108,7 @@ class Covered(Sequence[Edit]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return tuple(self)[i]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(i)
-        return next(islice(iter(self), i % n, None))
+        return next(islice(iter(self), _position(i, len(self)), None))
 
     def _edit(self, k: int) -> Edit:
         m = self.entries[k].message
@@ -168,10 +172,7 @@ class Edits(Sequence[Edit]):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return tuple(self)[i]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(i)
-        i %= n
+        i = _position(i, len(self))
         for part in self.parts:
             if i < len(part):
                 return part[i]
