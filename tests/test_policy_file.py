@@ -50,7 +50,7 @@ def test_every_preset_round_trips(tmp_path, name):
     assert load_toml(path) == PRESETS[name]
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(policy=valid_policies())
 def test_random_valid_policies_round_trip(tmp_path, policy):
     path = save(policy, tmp_path / "p.toml")
