@@ -10,10 +10,11 @@ from textual.widgets import Static
 from ui_support import app_for, ready, screen_text, until
 
 from breakwater.core.simulate import view_at
+from breakwater.core.tokens import heuristic_message as heuristic_message
 from breakwater.ui.config import UISettings
 from breakwater.ui.messages import SimulationReady, TurnChosen, ViewReady
 from breakwater.ui.widgets.gauges import Gauges
-from breakwater.ui.widgets.inspector import Inspector
+from breakwater.ui.widgets.inspector import Inspector, InspectorHead
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 from breakwater.ui.widgets.text_pane import TextPane
 from breakwater.ui.widgets.timeline import Timeline
@@ -137,6 +138,28 @@ async def test_summary_row_lists_what_it_covers_and_jumps():
         assert lst.messages[lst.selected_index].id == summary.covered[0]
         await pilot.press("enter")            # and back to the summary
         assert lst.selected_index == SUMMARY_ROW
+
+
+async def test_the_message_a_summary_was_joined_into_says_so():
+    # long-refactor at its last turn: the summary is joined to the first user message (turns alternate),
+    # which is sent at ten times its logged size; its row and its inspector must say why
+    app = app_for("long-refactor.jsonl")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        d = screen.detail
+        survivor = next(i for i, m in enumerate(lst.messages) if m.id in d.joined)
+        msg = lst.messages[survivor]
+        assert d.sent_tokens(msg) > 5 * heuristic_message(msg)
+        assert "merged" in d.kinds(msg.id)
+        lst.select_index(survivor)
+        await until(pilot, lambda: screen.query_one(Inspector).index == survivor)
+        head = screen.query_one(InspectorHead).draw().plain
+        assert "the deep-compaction summary joined to this message so that turns alternate" in head
+        assert f"tokens {heuristic_message(msg):,} → {d.sent_tokens(msg):,}" in head
+        row = next(line for line in screen_text(app).splitlines() if line.lstrip("│ ").startswith(f"{survivor} "))
+        assert "merge" in row
 
 
 async def test_broken_lines_are_notified_with_their_numbers(tmp_path):

@@ -121,10 +121,15 @@ class TurnDetail:
     exact_tokens: int | None  # by tiktoken, when the model's encoding is known
     encoding: str | None
     calibration: Calibration  # the correction factor in force at this request
+    # sent message id -> the ids joined into it so that turns alternate (the summary, a user message)
+    joined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def kinds(self, message_id: str) -> list[str]:
-        """The edit kinds applied to a message, in the canonical order, each once."""
+        """The edit kinds applied to a message, in the canonical order, each once; a message others
+        were joined into counts as merged too (its edit is the absorbed message's)."""
         got = {e.kind for e in self.edits_by_id.get(message_id, ())}
+        if message_id in self.joined:
+            got.add("merged")
         return [k for k in KINDS if k in got] + sorted(got.difference(KINDS))
 
     def sent_tokens(self, msg: Message) -> int:
@@ -312,9 +317,13 @@ class Replay:
         summary = None
         # the summary message, or the first user message it was joined into
         carrier = None
+        joined: dict[str, tuple[str, ...]] = {}
         for m in view.messages:
-            if m.meta and m.meta.get("compaction") is not None:
-                carrier = m
+            if m.meta:
+                if m.meta.get("compaction") is not None:
+                    carrier = m
+                if m.meta.get("joined"):
+                    joined[m.id] = tuple(m.meta["joined"])
         if carrier is not None:
             ranges = tuple(p for p in view.edits.parts if isinstance(p, Covered) and p.kind == "summarized")
             covered = ranges[0].message_ids() if len(ranges) == 1 else \
@@ -323,7 +332,7 @@ class Replay:
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
         kept[3] = TurnDetail(view, EditsById(view.edits), sent_by_id, summary, self.history_size(view.turn),
-                             heuristic, exact, counter.encoding_name, calibration)
+                             heuristic, exact, counter.encoding_name, calibration, joined)
         return kept[3]
 
     def history_size(self, turn: int) -> int:

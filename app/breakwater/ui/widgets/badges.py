@@ -14,7 +14,7 @@ KIND_INFO: dict[str, tuple[str, str]] = {
     "microcompacted": ("micro", "a far tool exchange reduced to a skeleton line"),
     "summarized": ("sum", "replaced by a deep-compaction summary"),
     "dropped": ("drop", "left out to fit the window (shape history) or invalid"),
-    "merged": ("merge", "merged into the previous message of the same role"),
+    "merged": ("merge", "joined with the message of the same role next to it, so that turns alternate"),
     "stripped": ("strip", "orphaned tool call or result removed"),
     "truncated-argument": ("arg", "an over-long tool-call argument cut to head + tail"),
 }

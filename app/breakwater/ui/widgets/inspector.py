@@ -155,6 +155,12 @@ class Inspector(Vertical):
             if e.threshold:
                 text.append(f" · {e.threshold}")
             text.append(f" · tokens {e.tokens_before:,} → {e.tokens_after:,}")
+        joined = detail.joined.get(m.id, ()) if detail and not future else ()
+        if joined:
+            text.append("\n")
+            text.append(f" {label('merged')} ", style=self._kind_style("merged"))
+            text.append(f" merged · stage shape_history · {self._joined_names(joined)} joined to this message "
+                        f"so that turns alternate · tokens {heuristic_message(m):,} → {detail.sent_tokens(m):,}")
         src = (m.meta or {}).get("source") if m.meta else None
         if isinstance(src, dict) and src.get("spill_path"):
             text.append(f"\nfull output: {src['spill_path']}")
@@ -167,6 +173,14 @@ class Inspector(Vertical):
                 text.append(f" {k} ", style=self._kind_style(k))
                 text.append(f" {describe(k)}  ")
         return text
+
+    def _joined_names(self, ids: tuple[str, ...]) -> str:
+        # what is not a message of the log is the summary, the only message the pipeline adds
+        names = []
+        for mid in ids:
+            i = next((i for i, x in enumerate(self.messages) if x.id == mid), None)
+            names.append(f"#{i} {self.messages[i].role}" if i is not None else "the deep-compaction summary")
+        return ", ".join(names)
 
     def _kind_style(self, kind: str):
         return self.query_one("#inspector-raw", TextPane).get_component_rich_style(f"text-pane--{kind}",
