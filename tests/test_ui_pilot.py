@@ -185,8 +185,7 @@ async def test_theme_toggles_and_help_lists_keys_and_colours():
         await pilot.press("t")
         assert app.theme == "breakwater-light"
         await pilot.press("f1")
-        await pilot.pause(0.2)
-        assert "keys and colours" in screen_text(app)
+        await until(pilot, lambda: "keys and colours" in screen_text(app))
         console = Console(width=160, record=True, file=io.StringIO())
         for static in app.screen.query(Static):
             console.print(static.content)
@@ -236,8 +235,9 @@ async def test_timeline_click_scrubs_and_space_plays():
         await until(pilot, lambda: app.screen.turn >= 4)
         await pilot.press("space")
         stopped = app.screen.turn
+        await until(pilot, lambda: "paused" in screen_text(app))
         await pilot.pause(0.3)
-        assert app.screen.turn == stopped and "paused" in screen_text(app)
+        assert app.screen.turn == stopped
 
 
 async def test_every_action_is_in_the_command_palette():
@@ -268,8 +268,7 @@ async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
         assert len(raw.text) >= 10_000_000 and raw.virtual_size.height > 100_000
         raw.focus()
         await pilot.press("end")                 # the last rows are drawn on demand, like the first
-        await pilot.pause(0.2)
-        assert raw.scroll_offset.y > 100_000
+        await until(pilot, lambda: raw.scroll_offset.y > 100_000)
 
 
 def repaints(widget) -> list[tuple]:
