@@ -6,7 +6,7 @@ import subprocess
 import sys
 import threading
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.core.commands import plural, read_session, sample_path
 from breakwater.core.policy import PRESETS, load_toml
 from breakwater.core.policy_file import save
 from breakwater.core.replay import Replay
@@ -49,9 +49,9 @@ def assert_screen_matches(app, data: dict) -> None:
     last = data["turns"][screen.turn - 1]
     assert f"sent ≈{last['sent_tokens']:,} of window {data['window']:,}" in text
     assert f"with {data['totals']['billed_sent']:,}" in text
-    assert f"{data['totals']['compactions']} deep compactions" in text
+    assert plural(data["totals"]["compactions"], "deep compaction") + " ▼" in text
     dropping = sum(1 for t in data["turns"] if t["edits"].get("dropped"))
-    assert f"· {dropping} turns drop messages" in text
+    assert f"· {plural(dropping, 'turn')} {'drops' if dropping == 1 else 'drop'} messages" in text
 
 
 async def open_panel(pilot, row: str | None = None) -> PolicyPanel:
@@ -64,6 +64,17 @@ async def open_panel(pilot, row: str | None = None) -> PolicyPanel:
     if row is not None:
         panel.select(row)
     return panel
+
+
+async def test_one_deep_compaction_and_one_dropping_turn_read_as_one():
+    # long-refactor under breakwater at 120,000 has exactly one deep compaction ("1 deep compactions" before)
+    app = app_for("long-refactor.jsonl", counter="heuristic", window=120_000)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        data = simulate_json("--window", "120000")
+        assert data["totals"]["compactions"] == 1
+        assert "1 deep compaction ▼" in screen_text(app)
+        assert_screen_matches(app, data)
 
 
 async def test_stepping_the_window_resimulates_and_the_screen_equals_simulate_json(tmp_path):
@@ -186,7 +197,7 @@ async def test_the_timeline_counts_the_compactions_an_imported_transcript_record
         totals = json.loads(out.stdout)["totals"]
         assert totals["recorded_compactions"] > 0
         text = screen_text(app)
-        assert (f"{totals['compactions']} deep compactions ▼ ({totals['decided_compactions']} by this policy, "
+        assert (f"{plural(totals['compactions'], 'deep compaction')} ▼ ({totals['decided_compactions']} by this policy, "
                 f"{totals['recorded_compactions']} recorded in the transcript)") in text
         assert "▽ recorded" in text
 

@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.strip import Strip
 
+from breakwater.core.commands import plural
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
 from breakwater.ui.widgets.drawn import Drawn, runs
@@ -187,11 +188,12 @@ class Timeline(Drawn):
         # the agent's own compactions (recorded in an imported transcript) are re-applied on replay
         # and marked ▼ like this policy's: counted together, as simulate --json totals them
         recorded = len(sim.recorded)
-        deep = f"{len(sim.compactions) + recorded} deep compactions ▼"
+        deep = f"{plural(len(sim.compactions) + recorded, 'deep compaction')} ▼"
         if recorded:
             deep += f" ({len(sim.compactions)} by this policy, {recorded} recorded in the transcript)"
         text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,}", style=self._c("dim"))
-        text.append(f"\n {deep} · {self._dropping} turns drop messages", style=self._c("dim"))
+        dropping = f"{plural(self._dropping, 'turn')} {'drops' if self._dropping == 1 else 'drop'} messages"
+        text.append(f"\n {deep} · {dropping}", style=self._c("dim"))
         return text
 
     def on_click(self, event: events.Click) -> None:
