@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 from textual.widgets import Static
-from ui_support import app_for, ready, screen_text, until
+from ui_support import app_for, ready, screen_text, select_row, until
 
 from breakwater.core.simulate import view_at
 from breakwater.core.tokens import heuristic_message as heuristic_message
@@ -108,9 +108,8 @@ async def test_inspector_shows_raw_and_sent_with_spans():
         # a message that was snipped or masked in this request (not summarized away)
         target = next(i for i in range(d.history) if any(e.spans and e.kind in ("snipped", "masked")
                                                         for e in d.edits_by_id.get(lst.messages[i].id, ())))
-        lst.select_index(target)
+        await select_row(pilot, target)
         inspector = screen.query_one(Inspector)
-        await until(pilot, lambda: inspector.index == target)
         raw = screen.query_one("#inspector-raw", TextPane)
         sent = screen.query_one("#inspector-sent", TextPane)
         msg = lst.messages[target]
@@ -130,8 +129,7 @@ async def test_summary_row_lists_what_it_covers_and_jumps():
         screen = app.screen
         lst = screen.query_one(MessageList)
         summary = screen.detail.summary
-        lst.select_index(SUMMARY_ROW)
-        await until(pilot, lambda: screen.query_one(Inspector).index == SUMMARY_ROW)
+        await select_row(pilot, SUMMARY_ROW)
         assert f"covers {len(summary.covered)} messages" in screen_text(app)
         assert screen.query_one("#inspector-sent", TextPane).text == summary.message.content
         await pilot.press("enter")
@@ -153,8 +151,7 @@ async def test_the_message_a_summary_was_joined_into_says_so():
         msg = lst.messages[survivor]
         assert d.sent_tokens(msg) > 5 * heuristic_message(msg)
         assert "merged" in d.kinds(msg.id)
-        lst.select_index(survivor)
-        await until(pilot, lambda: screen.query_one(Inspector).index == survivor)
+        await select_row(pilot, survivor)
         head = screen.query_one(InspectorHead).draw().plain
         assert "the deep-compaction summary joined to this message so that turns alternate" in head
         assert f"tokens {heuristic_message(msg):,} → {d.sent_tokens(msg):,}" in head
@@ -262,8 +259,7 @@ async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         screen = app.screen
-        screen.query_one(MessageList).select_index(big)
-        await until(pilot, lambda: screen.query_one(Inspector).index == big)
+        await select_row(pilot, big)
         raw = screen.query_one("#inspector-raw", TextPane)
         assert len(raw.text) >= 10_000_000 and raw.virtual_size.height > 100_000
         raw.focus()

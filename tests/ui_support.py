@@ -8,6 +8,8 @@ from pathlib import Path
 from breakwater.core.commands import read_session, resolve_policy, sample_path
 from breakwater.ui.app import BreakwaterApp, make_app
 from breakwater.ui.config import UISettings
+from breakwater.ui.widgets.inspector import Inspector
+from breakwater.ui.widgets.message_list import MessageList
 
 
 def app_for(name_or_path: str | Path = "long-refactor.jsonl", *, turn: int | None = None,
@@ -29,6 +31,13 @@ async def until(pilot, condition, timeout: float = 30.0) -> None:
             raise AssertionError("the app did not get there in time")
         await pilot.pause(0.05)
         waited += 0.05
+
+
+async def select_row(pilot, row: int) -> None:
+    """Select `row` in the message list and wait until the inspector shows it."""
+    screen = pilot.app.screen
+    screen.query_one(MessageList).select_index(row)
+    await until(pilot, lambda: screen.query_one(Inspector).index == row)
 
 
 async def ready(pilot, turn: int | None = None) -> None:

@@ -60,6 +60,7 @@ class Inspector(Vertical):
                 self.by_call.setdefault(m.tool_call_id, []).append(i)
             for c in m.tool_calls:
                 self.call_of[c.id] = (i, c)
+        self._index_of: dict[str, int] | None = None   # message id -> row, built when first asked
         self.index = None   # redraw on the next show()
 
     def compose(self) -> ComposeResult:
@@ -176,11 +177,14 @@ class Inspector(Vertical):
 
     def _joined_names(self, ids: tuple[str, ...]) -> str:
         # what is not a message of the log is the summary, the only message the pipeline adds
-        names = []
-        for mid in ids:
-            i = next((i for i, x in enumerate(self.messages) if x.id == mid), None)
-            names.append(f"#{i} {self.messages[i].role}" if i is not None else "the deep-compaction summary")
-        return ", ".join(names)
+        index_of = self.index_of()
+        return ", ".join(f"#{index_of[mid]} {self.messages[index_of[mid]].role}" if mid in index_of
+                         else "the deep-compaction summary" for mid in ids)
+
+    def index_of(self) -> dict[str, int]:
+        if self._index_of is None:
+            self._index_of = {m.id: i for i, m in enumerate(self.messages)}
+        return self._index_of
 
     def _kind_style(self, kind: str):
         return self.query_one("#inspector-raw", TextPane).get_component_rich_style(f"text-pane--{kind}",
@@ -203,7 +207,7 @@ class Inspector(Vertical):
             raw_pane.set_text("")
             sent_pane.set_text("")
             return
-        index_of = {m.id: i for i, m in enumerate(self.messages)}
+        index_of = self.index_of()
         lines = [f"#{index_of[mid]} {self.messages[index_of[mid]].role:<9} {preview(self.messages[index_of[mid]])[:160]}"
                  for mid in s.covered[:COVERED_LISTED] if mid in index_of]
         if len(s.covered) > COVERED_LISTED:
