@@ -1,4 +1,4 @@
-"""The far forms of long messages are shared between pipelines of the same policy (core/pipeline.py
+"""The far forms of long messages are shared between pipelines of the same policy (core/stage_forms.py
 `_FORMS`): a simulation gives the same figures and the same requests whatever ran before it in the
 process, under another policy or the same one."""
 

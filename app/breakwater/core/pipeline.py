@@ -15,81 +15,38 @@ Stages for every request:
 Per-message work is done once, when a message arrives: its token count at
 every stage level is kept in prefix sums, so a request costs O(1) arithmetic
 plus the few messages of working memory, not a pass over the history.
+
+Its parts, one module each: the stage forms of a message and their caches (core/stage_forms.py),
+the soft-zone search and the counts of request shapes (core/soft_zone.py), deep compaction and the
+head after a summary (core/deep_compaction.py), the cache-stable prefix (core/stable_prefix.py).
+They are mixed into `Pipeline`, so a method found on one costs what it did on a single class.
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from breakwater.core import mask as mask_stage
 from breakwater.core import materialize as build
-from breakwater.core import microcompact as micro_stage
-from breakwater.core import snip as snip_stage
+from breakwater.core.deep_compaction import RECORDED as RECORDED  # imported from here by the formats
+from breakwater.core.deep_compaction import Compaction, DeepCompaction, _Active
 from breakwater.core.edits import View
-from breakwater.core.ledger import NEAR, Ledger
+from breakwater.core.ledger import Ledger
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
 from breakwater.core.session_log import Entry, Event
 from breakwater.core.shape import join_users
+from breakwater.core.soft_zone import SoftZone
+from breakwater.core.stable_prefix import StablePrefix
+from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
+from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, UNCHANGED, StageForms
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
-EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
-
-
-UNCHANGED = (None, None, None, None)   # a message no stage level changes: its forms at levels 1-3, near
-
-# The far forms of long messages, shared by every pipeline of the same policy (a re-simulation, the
-# fidelity replays): (id(message), id(call), policy) -> (message, call, forms, their tokens). An entry
-# holds the message and the call, so no other object takes their ids while it is there.
-_FORMS: dict[tuple[int, int, int], tuple] = {}
-_POLICY_IDS: dict[Policy, int] = {}   # a small number per policy seen: a key is hashed in a few operations
-_NEXT_POLICY_ID = itertools.count()    # atomic: two threads meeting two new policies give them two numbers
-CACHED_FORMS = 1 << 13
-CACHED_FORMS_CHARS = 2_000   # shorter messages: their forms cost less than remembering them
-
-RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
-
-
-@dataclass(frozen=True, slots=True)
-class Compaction:
-    """A deep compaction: the messages before `cut_id` are replaced by `summary`."""
-
-    id: str
-    cut_id: str | None        # first message kept after the summary (None: nothing after it)
-    summary: str
-    summarizer: str
-    trigger: str              # auto | manual | context_length | recorded (done by the agent of an imported transcript)
-    policy: str               # fingerprint of the policy that decided it
-    turn: int
-    tokens_before: int = 0
-    tokens_after: int = 0
-    covered: int = 0
-
-    def to_event(self) -> Event:
-        return Event("compaction", self.id, {
-            "stage": "deep_compact", "trigger": self.trigger, "cut_id": self.cut_id, "summary": self.summary,
-            "summarizer": self.summarizer, "policy": self.policy, "turn": self.turn,
-            "tokens_before": self.tokens_before, "tokens_after": self.tokens_after, "covered": self.covered})
-
-    @classmethod
-    def from_event(cls, ev: Event) -> "Compaction":
-        return cls(ev.id, ev.get("cut_id"), str(ev.get("summary") or ""), str(ev.get("summarizer") or "?"),
-                   str(ev.get("trigger") or "auto"), str(ev.get("policy") or ""), int(ev.get("turn") or 0),
-                   int(ev.get("tokens_before") or 0), int(ev.get("tokens_after") or 0), int(ev.get("covered") or 0))
-
-
-@dataclass(slots=True)
-class _Active:
-    comp: Compaction
-    cut: int                  # index into the sanitized list
-    message: Message          # the summary message sent in place of the covered history
 
 
 @dataclass(slots=True)
@@ -128,27 +85,8 @@ class Plan:
     head_heuristic: int = 0    # heuristic tokens of `head`
 
 
-@dataclass(slots=True)   # not frozen: a plan builds several, and frozen fields are set the slow way
-class _Shape:
-    """One candidate request: the head, the region sent and the stage level of each part."""
 
-    head: list[Message]
-    cut: int
-    start: int
-    drop_to: int
-    level: int
-    lower: int
-    boundary: int
-    near_start: int
-    sent: int
-    counted: str
-    kept_fu: int | None
-    joined: tuple[str, ...]
-    heuristic: int
-    head_heuristic: int
-
-
-class Pipeline:
+class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
@@ -341,319 +279,9 @@ class Pipeline:
             horizon = len(out) - 4 * self.policy.working_memory_messages
             self._far_recent = {k: v for k, v in far_recent.items() if k >= horizon}
 
-    def _shared_forms(self, msg: Message) -> tuple[tuple, tuple]:
-        """`_far_forms(msg)` and, when level 3 changes it, `_form_tokens` of them, else ()."""
-        call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
-        key = (id(msg), id(call), self._policy_id)
-        hit = _FORMS.get(key)
-        if hit is not None and hit[0] is msg and hit[1] is call:
-            return hit[2], hit[3]
-        forms = self._far_forms(msg)
-        # level 3 changes whatever 1 and 2 do
-        changed = tuple(self._form_tokens(forms)) if forms[2] is not None or forms[3] is not None else ()
-        if len(msg.content) > CACHED_FORMS_CHARS:
-            if len(_FORMS) >= CACHED_FORMS:
-                _FORMS.clear()
-            _FORMS[key] = (msg, call, forms, changed)
-        return forms, changed
-
-    @staticmethod
-    def _form_tokens(forms) -> list[tuple[int, str, int]]:
-        """(level, kind, heuristic tokens) of each form; a form shared by two levels is counted once."""
-        changed = []
-        last, tokens = None, 0
-        for L, res in zip((1, 2, 3, NEAR), forms):
-            if res is not None:
-                if res is not last:
-                    last, tokens = res, heuristic_message(res[0])
-                changed.append((L, res[2], tokens))
-        return changed
-
-    def _pinned(self, i: int) -> bool:
-        return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
-
-    # -- stage transforms (the only place that decides what a message becomes) ----------------------
-    def _far(self, msg: Message, level: int):
-        p = self.policy
-        if level >= 3 and p.microcompact:
-            call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
-            res = micro_stage.microcompact(msg, call, p)
-            if res:
-                return res
-        if level >= 2 and p.mask:
-            res = mask_stage.mask_far(msg, p)
-            if res:
-                return res
-        return self._snipped(msg, level)
-
-    def _far_forms(self, msg: Message) -> tuple:
-        """`_far(msg, level)` for levels 1, 2 and 3, then `_near(msg, 2)`, each stage run once."""
-        p = self.policy
-        snipped = self._snipped(msg, 1)
-        masked = near = snipped
-        if p.mask:
-            masked = mask_stage.mask_far(msg, p) or snipped
-            near = mask_stage.head_tail_near(msg, p) or snipped
-        micro = masked
-        if p.microcompact:
-            call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
-            micro = micro_stage.microcompact(msg, call, p) or masked
-        return snipped, masked, micro, near
-
-    def _near(self, msg: Message, level: int):
-        p = self.policy
-        if level >= 2 and p.mask:
-            res = mask_stage.head_tail_near(msg, p)
-            if res:
-                return res
-        return self._snipped(msg, level)
-
-    def _snipped(self, msg: Message, level: int):
-        if level >= 1 and self.policy.snip:
-            res = snip_stage.snip(msg, self.policy)
-            if res:
-                return res[0], res[1], "snipped"
-        return None
-
-    @staticmethod
-    def _near_level(level: int) -> int:
-        """The ledger level of working memory under stage `level`: from masking up, one form."""
-        return NEAR if level >= 2 else level
-
-    def _near_cached(self, i: int, level: int):
-        """Working-memory transforms are asked for on every request; compute each once."""
-        level = min(level, 2)   # every level from masking up treats working memory alike
-        by_level = self._near_cache.get(i)
-        if by_level is None:
-            if len(self._near_cache) > 256:  # only the last few messages are ever near
-                horizon = len(self.ledger) - 4 * self.policy.working_memory_messages
-                self._near_cache = {k: v for k, v in self._near_cache.items() if k >= horizon}
-            by_level = self._near_cache[i] = {}
-        hit = by_level.get(level)
-        if hit is None:
-            res = self._transform(i, level, near=True)
-            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.ledger.tok0[i])
-        return hit
-
-    def _transform(self, i: int, level: int, near: bool):
-        if level == 0 or self._pinned(i):
-            return None
-        forms = self._far_recent.get(i)
-        if forms is not None:
-            return forms[3] if near and level >= 2 else forms[level - 1]
-        msg = self.san.out[i].message
-        return self._near(msg, level) if near else self._far(msg, level)
-
-    # -- counting ---------------------------------------------------------------------------------
-    def _exact_sum(self, level: int, a: int, b: int) -> int:
-        if a >= b:
-            return 0
-        base, arr = self._exact.get(level, (a, [0]))
-        if a < base:
-            base, arr = a, [0]
-        self._exact[level] = (base, arr)
-        out = self.san.out
-        while base + len(arr) - 1 < b:
-            i = base + len(arr) - 1
-            res = self._transform(i, level, near=False)
-            arr.append(arr[-1] + self.counter.exact_message(res[0] if res else out[i].message))
-        return arr[b - base] - arr[a - base]
-
-    def _in_band(self, estimate: int) -> bool:
-        p = self.policy
-        return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * self._hard_limit)
-
-    def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
-                 lower: int | None = None, boundary: int | None = None,
-                 head_tokens: int | None = None) -> tuple[int, str, int]:
-        """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
-        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
-        Returns the count, whether it is exact, and the plain heuristic figure."""
-        partial = boundary is not None and lower is not None and boundary < near_start
-        if not partial:
-            lower, boundary = level, near_start
-        if self.mode != "exact":   # a few lookups: cheaper than remembering them
-            return self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
-        # one plan asks for the same request shape several times (zone, stages, shaping): once each
-        key = (id(head), level, start, near_start, n, lower, boundary)
-        hit = self._measured.get(key)
-        if hit is not None:
-            return hit[0]
-        result = self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
-        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
-        return result
-
-    def _count_shape(self, head, level, start, near_start, n, lower, boundary, partial, head_tokens):
-        near_level = lower if partial else level
-        tokens = self.ledger.tokens
-        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
-        # an empty part costs two bisections for nothing, and a request of a plan has one or two
-        h += tokens(level, start, boundary) + tokens(lower, boundary, near_start) if partial \
-            else tokens(level, start, near_start)
-        if near_start < n:
-            h += tokens(self._near_level(near_level), near_start, n)
-        est = self.calibration.apply(h)
-        if not self._in_band(est):
-            return est, "estimate", h
-        c = self.counter
-        x = sum(c.exact_message(m) for m in head)
-        x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
-        for i in range(near_start, n):
-            r = self._near_cached(i, near_level)[0]
-            x += c.exact_message(r[0] if r else self.san.out[i].message)
-        return x, "exact", h
-
     def _raw_tokens(self) -> int:
         """The whole log so far by the seed's heuristic, never calibrated: one rule, so it never shrinks."""
         return self.raw_tokens
-
-    # -- summaries ---------------------------------------------------------------------------------
-    def _base_start(self) -> int:
-        out = self.san.out
-        return 1 if out and out[0].message.role == "system" else 0
-
-    def _first_user(self) -> int | None:
-        if self._fu is None:
-            out = self.san.out
-            for i in range(self._fu_scanned, len(out)):
-                if out[i].message.role == "user":
-                    self._fu = i
-                    break
-            else:
-                self._fu_scanned = len(out)
-        return self._fu
-
-    def _apply(self, comp: Compaction) -> None:
-        out = self.san.out
-        if comp.cut_id is None:
-            # the summary covers everything so far: calls still waiting for results are closed
-            # now, or stripping them later would leave the cut past the end
-            self.san.close_group()
-            cut = len(out)
-        else:
-            cut = self.id_index.get(comp.cut_id)
-            if cut is None or cut >= len(out) or comp.cut_id not in out[cut].sources:
-                return  # the log does not hold the message it names; ignore rather than guess
-        if any(a.comp.id == comp.id for a in self.active) or (self.active and cut < self.active[-1].cut):
-            return  # already applied (the caller fed back the event we returned), or out of order
-        msg = Message(id=f"summary:{comp.id}", role="user", content=summary_message_text(comp.summary),
-                      turn=comp.turn, meta={"compaction": comp.id})
-        self.active.append(_Active(comp, cut, msg))
-        self.compactions_applied += 1
-        self._compacted_since_view = True
-
-    def _head(self) -> tuple[list[Message], int | None]:
-        out = self.san.out
-        head: list[Message] = []
-        if out and out[0].message.role == "system":
-            head.append(out[0].message)
-        fu = None
-        if self.active:
-            if self.policy.keep_first_user:
-                fu_i = self._first_user()
-                if fu_i is not None and fu_i < self.active[-1].cut:
-                    head.append(out[fu_i].message)
-                    fu = fu_i
-            head.append(self.active[-1].message)
-            head.extend(out[i].message for i in self._pinned_kept(self.active[-1].cut, fu))
-        return head, fu
-
-    def _pinned_kept(self, cut: int, fu: int | None) -> list[int]:
-        """Indices before the cut that stay verbatim after the summary: each pinned message's
-        whole turn (the call and all its results), so the request stays valid."""
-        if not self.pins:
-            return []
-        gs = self.ledger.group_starts
-        kept: set[int] = set()
-        for mid in self.pins:
-            i = self.id_index.get(mid)
-            if i is None or i >= cut or i == fu or i < self._base_start():
-                continue
-            k = bisect.bisect_right(gs, i) - 1
-            start = gs[k] if k >= 0 else i
-            end = gs[k + 1] if k + 1 < len(gs) else len(self.san.out)
-            kept.update(j for j in range(start, min(end, cut)) if j != fu)
-        return sorted(kept)
-
-    def _tail_tokens(self, c: int, n: int) -> int:
-        """Tokens of out[c:n] with every enabled stage applied: what is left after a cut at c."""
-        top = max(self._levels() or (0,))
-        return self._measure([], top, c, self._near_start(top, c, n), n)[0]
-
-    def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
-        p = self.policy
-        gs = self.ledger.group_starts
-        lo = bisect.bisect_right(gs, start)
-        hi = bisect.bisect_left(gs, n)
-        cands = gs[lo:hi]             # group starts strictly after the region start
-        if not cands:
-            return start
-        last = cands[-1]
-        if p.deep_cut == "last-boundary":   # seed 000 findSafeCutPoint
-            out = self.san.out
-            for i in range(n - 1, start, -1):
-                m = out[i].message
-                if m.role == "user":
-                    return min(i, last)
-                if m.role == "assistant" and not m.tool_calls:
-                    return min(i + 1, last)
-                if m.role == "assistant" and out[i - 1].message.role == "tool":
-                    return i  # after all results of a call group: a single-prompt agent run compacts too
-            return start
-        head = self.calibration.apply(head_tokens)
-
-        def fits(c: int) -> bool:
-            return head + self._tail_tokens(c, n) <= p.hard_limit
-
-        if p.deep_cut == "keep-turns":       # seed 003: keep the last N turns, N = 20 -> 3
-            for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
-                if keep <= len(cands) and fits(cands[-keep]):
-                    return cands[-keep]
-            return cands[-min(p.shape_keep_last_min, len(cands))]
-        budget = int(p.deep_keep_ratio * p.window)   # keep-tokens
-        # the longest tail within the budget: the tail shrinks as the cut moves on, so a binary search
-        lo, hi = 0, len(cands) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.calibration.apply(self.ledger.tokens(0, cands[mid], n)) <= budget:
-                hi = mid
-            else:
-                lo = mid + 1
-        k = lo
-        while k < len(cands) - 1 and not fits(cands[k]):
-            k += 1  # the kept tail must fit, or shaping would drop messages no summary covers
-        return cands[k]
-
-    def _deep_compact(self, trigger: str, base_tokens: int, cut: int | None = None) -> Compaction | None:
-        out = self.san.out
-        n = len(out)
-        start = self.active[-1].cut if self.active else self._base_start()
-        if cut is None:
-            head, _ = self._head()
-            est_summary = 600
-            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
-        kept_first = self._first_user() if self.policy.keep_first_user else None
-        if cut <= start or (cut - start == 1 and start == kept_first):
-            return None   # nothing to summarize, or only the first user message, which stays verbatim
-        previous = self.active[-1].comp.summary if self.active else None
-        covered = [out[i].message for i in range(start, cut)]
-        result = self.summarizer.summarize(covered, previous, self.policy)
-        if not result.ok or not result.text:
-            # history must not leave the context unsummarized: the offline summary stands in
-            self._last_failure = result.reason or "empty summary"
-            result = ExtractiveSummarizer().summarize(covered, previous, self.policy)
-        comp = Compaction(id=f"c{self.turn:05d}-{self.compactions_applied + 1}",
-                          cut_id=out[cut].sources[0] if cut < n else None, summary=result.text,
-                          summarizer=result.summarizer, trigger=trigger, policy=self.policy.fingerprint(),
-                          turn=self.turn + 1, tokens_before=base_tokens, covered=cut - start)
-        self._apply(comp)
-        return comp
-
-    def _retract(self, comp: Compaction) -> None:
-        """Take back a compaction decided in this plan, to replace it by one that covers more."""
-        if self.active and self.active[-1].comp.id == comp.id:
-            self.active.pop()
-            self.compactions_applied -= 1
 
     def _near_start(self, level: int, start: int, n: int) -> int:
         """First index treated as working memory: only masking (level 2 and up) tells near from far."""
@@ -758,101 +386,6 @@ class Pipeline:
                 plan.stable_prefix_tokens = self.calibration.apply(head_h + prefix[end] - prefix[js])
         return plan
 
-    def _finish(self, plan: Plan) -> Plan:
-        plan.counts = build.counts(self, plan)
-        if plan.squeeze:
-            view = plan.built = self.materialize(plan)
-            plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
-            plan.counts = view.edit_counts()
-            plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
-        if plan.stable_prefix_tokens is None:
-            plan.stable_prefix_tokens = self._stable_prefix(plan)
-        if plan.built is not None:
-            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
-        self._previous, self._changed_from = plan, plan.n
-        return plan
-
-    # -- the cache-stable prefix (SPEC §7) --------------------------------------------------------------
-    def _stable_prefix(self, plan: Plan) -> int:
-        """Tokens at the start of this request identical to the previous request: what a provider's
-        prompt cache can reuse. Worked out from the two plans, without building either request."""
-        prev = self._previous
-        if prev is None:
-            return 0
-        if prev.head is plan.head:
-            k = len(plan.head)
-        else:
-            k = 0
-            while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
-                k += 1
-        end = plan.start
-        if k == len(prev.head) == len(plan.head) and prev.start == plan.start:
-            end = self._first_changed(prev, plan, plan.start, min(prev.n, plan.n, self._changed_from))
-        count = k + (end - plan.start)
-        for p_ in (prev, plan):  # a squeezed request differs from its plan from the first message squeezed on
-            if p_.built is not None:
-                changed = {e.message_id for e in p_.built.edits if e.stage == "shape_history" and e.kind == "snipped"}
-                count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
-        if plan.built is not None:
-            return self.calibration.apply(sum(heuristic_message(m) for m in plan.built.messages[:count]))
-        if count >= len(plan.head):
-            h = plan.head_heuristic
-        else:
-            h = sum(heuristic_message(m) for m in plan.head[:count])
-        if count > len(plan.head):
-            h += self._region_tokens(plan, plan.start, plan.start + count - len(plan.head))
-        return self.calibration.apply(h)
-
-    @staticmethod
-    def _assigned(plan: Plan, i: int) -> tuple[int, bool]:
-        level, near = (plan.level if plan.boundary >= plan.near_start else plan.lower, True) \
-            if i >= plan.near_start else (plan.level if i < plan.boundary else plan.lower, False)
-        return level, near and level >= 2   # below masking, working memory is treated like the rest
-
-    def _first_changed(self, prev: Plan, plan: Plan, a: int, end: int) -> int:
-        """The first index in [a, end) whose sent form differs between the two plans."""
-        if not (prev.level or prev.lower or plan.level or plan.lower):
-            return end   # no stage on either side: every message is sent as it is
-        level = plan.level
-        if (prev.level == prev.lower == level == plan.lower and prev.boundary == prev.near_start
-                and plan.boundary == plan.near_start and prev.near_start <= plan.near_start):
-            # one stage level, whole, on both sides: only what has left working memory since is sent
-            # otherwise (below masking, working memory is sent like the rest)
-            if level >= 2:
-                for i in self.ledger.changed_in(NEAR, level, max(a, prev.near_start), min(plan.near_start, end)):
-                    r1, r2 = self._transform(i, level, True), self._transform(i, level, False)
-                    if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
-                        return i
-            return end
-        cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
-                                  if a < x < end})
-        for x, y in zip(cuts, cuts[1:]):
-            was, now = self._assigned(prev, x), self._assigned(plan, x)
-            if was == now:
-                continue
-            # a message that neither level changes is sent alike: only the ones either changes are compared
-            for i in self.ledger.changed_in(self._ledger_level(*was), self._ledger_level(*now), x, y):
-                r1, r2 = self._transform(i, *was), self._transform(i, *now)
-                if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
-                    return i
-        return end
-
-    @staticmethod
-    def _ledger_level(level: int, near: bool) -> int:
-        return NEAR if near else level
-
-    def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
-        """Heuristic tokens of out[a:b] (a < b) as this plan sends them: a part at a time, split where
-        the stage level changes (the boundary, working memory)."""
-        tokens, bd, ns = self.ledger.tokens, plan.boundary, plan.near_start
-        total, x = 0, a
-        for y in (min(bd, ns), max(bd, ns), b):
-            if x < y <= b:
-                level = (plan.level if bd >= ns else plan.lower) if x >= ns else (plan.level if x < bd else plan.lower)
-                total += tokens(NEAR if x >= ns and level >= 2 else level, x, y)
-                x = y
-        return total
-
     def _cut(self) -> int:
         """First index of the history after the summary (or the system prompt)."""
         return self.active[-1].cut if self.active else self._base_start()
@@ -897,86 +430,6 @@ class Pipeline:
             self._joined.clear()
         self._joined[tuple(id(m) for m in msgs)] = (msgs, joined, tuple(absorbed))
         return joined, start, tuple(absorbed)
-
-    def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
-        """Soft zone then shape history: the cheapest request from the current cut that fits."""
-        p = self.policy
-        cut = self._cut()
-        framed = self._frame(cut, n)
-        shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
-
-        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
-            key = (lv, s, lower, boundary)
-            shape = shapes.get(key)
-            if shape is not None:
-                return shape
-            jh, js, joined, kept_fu, head_h = framed if s == cut else self._frame(s, n)
-            ns = self._near_start(lv, js, n)
-            if boundary is not None:
-                boundary = max(js, min(boundary, ns))
-            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
-            partial = boundary is not None and lower is not None and boundary < ns
-            shape = shapes[key] = _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
-                                         ns, t, how, kept_fu, joined, h, head_h)
-            return shape
-
-        shape = at(level, cut)
-        higher = [lv for lv in self._levels() if lv > level] if not fast or level else []
-        if higher and shape.sent > self._soft_limit and not self.ledger.changes(higher, shape.start, n):
-            # no stage above `level` changes a message sent (a long chat of short messages): each sends
-            # this same request, over the soft limit, so the search below would end at the highest
-            shape = at(higher[-1], cut)
-        elif not fast or level:
-            below = level
-            for lv in self._levels():
-                if shape.sent <= self._soft_limit:
-                    break
-                if lv <= level:
-                    continue
-                whole = at(lv, cut)
-                if whole.sent <= self._soft_limit:
-                    shape = self._oldest_first(at, lv, below, cut, whole)
-                    break
-                shape, below = whole, lv
-
-        if shape.sent > self._hard_limit:
-            # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
-            gs = self.ledger.group_starts
-            cands = gs[bisect.bisect_right(gs, cut):bisect.bisect_left(gs, n)]
-            for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
-                if keep > len(cands):
-                    continue
-                shape = at(shape.level, cands[-keep])
-                if shape.sent <= self._hard_limit:
-                    break
-        return shape
-
-    def _oldest_first(self, at, lv: int, below: int, cut: int, whole: "_Shape") -> "_Shape":
-        """Apply stage `lv` from the oldest message on, only as far as needed to get under the soft limit.
-
-        The boundary overshoots by a small hysteresis and then stays where it is while the request
-        still fits, so the compacted prefix does not change every turn (prompt caching)."""
-        p = self.policy
-        lo, hi = whole.start, whole.near_start
-        key = (cut, lv, below)
-        kept = self._soft_boundary.get(key)
-        if kept is not None and lo <= kept <= hi:
-            shape = at(lv, cut, below, kept)
-            if shape.sent <= self._soft_limit:
-                return shape
-        if at(lv, cut, below, hi).sent > self._soft_limit:
-            return whole  # even every far message is not enough: the stage applies to working memory too
-        goal = self._soft_limit - int(p.soft_hysteresis_ratio * self._soft_limit)
-        if at(lv, cut, below, hi).sent > goal:
-            goal = self._soft_limit
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if at(lv, cut, below, mid).sent <= goal:
-                hi = mid
-            else:
-                lo = mid + 1
-        self._soft_boundary = {key: lo}
-        return at(lv, cut, below, lo)
 
     # -- building the request (core/materialize.py) ---------------------------------------------------
     def materialize(self, plan: Plan) -> View:

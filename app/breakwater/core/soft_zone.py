@@ -1,0 +1,178 @@
+"""The soft-zone search (SPEC §4, stages 4 and 6): the lowest stage level, applied oldest first only
+as far as needed, that brings the request under the soft limit, then shape history when even that
+is over the hard limit; and the counts of the request shapes it tries.
+
+`SoftZone` is a part of `Pipeline` (core/pipeline.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from breakwater.core.message import Message
+from breakwater.core.tokens import heuristic_message
+
+EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
+
+
+@dataclass(slots=True)   # not frozen: a plan builds several, and frozen fields are set the slow way
+class _Shape:
+    """One candidate request: the head, the region sent and the stage level of each part."""
+
+    head: list[Message]
+    cut: int
+    start: int
+    drop_to: int
+    level: int
+    lower: int
+    boundary: int
+    near_start: int
+    sent: int
+    counted: str
+    kept_fu: int | None
+    joined: tuple[str, ...]
+    heuristic: int
+    head_heuristic: int
+
+
+
+class SoftZone:
+    def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
+        """Soft zone then shape history: the cheapest request from the current cut that fits."""
+        p = self.policy
+        cut = self._cut()
+        framed = self._frame(cut, n)
+        shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
+
+        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
+            key = (lv, s, lower, boundary)
+            shape = shapes.get(key)
+            if shape is not None:
+                return shape
+            jh, js, joined, kept_fu, head_h = framed if s == cut else self._frame(s, n)
+            ns = self._near_start(lv, js, n)
+            if boundary is not None:
+                boundary = max(js, min(boundary, ns))
+            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
+            partial = boundary is not None and lower is not None and boundary < ns
+            shape = shapes[key] = _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
+                                         ns, t, how, kept_fu, joined, h, head_h)
+            return shape
+
+        shape = at(level, cut)
+        higher = [lv for lv in self._levels() if lv > level] if not fast or level else []
+        if higher and shape.sent > self._soft_limit and not self.ledger.changes(higher, shape.start, n):
+            # no stage above `level` changes a message sent (a long chat of short messages): each sends
+            # this same request, over the soft limit, so the search below would end at the highest
+            shape = at(higher[-1], cut)
+        elif not fast or level:
+            below = level
+            for lv in self._levels():
+                if shape.sent <= self._soft_limit:
+                    break
+                if lv <= level:
+                    continue
+                whole = at(lv, cut)
+                if whole.sent <= self._soft_limit:
+                    shape = self._oldest_first(at, lv, below, cut, whole)
+                    break
+                shape, below = whole, lv
+
+        if shape.sent > self._hard_limit:
+            # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
+            gs = self.ledger.group_starts
+            cands = gs[bisect.bisect_right(gs, cut):bisect.bisect_left(gs, n)]
+            for keep in range(p.shape_keep_last_max, p.shape_keep_last_min - 1, -1):
+                if keep > len(cands):
+                    continue
+                shape = at(shape.level, cands[-keep])
+                if shape.sent <= self._hard_limit:
+                    break
+        return shape
+
+    def _oldest_first(self, at, lv: int, below: int, cut: int, whole: "_Shape") -> "_Shape":
+        """Apply stage `lv` from the oldest message on, only as far as needed to get under the soft limit.
+
+        The boundary overshoots by a small hysteresis and then stays where it is while the request
+        still fits, so the compacted prefix does not change every turn (prompt caching)."""
+        p = self.policy
+        lo, hi = whole.start, whole.near_start
+        key = (cut, lv, below)
+        kept = self._soft_boundary.get(key)
+        if kept is not None and lo <= kept <= hi:
+            shape = at(lv, cut, below, kept)
+            if shape.sent <= self._soft_limit:
+                return shape
+        if at(lv, cut, below, hi).sent > self._soft_limit:
+            return whole  # even every far message is not enough: the stage applies to working memory too
+        goal = self._soft_limit - int(p.soft_hysteresis_ratio * self._soft_limit)
+        if at(lv, cut, below, hi).sent > goal:
+            goal = self._soft_limit
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if at(lv, cut, below, mid).sent <= goal:
+                hi = mid
+            else:
+                lo = mid + 1
+        self._soft_boundary = {key: lo}
+        return at(lv, cut, below, lo)
+
+    # -- counting ---------------------------------------------------------------------------------
+    def _exact_sum(self, level: int, a: int, b: int) -> int:
+        if a >= b:
+            return 0
+        base, arr = self._exact.get(level, (a, [0]))
+        if a < base:
+            base, arr = a, [0]
+        self._exact[level] = (base, arr)
+        out = self.san.out
+        while base + len(arr) - 1 < b:
+            i = base + len(arr) - 1
+            res = self._transform(i, level, near=False)
+            arr.append(arr[-1] + self.counter.exact_message(res[0] if res else out[i].message))
+        return arr[b - base] - arr[a - base]
+
+    def _in_band(self, estimate: int) -> bool:
+        p = self.policy
+        return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * self._hard_limit)
+
+    def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
+                 lower: int | None = None, boundary: int | None = None,
+                 head_tokens: int | None = None) -> tuple[int, str, int]:
+        """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
+        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
+        Returns the count, whether it is exact, and the plain heuristic figure."""
+        partial = boundary is not None and lower is not None and boundary < near_start
+        if not partial:
+            lower, boundary = level, near_start
+        if self.mode != "exact":   # a few lookups: cheaper than remembering them
+            return self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
+        # one plan asks for the same request shape several times (zone, stages, shaping): once each
+        key = (id(head), level, start, near_start, n, lower, boundary)
+        hit = self._measured.get(key)
+        if hit is not None:
+            return hit[0]
+        result = self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
+        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
+        return result
+
+    def _count_shape(self, head, level, start, near_start, n, lower, boundary, partial, head_tokens):
+        near_level = lower if partial else level
+        tokens = self.ledger.tokens
+        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
+        # an empty part costs two bisections for nothing, and a request of a plan has one or two
+        h += tokens(level, start, boundary) + tokens(lower, boundary, near_start) if partial \
+            else tokens(level, start, near_start)
+        if near_start < n:
+            h += tokens(self._near_level(near_level), near_start, n)
+        est = self.calibration.apply(h)
+        if not self._in_band(est):
+            return est, "estimate", h
+        c = self.counter
+        x = sum(c.exact_message(m) for m in head)
+        x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
+        for i in range(near_start, n):
+            r = self._near_cached(i, near_level)[0]
+            x += c.exact_message(r[0] if r else self.san.out[i].message)
+        return x, "exact", h

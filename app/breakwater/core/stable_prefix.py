@@ -1,0 +1,114 @@
+"""The cache-stable prefix (SPEC §7): how much of a request is identical to the previous one, what
+a provider's prompt cache can reuse, worked out from the two plans without building either request.
+
+`StablePrefix` is a part of `Pipeline` (core/pipeline.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from breakwater.core import materialize as build
+from breakwater.core.ledger import NEAR
+from breakwater.core.tokens import heuristic_message
+
+if TYPE_CHECKING:
+    from breakwater.core.pipeline import Plan
+
+
+class StablePrefix:
+    def _finish(self, plan: Plan) -> Plan:
+        plan.counts = build.counts(self, plan)
+        if plan.squeeze:
+            view = plan.built = self.materialize(plan)
+            plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
+            plan.counts = view.edit_counts()
+            plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
+        if plan.stable_prefix_tokens is None:
+            plan.stable_prefix_tokens = self._stable_prefix(plan)
+        if plan.built is not None:
+            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
+        self._previous, self._changed_from = plan, plan.n
+        return plan
+
+    # -- the cache-stable prefix (SPEC §7) --------------------------------------------------------------
+    def _stable_prefix(self, plan: Plan) -> int:
+        """Tokens at the start of this request identical to the previous request: what a provider's
+        prompt cache can reuse. Worked out from the two plans, without building either request."""
+        prev = self._previous
+        if prev is None:
+            return 0
+        if prev.head is plan.head:
+            k = len(plan.head)
+        else:
+            k = 0
+            while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
+                k += 1
+        end = plan.start
+        if k == len(prev.head) == len(plan.head) and prev.start == plan.start:
+            end = self._first_changed(prev, plan, plan.start, min(prev.n, plan.n, self._changed_from))
+        count = k + (end - plan.start)
+        for p_ in (prev, plan):  # a squeezed request differs from its plan from the first message squeezed on
+            if p_.built is not None:
+                changed = {e.message_id for e in p_.built.edits if e.stage == "shape_history" and e.kind == "snipped"}
+                count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
+        if plan.built is not None:
+            return self.calibration.apply(sum(heuristic_message(m) for m in plan.built.messages[:count]))
+        if count >= len(plan.head):
+            h = plan.head_heuristic
+        else:
+            h = sum(heuristic_message(m) for m in plan.head[:count])
+        if count > len(plan.head):
+            h += self._region_tokens(plan, plan.start, plan.start + count - len(plan.head))
+        return self.calibration.apply(h)
+
+    @staticmethod
+    def _assigned(plan: Plan, i: int) -> tuple[int, bool]:
+        level, near = (plan.level if plan.boundary >= plan.near_start else plan.lower, True) \
+            if i >= plan.near_start else (plan.level if i < plan.boundary else plan.lower, False)
+        return level, near and level >= 2   # below masking, working memory is treated like the rest
+
+    def _first_changed(self, prev: Plan, plan: Plan, a: int, end: int) -> int:
+        """The first index in [a, end) whose sent form differs between the two plans."""
+        if not (prev.level or prev.lower or plan.level or plan.lower):
+            return end   # no stage on either side: every message is sent as it is
+        level = plan.level
+        if (prev.level == prev.lower == level == plan.lower and prev.boundary == prev.near_start
+                and plan.boundary == plan.near_start and prev.near_start <= plan.near_start):
+            # one stage level, whole, on both sides: only what has left working memory since is sent
+            # otherwise (below masking, working memory is sent like the rest)
+            if level >= 2:
+                for i in self.ledger.changed_in(NEAR, level, max(a, prev.near_start), min(plan.near_start, end)):
+                    r1, r2 = self._transform(i, level, True), self._transform(i, level, False)
+                    if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                        return i
+            return end
+        cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
+                                  if a < x < end})
+        for x, y in zip(cuts, cuts[1:]):
+            was, now = self._assigned(prev, x), self._assigned(plan, x)
+            if was == now:
+                continue
+            # a message that neither level changes is sent alike: only the ones either changes are compared
+            for i in self.ledger.changed_in(self._ledger_level(*was), self._ledger_level(*now), x, y):
+                r1, r2 = self._transform(i, *was), self._transform(i, *now)
+                if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                    return i
+        return end
+
+    @staticmethod
+    def _ledger_level(level: int, near: bool) -> int:
+        return NEAR if near else level
+
+    def _region_tokens(self, plan: Plan, a: int, b: int) -> int:
+        """Heuristic tokens of out[a:b] (a < b) as this plan sends them: a part at a time, split where
+        the stage level changes (the boundary, working memory)."""
+        tokens, bd, ns = self.ledger.tokens, plan.boundary, plan.near_start
+        total, x = 0, a
+        for y in (min(bd, ns), max(bd, ns), b):
+            if x < y <= b:
+                level = (plan.level if bd >= ns else plan.lower) if x >= ns else (plan.level if x < bd else plan.lower)
+                total += tokens(NEAR if x >= ns and level >= 2 else level, x, y)
+                x = y
+        return total
