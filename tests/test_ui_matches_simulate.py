@@ -1,5 +1,6 @@
 """At every turn of two sample sessions, what the gauges and badges draw is what
-`breakwater simulate --json` prints for that turn (a real subprocess, the real screen)."""
+`breakwater simulate --json` prints for that turn, and the timeline's wallet is its totals (a real
+subprocess, the real screen)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from ui_support import app_for, ready
+from ui_support import app_for, ready, screen_text
 
 from breakwater.core.commands import sample_path
 from breakwater.ui.widgets.gauges import Gauges
@@ -27,13 +28,16 @@ async def test_gauges_and_badges_equal_simulate_json(name):
         screen = app.screen
         gauges = screen.query_one(Gauges)
         lst = screen.query_one(MessageList)
+        saved = 0
         for row in expected["turns"]:
             screen._go(row["turn"])
             await ready(pilot, row["turn"])
             drawn = gauges.draw().plain
             mark = "" if row["counted"] == "exact" else "≈"
             assert f"sent {mark}{row['sent_tokens']:,} of window {expected['window']:,}" in drawn, row
-            assert f"raw {row['raw_tokens']:,}" in drawn
+            assert f"raw ≈{row['raw_tokens']:,}" in drawn
+            assert f"cache-stable prefix ≈{row['stable_prefix_tokens']:,}" in drawn
+            saved += int(drawn.split("saved ≈")[1].split()[0].replace(",", ""))
             assert {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}[row["zone"]] in drawn
             if "api_tokens" in row:
                 assert f"API {row['api_tokens']:,}" in drawn
@@ -42,3 +46,8 @@ async def test_gauges_and_badges_equal_simulate_json(name):
             for i in range(detail.history):      # one badge per kind on each message's row
                 badges.update(detail.kinds(lst.messages[i].id))
             assert dict(badges) == row["edits"], row["turn"]
+        # what each request saves, counted like for like, adds up to what the session saves
+        totals = expected["totals"]
+        assert saved == totals["saved"]
+        assert (f"without compaction ≈{totals['billed_raw']:,} · with {totals['billed_sent']:,} · "
+                f"saved ≈{totals['saved']:,}") in screen_text(app)

@@ -287,8 +287,8 @@ def print_comparison(comparison, log: SessionLog) -> None:
                       f"{t.delta:+,}", t.a.zone, t.b.zone, t.a.level, t.b.level)
     console.print(table)
     for name, tot in zip("AB", comparison.totals):
-        console.print(f"{name}: billed without compaction {tot.billed_raw:,} · with {tot.billed_sent:,} · "
-                      f"saved {tot.saved:,} ({tot.saved_pct:.0f}%) · {plural(tot.compactions, 'deep compaction')} · "
+        console.print(f"{name}: billed without compaction ≈{tot.billed_raw:,} · with {tot.billed_sent:,} · "
+                      f"saved ≈{tot.saved:,} ({tot.saved_pct:.0f}%) · {plural(tot.compactions, 'deep compaction')} · "
                       f"{plural(tot.hard_turns, 'turn')} in the hard zone")
     same = sum(1 for t in comparison.turns if not t.differs)
     console.print(f"{same} of {len(comparison.turns)} turns identical (not listed; ◆ deep compaction); "

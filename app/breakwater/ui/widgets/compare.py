@@ -158,8 +158,8 @@ class CompareTotals(Widget):
         ta, tb = c.totals
         for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
             recall, pinned = self.recall.get(name, (None, None))
-            table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}", f"{tot.billed_raw:,}",
-                          f"{tot.billed_sent:,}", f"{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
+            table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}", f"≈{tot.billed_raw:,}",
+                          f"{tot.billed_sent:,}", f"≈{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
                           str(tot.hard_turns), _pct(recall, name in self.recall), _pct(pinned, name in self.recall))
         table.add_row("B − A", "", f"{tb.billed_raw - ta.billed_raw:+,}", f"{tb.billed_sent - ta.billed_sent:+,}",
                       _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}", f"{tb.hard_turns - ta.hard_turns:+}",
@@ -179,7 +179,7 @@ def _pt_delta(recall: dict[str, tuple[float | None, float | None]], k: int) -> s
 
 
 def _pct_delta(ta: Totals, tb: Totals) -> str:
-    return f"{tb.saved - ta.saved:+,} ({tb.saved_pct - ta.saved_pct:+.0f} pt)"
+    return f"{tb.saved - ta.saved:+,} ({tb.saved_pct - ta.saved_pct:+.1f} pt)"
 
 
 def _short(n: int) -> str:

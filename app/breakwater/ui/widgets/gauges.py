@@ -92,14 +92,16 @@ class Gauges(Drawn):
         out.append("\n")
         out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
         out.append("raw ", style=dim)
-        out.append(f"{v.raw_tokens:,}")
+        out.append(f"≈{v.raw_tokens:,}")
         if v.raw_tokens:
-            saved = v.raw_tokens - v.sent_tokens
+            # like for like: raw is the plain heuristic, so the sent request is counted the same way
+            # (sent_tokens may be tiktoken's count, which would show savings where nothing was cut)
+            saved = v.raw_tokens - d.heuristic_tokens
             out.append(" · saved ", style=dim)
-            out.append(f"{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
+            out.append(f"≈{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
         prefix = getattr(v, "stable_prefix_tokens", None)
         if prefix is None and self.stats is not None:
             prefix = getattr(self.stats, "stable_prefix_tokens", None)
         if prefix is not None:
             out.append(" · cache-stable prefix ", style=dim)
-            out.append(f"{prefix:,}")
+            out.append(f"≈{prefix:,}")

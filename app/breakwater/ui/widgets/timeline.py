@@ -180,10 +180,10 @@ class Timeline(Drawn):
         self._columns(sim)
         raw_k, sent_k = self._billed[0][k], self._billed[1][k]
         billed_raw, billed_sent = self._billed[0][-1], self._billed[1][-1]
-        total_saved = billed_raw - billed_sent
+        total_saved = sim.saved   # like for like, as simulate --json totals it
         pct = 100 * total_saved / billed_raw if billed_raw else 0
         text = Text(" billed ", style=self._c("dim"))
-        text.append(f"without compaction {billed_raw:,} · with {billed_sent:,} · saved {total_saved:,} "
+        text.append(f"without compaction ≈{billed_raw:,} · with {billed_sent:,} · saved ≈{total_saved:,} "
                     f"({pct:.0f}%)")
         # the agent's own compactions (recorded in an imported transcript) are re-applied on replay
         # and marked ▼ like this policy's: counted together, as simulate --json totals them
