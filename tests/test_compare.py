@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from breakwater.core.commands import read_session
+from breakwater.core.commands import read_session, sample_path
 from breakwater.core.compare import compare, message_diffs
 from breakwater.core.policy import PRESETS
 from breakwater.core.policy_file import save
@@ -111,3 +111,13 @@ def test_compare_refuses_what_it_cannot_read_in_one_line(session, tmp_path):
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and why in out.stderr, out.stderr
     out = run("simulate", str(session), "--compare", "seed-001", "--view", "9999")
     assert out.returncode == 2 and "turns 1.." in out.stderr
+
+
+def test_compare_saves_what_simulate_saves():
+    """Counted by tiktoken, the sent requests are not like for like with the heuristic raw size:
+    --compare said 19,300,628 saved where simulate said 19,291,028 for the same preset."""
+    session = str(sample_path("long-refactor.jsonl"))
+    data = json.loads(run("simulate", session, "--compare", "seed-001", "--json").stdout)
+    for side, name in (("a", "breakwater"), ("b", "seed-001")):
+        alone = json.loads(run("simulate", session, "--json", "--preset", name).stdout)["totals"]
+        assert data["diff"]["totals"][side]["saved"] == alone["saved"] != alone["billed_raw"] - alone["billed_sent"]
