@@ -77,7 +77,7 @@ async def test_gauges_show_the_counts_and_limits():
 
 async def test_a_request_sent_as_is_saves_nothing():
     """Turn 10 of long-refactor is sent whole, counted by tiktoken (16,440) where raw is the
-    heuristic (17,521): the gauge said "saved 1,081 (6%)"."""
+    heuristic (17,521): the gauge said "saved 1,081 (6%)" and a prefix of 18,796, larger than the request."""
     app = app_for("long-refactor.jsonl", turn=10)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, 10)
@@ -86,6 +86,8 @@ async def test_a_request_sent_as_is_saves_nothing():
         assert d.view.counted == "exact" and d.view.sent_tokens < d.view.raw_tokens
         text = screen_text(app)
         assert "saved ≈0 (0%)" in text
+        assert 0 < d.view.stable_prefix_tokens <= d.view.sent_tokens
+        assert f"cache-stable prefix ≈{d.view.stable_prefix_tokens:,}" in text
 
 
 async def test_filters_and_search_narrow_the_list():

@@ -219,7 +219,7 @@ class View:
     api_tokens: int | None = None  # the last figure the API reported, if any
     fits: bool = True
     notes: tuple[str, ...] = field(default=())
-    # estimate (heuristic x calibration): tokens at the start identical to the previous request,
+    # estimate, counted as sent_tokens is: tokens at the start identical to the previous request,
     # what a provider's prompt cache can reuse; 0 for the first request
     stable_prefix_tokens: int = 0
 

@@ -9,8 +9,9 @@ FIGURE_RULES = {
                   "it never shrinks",
     "sent_tokens": "the heuristic times the calibration factor (≈), confirmed by tiktoken near the limits; "
                    "`counted` says which",
-    "stable_prefix_tokens": "≈ heuristic times calibration: the start of the request identical to the "
-                            "previous request, what a provider's prompt cache can reuse",
+    "stable_prefix_tokens": "≈ the start of the request identical to the previous request, what a "
+                            "provider's prompt cache can reuse, counted as sent_tokens is: heuristic times "
+                            "calibration, or its share of tiktoken's count; never more than sent_tokens",
     "billed_raw": "sum of raw_tokens (≈)",
     "billed_sent": "sum of sent_tokens",
     "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
