@@ -234,7 +234,7 @@ class ExtractiveSummarizer:
         actions: list[str] = []
         users = [m for m in messages if m.role == "user" and not m.content.startswith(SUMMARY_HEADER)]
         goal = goal_lines(prev["Original goal"], users)
-        calls = {c.id: c for m in messages for c in m.tool_calls}
+        calls = {c.id: c for m in messages if m.tool_calls for c in m.tool_calls}
         results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
         ran, not_listed = [], 0
         for line in prev["Progress and next steps"]:
@@ -246,9 +246,14 @@ class ExtractiveSummarizer:
         last_text = ""
         for m in messages:
             if m.role == "assistant":
-                if m.content.strip():
-                    last_text = m.content
-                    decisions += decision_lines(pretruncate(m.content, policy))
+                text = m.content
+                if text.strip():
+                    last_text = text
+                    # a shorter reply holds no sentence (a chat of short replies: most of them)
+                    if len(text) >= MIN_SENTENCE_CHARS:
+                        decisions += decision_lines(pretruncate(text, policy))
+                if not m.tool_calls:
+                    continue
                 for path, verb in _call_paths(m):
                     if files.get(path) != "changed":
                         files[path] = verb
@@ -309,7 +314,8 @@ def goal_lines(previous: list[str], users: Sequence[Message]) -> list[str]:
             said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)
                      if " ".join(s.split()) not in goal]
             continue
-        said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)]
+        if len(u.content) >= MIN_SENTENCE_CHARS:   # a shorter message holds no sentence
+            said += [_INSTRUCTION + _clip(s, INSTRUCTION_CHARS) for s in user_instructions(u.content)]
         last = u
     if last is not None:   # the latest request is the last user's: clipped once, not once per user
         latest = _LATEST + _clip(last.content, LATEST_REQUEST_CHARS)
