@@ -19,31 +19,39 @@ if TYPE_CHECKING:
 
 
 def counts(pipe: Pipeline, plan: Plan) -> dict[str, int]:
-    """The edits `materialize` would make, by kind, without building them."""
-    counts = dict(pipe.san.counts)
-    kept_fu = plan.keep_first_user
+    """The edits `materialize` would make, by kind, without building them. Asked for every request: a
+    kind is entered only with a count above zero (the sanitizer's counts are), so nothing is filtered
+    after, and the ledger is asked only about the parts a stage applies to."""
+    counts = pipe.san.counts.copy()
+    cut, kept_fu = plan.cut, plan.keep_first_user
     if pipe.active:
-        covered = plan.cut - pipe._base_start()
-        if kept_fu is not None and kept_fu < plan.cut:
-            covered -= 1
-        covered -= len(pipe._pinned_kept(plan.cut, kept_fu if kept_fu is not None and kept_fu < plan.cut
-                                         else None))
-        counts["summarized"] = counts.get("summarized", 0) + max(0, covered)
+        fu = kept_fu if kept_fu is not None and kept_fu < cut else None
+        covered = cut - pipe._base_start() - (fu is not None)
+        if pipe.pins:
+            covered -= len(pipe._pinned_kept(cut, fu))
+        if covered > 0:
+            counts["summarized"] = counts.get("summarized", 0) + covered
     if plan.joined:
         counts["merged"] = counts.get("merged", 0) + len(plan.joined)
-    dropped = plan.drop_to - plan.cut - (1 if kept_fu is not None and plan.cut <= kept_fu < plan.drop_to else 0)
+    dropped = plan.drop_to - cut - (1 if kept_fu is not None and cut <= kept_fu < plan.drop_to else 0)
     if dropped > 0:
         counts["dropped"] = counts.get("dropped", 0) + dropped
-    for lv, a, b in ((plan.level, plan.start, plan.boundary), (plan.lower, plan.boundary, plan.near_start)):
-        if lv and b > a:
-            pipe.ledger.count_kinds(lv, a, b, counts)
-    near_level = plan.level if plan.boundary >= plan.near_start else plan.lower
-    if near_level and plan.n > plan.near_start:
-        pipe.ledger.count_kinds(pipe._near_level(near_level), plan.near_start, plan.n, counts)
-    src = pipe.ledger.truncated_count(plan.start, plan.n)
-    if src:
-        counts["truncated-at-source"] = src
-    return {k: v for k, v in counts.items() if v}
+    ledger = pipe.ledger
+    level, lower = plan.level, plan.lower
+    if level or lower:
+        start, boundary, near_start = plan.start, plan.boundary, plan.near_start
+        if level and boundary > start:
+            ledger.count_kinds(level, start, boundary, counts)
+        if lower and near_start > boundary:
+            ledger.count_kinds(lower, boundary, near_start, counts)
+        near_level = level if boundary >= near_start else lower
+        if near_level and plan.n > near_start:
+            ledger.count_kinds(pipe._near_level(near_level), near_start, plan.n, counts)
+    if ledger.truncated:
+        src = ledger.truncated_count(plan.start, plan.n)
+        if src:
+            counts["truncated-at-source"] = src
+    return counts
 
 
 def level_of(plan: Plan, i: int) -> tuple[int, bool]:
