@@ -31,6 +31,7 @@ FRIENDLY_ERROR = re.compile(
 )
 FRIENDLY_ERROR_MAX_CHARS = 300
 INVALID_CALL_NAME = "invalid_tool_call"
+ACCEPTED_ROLES = frozenset(("system", "user", "assistant", "tool"))
 
 
 @dataclass(slots=True)
@@ -40,14 +41,18 @@ class SanitizedMessage:
 
 
 def drop_reason(msg: Message) -> str | None:
-    """Why a message must not be sent at all, or None."""
-    if msg.role not in ("system", "user", "assistant", "tool"):
-        return f"role {msg.role!r} is not accepted by the chat-completions API"
+    """Why a message must not be sent at all, or None. Asked of every message fed: the checks of its
+    own role only."""
+    role = msg.role
+    if role not in ACCEPTED_ROLES:
+        return f"role {role!r} is not accepted by the chat-completions API"
     if msg.meta and msg.meta.get("partial"):
         return "partial reply of a cut stream (kept in the log, never sent)"
-    if msg.role == "tool" and not msg.tool_call_id:
-        return "legacy tool message without tool_call_id"
-    if msg.role == "assistant" and not msg.tool_calls:
+    if role == "user":
+        return None if msg.content.strip() else "empty user message"
+    if role == "assistant":
+        if msg.tool_calls:
+            return None
         text = msg.content
         if not text.strip():
             return "empty assistant message"
@@ -55,8 +60,9 @@ def drop_reason(msg: Message) -> str | None:
             return "legacy tool-call placeholder"
         if len(text) <= FRIENDLY_ERROR_MAX_CHARS and FRIENDLY_ERROR.match(text):
             return "friendly-error reply, not model output"
-    if msg.role == "user" and not msg.content.strip():
-        return "empty user message"
+        return None
+    if role == "tool" and not msg.tool_call_id:
+        return "legacy tool message without tool_call_id"
     return None
 
 
