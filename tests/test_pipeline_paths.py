@@ -18,8 +18,8 @@ from breakwater.formats import load_session
 from synth import session_messages
 
 
-def plans(log, policy, general: bool):
-    pipe = make_pipeline(log, policy, "exact", "gpt-4o")
+def plans(log, policy, general: bool, counter: str = "exact"):
+    pipe = make_pipeline(log, policy, counter, "gpt-4o")
     if general:
         pipe._plan_safe = lambda n: None   # every request through the general path
     out = []
@@ -213,3 +213,30 @@ def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
                     lv, near = pipe._assigned(plan, i)
                     one_by_one += pipe.ledger.tokens(NEAR if near else lv, i, i + 1)
                 assert pipe._region_tokens(plan, a, b) == one_by_one, (level, lower, boundary, near_start, a, b)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_a_soft_zone_request_no_stage_changes_is_planned_as_the_general_path_plans_it(preset):
+    """Over the soft limit, a request whose messages no stage changes (a long chat of short messages)
+    is planned in a few lookups, as the general path would plan it (issue 8 item 9). Heuristic
+    counts: near the limits the exact counter takes the general path."""
+    log = tiny_chat(3_000)
+    policy = PRESETS[preset].with_changes(window=12_000)
+    pipe = make_pipeline(log, policy, "heuristic")
+    planned_safe = pipe._plan_safe
+    short_zones = []
+    pipe._plan_safe = lambda n: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned_safe(n))
+    short = []
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            plan = pipe.plan()
+            short.append((plan, plan.built or pipe.materialize(plan)))
+        pipe.feed(entry)
+    general = plans(log, policy, True, "heuristic")
+    assert len(short) == len(general)
+    for (a, va), (b, vb) in zip(short, general):
+        for f in fields(a):
+            if f.name not in ("head", "built"):
+                assert getattr(a, f.name) == getattr(b, f.name), (a.turn, f.name)
+        assert a.head == b.head and va == vb
+    assert short_zones.count("soft") > 100

@@ -362,25 +362,36 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         return self._finish(plan)
 
     def _plan_safe(self, n: int) -> Plan | None:
-        """The plan of a request under the soft limit with nothing pending (no trigger, no compaction
-        just made or undone): what the general path decides then, in a few lookups. None otherwise."""
+        """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
+        under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
+        short messages): what the general path decides then, in a few lookups. None otherwise."""
         p = self.policy
         cut = self._cut()
         jh, js, joined, kept_fu, head_h = self._frame(cut, n)
         prefix = self.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
         h = head_h + prefix[n] - prefix[js]
         est = self.calibration.apply(h)
-        if est > self._soft_limit or self._in_band(est):
+        if self._in_band(est):
+            return None
+        if est <= self._soft_limit:
+            zone, level, near_start = "safe", 0, n
+        elif est <= self._hard_limit and n >= p.fast_path_min_messages \
+                and not self.ledger.changes(self._stage_levels, js, n):
+            # every stage level sends this same request: the search (`_fit`) ends at the highest
+            zone, level = "soft", self._stage_levels[-1] if self._stage_levels else 0
+            near_start = self._near_start(level, js, n)
+        else:
             return None
         # positional: keyword arguments cost a dataclass of this size several times its construction
-        plan = Plan(self.turn + 1, n, cut, js, 0, n, kept_fu, jh, self._raw_tokens(), est, est, "safe", "estimate",
-                    est <= p.window, "estimate", False, None, {}, [], self.api_tokens, None, 0, n, cut, joined, None,
-                    h, None, head_h)
+        plan = Plan(self.turn + 1, n, cut, js, level, near_start, kept_fu, jh, self._raw_tokens(), est, est, zone,
+                    "estimate", est <= p.window, "estimate", False, None, {}, [], self.api_tokens, None, level,
+                    near_start, cut, joined, None, h, None, head_h)
         prev = self._previous
         if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
-                and not (prev.level or prev.lower):
-            # the same head, nothing staged on either side: the request is the previous one up to
-            # the first message changed or added since
+                and (zone == "soft" or not (prev.level or prev.lower)):
+            # the same head, and no message sent changed by a stage on either side (in the soft zone
+            # here, no stage level changes any): the request is the previous one up to the first
+            # message changed or added since
             end = min(prev.n, n, self._changed_from)
             if end >= js:
                 plan.stable_prefix_tokens = self.calibration.apply(head_h + prefix[end] - prefix[js])
