@@ -85,6 +85,25 @@ def test_no_soft_zone_stage_changes_a_user_or_system_message(role, preset):
             assert microcompact.microcompact(msg, ToolCall("c", "bash", '{"command": "ls"}'), policy) is None
 
 
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_an_assistant_reply_is_entered_with_the_forms_the_stages_make_of_it(preset):
+    """The pipeline enters a reply up to `fold_min_chars` as unchanged without asking the stages
+    (the one thing they do to assistant text is fold a longer one): the stages must agree."""
+    policy = PRESETS[preset]
+    for size in (*SIZES, policy.fold_min_chars, policy.fold_min_chars + 1):
+        for calls in ((), (ToolCall("c1", "bash", '{"command": "ls"}'),)):
+            pipe = make_pipeline(SessionLog({}, []), policy, "heuristic")
+            reply = Message("m1", "assistant", ("lorem ipsum " * (size // 12 + 1))[:size], calls)
+            pipe.feed(Message("m0", "user", "go on"))
+            pipe.feed(reply)
+            if calls:
+                pipe.feed(Message("m2", "tool", "done", tool_call_id="c1"))
+            pipe.plan()
+            if size or calls:   # an empty reply without calls is dropped
+                assert pipe.san.out[1].message is reply
+                assert pipe._far_recent[1] == pipe._far_forms(reply), size
+
+
 def test_the_ledger_sums_what_each_level_makes_of_each_message():
     ledger = Ledger()
     rows = []   # (tokens as logged, {level: (kind, tokens)})

@@ -233,8 +233,8 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         ledger = self.ledger
         if d < self._changed_from:
             self._changed_from = d
-        if d < len(ledger):   # messages changed, not only added: forget what was derived from them
-            for i in range(d, len(ledger)):
+        if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
+            for i in range(d, len(ledger.tok0)):
                 self._near_cache.pop(i, None)
                 self._far_recent.pop(i, None)
             ledger.truncate(d)
@@ -251,7 +251,8 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         if d < self._fu_scanned:
             self._fu_scanned = d
         id_index, fresh, far_recent = self.id_index, self._fresh, self._far_recent
-        pins = self.pins
+        pins, fold_min = self.pins, self.policy.fold_min_chars
+        add = ledger.add
         for i in range(d, len(out)):
             entry = out[i]
             msg = entry.message
@@ -261,9 +262,11 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             if t0 is None:
                 t0 = heuristic_message(msg)
             role = msg.role
-            ledger.add(t0, role != "tool")
-            # the soft-zone stages change tool results and assistant text only (SPEC §4)
-            if role == "user" or role == "system" or (pins and any(s in pins for s in entry.sources)):
+            add(t0, role != "tool")
+            # the soft-zone stages change tool results and assistant text only (SPEC §4), the text
+            # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
+            if role == "user" or role == "system" or (role == "assistant" and len(msg.content) <= fold_min) \
+                    or (pins and any(s in pins for s in entry.sources)):
                 forms = UNCHANGED
             else:
                 forms, changed = self._shared_forms(msg)
