@@ -103,7 +103,7 @@ def test_each_line_reads_as_the_json_module_reads_it(tmp_path):
     json module reads, byte for byte once dumped, and whatever it refuses must still be read by json."""
     import random
 
-    from breakwater.core.session_log import iter_json_lines
+    from breakwater.core.json_lines import iter_json_lines
 
     rnd = random.Random(3)
     numbers = ["0", "-0", "-0.0", "1e308", "1e309", "-1e400", "1E+2", "2.2250738585072011e-308", "NaN", "-Infinity",
@@ -130,3 +130,60 @@ def test_each_line_reads_as_the_json_module_reads_it(tmp_path):
             assert problem.startswith("a lone surrogate escape")
             continue
         assert problem is None and json.dumps(obj) == json.dumps(want), line[:80]
+
+
+def _loaded(path):
+    log = load_native(path)
+    return ([(type(e).__name__, e.to_record()) for e in log.entries], [str(i) for i in log.issues], log.header)
+
+
+def test_message_lines_read_by_msgspec_load_as_the_general_way_reads_them(tmp_path, monkeypatch):
+    """A message line in the usual shape is decoded straight into typed fields (issue 8 item 9); any
+    line, every field of every type, must load (entries, ids, turns, warnings) as the general reader
+    loads it, field by field from what the json module reads."""
+    from breakwater.core import session_log
+
+    m = '{"type": "message", "id": "x", "turn": 2, "role": "assistant", "content": "c"'
+    call = '{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}'
+    variants = [m + "}", m + ', "tool_calls": [' + call + ", " + call + "]}", m + ', "tool_calls": []}',
+                m + ', "tool_calls": null}', m + ', "tool_calls": "bash"}', m + ', "tool_calls": {}}',
+                m + ', "tool_calls": [{"id": "c", "name": "flat", "arguments": "{}"}]}',
+                m + ', "tool_calls": [{"function": null}]}', m + ', "tool_calls": [{"function": {}}]}',
+                m + ', "tool_calls": [{"id": 7, "function": {"name": "x", "arguments": {"a": 1}}}]}',
+                m + ', "tool_calls": [{"function": {"name": "x", "arguments": null}}]}', m + ', "tool_calls": [5]}',
+                '{"type": "message", "role": "user", "content": "no id, no turn"}',
+                '{"type": "message", "id": "", "turn": null, "role": "user"}',
+                '{"type": "message", "id": null, "role": "user", "content": null}',
+                '{"type": "message", "id": 12, "role": "user", "content": ["a", {"text": "b"}]}',
+                '{"role": "user", "content": "no type"}', '{"type": null, "role": "user"}',
+                '{"type": "note", "id": "n", "role": "user"}', '{"type": 5, "role": "user"}',
+                '{"type": "message", "role": "user", "type": "note", "id": "n2"}',
+                '{"type": "message", "role": "user", "\\u0074ype": "note"}',
+                '{"type": "message", "role": "user", "content": "a", "content": "b", "turn": 1, "turn": 3}',
+                '{"type": "message", "content": "no role"}', '{"type": "message", "role": ""}',
+                '{"type": "message", "role": null}', '{"type": "message", "role": "robot"}',
+                '{"type": "message", "role": "tool", "tool_call_id": "c1", "name": "bash", "content": "out"}',
+                '{"type": "message", "role": "tool", "tool_call_id": 5, "name": 6, "content": 7}',
+                '{"type": "message", "role": "tool", "tool_call_id": null, "name": null}']
+    variants += [f'{{"type": "message", "role": "user", "turn": {t}}}'
+                 for t in ("0", "1.0", "1.5", "-1", "1000000000", "1000000001", "true", '"3"', "18446744073709551616")]
+    variants += [f'{{"type": "message", "role": "tool", "tool_call_id": "c", "meta": {meta}}}'
+                 for meta in ("{}", "null", "[]", '{"at": "t"}', '{"source": {"total_lines": 3, "exit_code": 1}}',
+                              '{"source": {"total_lines": "many", "max_lines": 1e999}}', '{"source": 5}',
+                              '{"x": NaN}', '{"x": 1e999999}')]
+    variants += [m + f', "extra": {v}}}' for v in ("NaN", "Infinity", "1e999999", "1" + "0" * 4301, "1" + "0" * 4200,
+                                                   "[" * 300 + "]" * 300, "[" * 200 + "]" * 200, "1.", "-", "01", "tru",
+                                                   "[1,]", '{"a": 1,}', '"\\ud800"', '"\\ud83d\\ude00"', '"\\u00e9"',
+                                                   '"\\u00zz"', '"\\q"', '"a\x7fb"', '"a\x1fb"')]
+    variants += [m + "} {}", m + "}{" + m[1:] + "}", m + "} x", "null", "[1]", "5", '"text"', "  " + m + "}  ",
+                 m + ', "extra": 1']
+    path = tmp_path / "s.jsonl"
+    body = b"".join([line(HEADER), *(v.encode() + b"\n" for v in variants),
+                     m.encode() + b', "extra": "\xff"}\n', m.encode() + b'}\r\n', m.encode() + b', "content": "\xc3\xa9"}\n',
+                     m.encode() + b"}"])   # a last line without its newline
+    path.write_bytes(body)
+    fast = _loaded(path)
+    monkeypatch.setattr(session_log, "_DECODE_MESSAGE", lambda raw: json.loads("[1, }"))   # refuse every line
+    general = _loaded(path)
+    assert fast == general
+    assert len(fast[1]) > 30 and len(fast[0]) > 40   # the variants do reach both readers' warnings

@@ -19,7 +19,8 @@ from breakwater.core.edits import View
 from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog, iter_json_lines
+from breakwater.core.json_lines import iter_json_lines
+from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog
 from breakwater.core.simulate import pipeline_at
 
 OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo", "compaction")

@@ -14,20 +14,21 @@ from __future__ import annotations
 import gc
 import json
 import re
-import sys
 import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from breakwater.core.message import ROLES, Message, replace_surrogates, short_value as _short
+from breakwater.core.json_lines import (DIGITS_LIMIT, SHORT_LINE, SessionLogError, msgspec_may_read,
+                                        open_session_file, read_line, replace_surrogates_in)
+from breakwater.core.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
 
-_ROLES = frozenset(ROLES)
+_ROLES = {r: r for r in ROLES}   # a set that hands out one shared string per role
 MAX_COUNT = 10**15  # beyond any real token, line or byte count: the field is garbage
 
 FORMAT_VERSION = 1
@@ -78,16 +79,15 @@ class LoadIssue:
         return f"{self.path}:{self.line}: {self.reason}"
 
 
-class SessionLogError(Exception):
-    """The file cannot be read at all (missing, a directory, no permission, empty)."""
-
-
 def new_session_id() -> str:
     return uuid.uuid4().hex
 
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class SessionLog:
@@ -169,164 +169,6 @@ class SessionLog:
 
 
 # -- loading -----------------------------------------------------------------------------------
-def open_session_file(path: Path):
-    """Open for binary reading; every reason it cannot be read becomes one clear SessionLogError."""
-    try:
-        return open(path, "rb")
-    except IsADirectoryError:
-        raise SessionLogError(f"{path}: is a directory, not a session file") from None
-    except FileNotFoundError:
-        raise SessionLogError(f"{path}: no such file") from None
-    except PermissionError:
-        raise SessionLogError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise SessionLogError(f"{path}: cannot read ({exc.strerror or exc})") from None
-
-
-_SCAN = json.JSONDecoder().scan_once
-# A well-formed line is read by msgspec, twice as fast as the json module and the same objects (exact
-# integers, the same floats, the last of a repeated key); whatever it refuses (NaN, a number out of
-# range, broken JSON) the json module reads as before. So do a line with a surrogate escape (repaired
-# below) and one with many brackets (msgspec's nesting limit is one level past json's).
-_DECODE = msgspec.json.Decoder().decode
-_BRACKETS = 256
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
-
-
-def _bounded_int(digits: str) -> int | None:
-    return int(digits) if len(digits) <= DIGITS_LIMIT else None
-
-
-_LENIENT = json.JSONDecoder(parse_int=_bounded_int)
-
-
-def lenient_loads(text: str) -> Any:
-    """json.loads, except that an integer too long to convert becomes None."""
-    return _LENIENT.decode(text)
-
-
-def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
-    """Yield (line number, parsed object or None, problem or None) for every non-blank line.
-
-    Survives broken JSON, a truncated last line, several objects glued on one
-    line (each is yielded), bytes that are not UTF-8 (replaced, reported), very
-    long lines, nesting too deep to parse, integers too long to convert (read
-    as null) and lone surrogate escapes (replaced by U+FFFD). None with a problem:
-    the line is skipped.
-    """
-    fh = open_session_file(path)
-    scan, decode = _SCAN, _DECODE
-    with fh:
-        lineno = 0
-        for raw in fh:
-            lineno += 1
-            if ((len(raw) < 2 * _BRACKETS or raw.count(b"[") + raw.count(b"{") < _BRACKETS)
-                    and not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw))):
-                try:  # the fast path: one well-formed object per line
-                    obj = decode(raw)
-                except (ValueError, RecursionError):   # msgspec.DecodeError is a ValueError
-                    pass
-                else:
-                    if obj is None:
-                        yield lineno, None, "expected a JSON object, got null, skipped"
-                    else:
-                        yield lineno, obj, None
-                    continue
-            try:  # one object per line, straight to the C scanner
-                text = raw.decode()
-                obj, end = scan(text, 0)
-                if end != len(text) and not text[end:].isspace():
-                    raise ValueError
-            except (ValueError, StopIteration, RecursionError):
-                if raw.strip():
-                    yield from _slow_line(lineno, raw)
-                continue
-            if obj is None:
-                yield lineno, None, "expected a JSON object, got null, skipped"
-            elif "\\u" in text and _LONE_ESCAPE.search(text) and (fixed := replace_surrogates_in(obj)) is not None:
-                yield lineno, fixed, "a lone surrogate escape (not a character) was replaced by U+FFFD"
-            else:
-                yield lineno, obj, None
-
-
-def _slow_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
-    complete = raw.endswith(b"\n")
-    raw = raw.strip()
-    try:
-        text = raw.decode("utf-8")
-        problems = []
-    except UnicodeDecodeError as exc:
-        text = raw.decode("utf-8", errors="replace")
-        problems = [f"bytes that are not UTF-8 at column {exc.start + 1} were replaced"]
-    objs: list[Any] = []
-    pos, err = 0, None
-    decoder = json.JSONDecoder()
-    while pos < len(text):
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            err = exc
-            break
-        except RecursionError:
-            yield lineno, None, "nested too deeply to read, skipped"
-            return
-        except ValueError:  # an integer longer than int() converts
-            obj, end = _LENIENT.raw_decode(text, pos)
-            problems.append(f"a number of more than {DIGITS_LIMIT} digits was read as null")
-        objs.append(obj)
-        pos = end
-        while pos < len(text) and text[pos] in " \t\r":
-            pos += 1
-    if err is not None and not objs:
-        if not complete:
-            yield lineno, None, f"truncated last line ({len(raw)} bytes), skipped"
-        else:
-            yield lineno, None, f"not valid JSON ({err.msg} at column {err.colno}), skipped"
-        return
-    if len(objs) > 1 or err is not None:
-        what = f"{len(objs)} JSON objects glued on one line"
-        problems.append(what + (", loaded each" if err is None else f", loaded {len(objs)}, rest is broken"))
-    if "\\u" in text:
-        for i, obj in enumerate(objs):
-            fixed = replace_surrogates_in(obj)
-            if fixed is not None:
-                objs[i] = fixed
-                problems.append("a lone surrogate escape (not a character) was replaced by U+FFFD")
-    problem = "; ".join(problems) or None
-    for i, obj in enumerate(objs):
-        if obj is None:
-            yield lineno, None, "expected a JSON object, got null, skipped"
-        else:
-            yield lineno, obj, problem if i == 0 else None
-
-
-def replace_surrogates_in(obj: Any) -> Any | None:
-    """`obj` with lone surrogates replaced in every string (keys too), or None if it had none."""
-    if isinstance(obj, str):
-        fixed = replace_surrogates(obj)
-        return None if fixed == obj else fixed
-    found = False
-    stack = [obj]
-    while stack:  # iterative: the object may be nested as deep as the parser allows
-        node = stack.pop()
-        items = list(node.items()) if isinstance(node, dict) else enumerate(node)
-        for key, value in items:
-            if isinstance(value, str):
-                fixed = replace_surrogates(value)
-                if fixed != value:
-                    node[key] = fixed
-                    found = True
-            elif isinstance(value, (dict, list)):
-                stack.append(value)
-            if isinstance(node, dict) and isinstance(key, str) and (new_key := replace_surrogates(key)) != key:
-                node[new_key] = node.pop(key)
-                found = True
-    return obj if found else None
-
-
 def load_native(path: Path) -> SessionLog:
     """Load a native session log; bad lines and fields become `issues`, the rest loads."""
     # a log is a million objects and no cycles: the collector, run every few hundred of them,
@@ -340,6 +182,35 @@ def load_native(path: Path) -> SessionLog:
             gc.enable()
 
 
+class _Function(msgspec.Struct, gc=False):
+    name: str = ""
+    arguments: str = ""
+
+
+class _Call(msgspec.Struct, gc=False):
+    function: _Function
+    id: str = ""
+
+
+class _MessageLine(msgspec.Struct, gc=False):
+    """A message line in the shape `Message.from_record` reads without a word: msgspec checks the
+    types in C (a million lines: no dict to build and ask field by field). Whatever does not fit
+    (a wrong type, content as parts, a flat tool call, no role) is refused and read the general way."""
+
+    role: str
+    type: str | None = None
+    id: str = ""
+    turn: int | None = None
+    content: str | None = ""
+    tool_calls: list[_Call] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+_DECODE_MESSAGE = msgspec.json.Decoder(_MessageLine).decode
+
+
 def _load_native(path: Path) -> SessionLog:
     where = str(path)
     header: dict[str, Any] = {}
@@ -349,45 +220,81 @@ def _load_native(path: Path) -> SessionLog:
     assistants = 0
     problems: list[str] = []
     from_record = Message.from_record
-    for lineno, obj, problem in iter_json_lines(path):
-        if problem:
-            problems.append(problem)
-        if obj is None:
-            pass
-        elif type(obj) is not dict:
-            problems.append(f"expected a JSON object, got {type(obj).__name__}, skipped")
-        else:
-            kind = obj.get("type")
-            if kind == "message" or (kind is None and "role" in obj):
-                role = obj.get("role")
-                if type(role) is not str or not role:
-                    problems.append("message without a role, skipped")
+    decode_message, roles = _DECODE_MESSAGE, _ROLES
+    with open_session_file(path) as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            # the fast path, for a line the general one reads without a word. msgspec skips the fields
+            # it was not asked for, checking their syntax but not what the json module then warns
+            # about: bytes that are not UTF-8 (so ASCII only) and integers too long to convert (so no
+            # line long enough to hold one). The first test is `msgspec_may_read`'s, without a call.
+            n = len(raw)
+            if (raw.isascii() and n <= DIGITS_LIMIT
+                    and ((n < SHORT_LINE and b"\\u" not in raw) or msgspec_may_read(raw))):
+                try:
+                    line = decode_message(raw)
+                except (ValueError, RecursionError):   # msgspec.ValidationError is a ValueError
+                    pass
                 else:
-                    if role not in _ROLES:
-                        problems.append(f"role {_quoted(role)} is not a chat-completions role; "
-                                        f"loaded, the pipeline drops it")
-                    mid = obj.get("id")
-                    msg = from_record(obj, "" if type(mid) is str and mid else f"m{n_msgs:05d}", problems,
-                                      assistants + 1)
-                    if msg.meta is not None and type(msg.meta.get("source")) is dict:
-                        msg = _checked_source(msg, problems)
-                    if role == "assistant":
-                        assistants += 1
-                    entries.append(msg)
-                    n_msgs += 1
-            elif kind == "session":
-                if not header:
-                    header = _checked_header(obj, problems)
-            elif type(kind) is str:
-                event = _checked_event(obj, f"e{n_events:05d}", problems)
-                if event is not None:
-                    entries.append(event)
-                    n_events += 1
-            else:
-                problems.append("line has no \"type\", skipped")
-        if problems:
-            issues.append(LoadIssue(where, lineno, "; ".join(problems)))
-            problems = []
+                    kind, role, turn = line.type, roles.get(line.role), line.turn
+                    if ((kind is None or kind == "message") and role is not None
+                            and (turn is None or 0 <= turn <= MAX_TURN)):
+                        calls = line.tool_calls
+                        meta = line.meta or None
+                        msg = Message(line.id or f"m{n_msgs:05d}", role, line.content or "",
+                                      tuple([ToolCall(c.id, c.function.name, c.function.arguments) for c in calls])
+                                      if calls else (),
+                                      line.tool_call_id, line.name, assistants + 1 if turn is None else turn, meta)
+                        if meta is not None and type(meta.get("source")) is dict:
+                            msg = _checked_source(msg, problems)
+                            if problems:
+                                issues.append(LoadIssue(where, lineno, "; ".join(problems)))
+                                problems = []
+                        if role == "assistant":
+                            assistants += 1
+                        entries.append(msg)
+                        n_msgs += 1
+                        continue
+            for lineno, obj, problem in read_line(lineno, raw):
+                if problem:
+                    problems.append(problem)
+                if obj is None:
+                    pass
+                elif type(obj) is not dict:
+                    problems.append(f"expected a JSON object, got {type(obj).__name__}, skipped")
+                else:
+                    kind = obj.get("type")
+                    if kind == "message" or (kind is None and "role" in obj):
+                        role = obj.get("role")
+                        if type(role) is not str or not role:
+                            problems.append("message without a role, skipped")
+                        else:
+                            if role not in roles:
+                                problems.append(f"role {_quoted(role)} is not a chat-completions role; "
+                                                f"loaded, the pipeline drops it")
+                            mid = obj.get("id")
+                            msg = from_record(obj, "" if type(mid) is str and mid else f"m{n_msgs:05d}", problems,
+                                              assistants + 1)
+                            if msg.meta is not None and type(msg.meta.get("source")) is dict:
+                                msg = _checked_source(msg, problems)
+                            if role == "assistant":
+                                assistants += 1
+                            entries.append(msg)
+                            n_msgs += 1
+                    elif kind == "session":
+                        if not header:
+                            header = _checked_header(obj, problems)
+                    elif type(kind) is str:
+                        event = _checked_event(obj, f"e{n_events:05d}", problems)
+                        if event is not None:
+                            entries.append(event)
+                            n_events += 1
+                    else:
+                        problems.append("line has no \"type\", skipped")
+                if problems:
+                    issues.append(LoadIssue(where, lineno, "; ".join(problems)))
+                    problems = []
     if not header and not entries:
         if issues:
             raise SessionLogError(f"{path}: no loadable lines ({issues[0].reason} at line {issues[0].line})")

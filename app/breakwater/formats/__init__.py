@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from breakwater.core.session_log import LoadIssue, SessionLog, SessionLogError, load_native, open_session_file
+from breakwater.core.json_lines import SessionLogError, open_session_file
+from breakwater.core.session_log import LoadIssue, SessionLog, load_native
 from breakwater.formats.openai_chat import load_openai_messages, looks_like_openai
 
 __all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", "FORMATS"]

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.session_log import SessionLog, iter_json_lines
+from breakwater.core.json_lines import iter_json_lines
+from breakwater.core.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
 
 FORMAT = "codex"

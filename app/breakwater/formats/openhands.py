@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.message import content_text
-from breakwater.core.session_log import LoadIssue, SessionLog, SessionLogError, iter_json_lines, open_session_file
+from breakwater.core.json_lines import SessionLogError, iter_json_lines, open_session_file
+from breakwater.core.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 from breakwater.formats.openai_chat import feed_usage, read_json
 

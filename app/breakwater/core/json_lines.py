@@ -1,0 +1,188 @@
+"""Reading a file of JSON lines as the json module reads it, only faster, and never failing on a line.
+
+Every line is read as `json.loads` reads it (msgspec where it reads the same, the json module where
+it does not); a line that cannot be read as it is becomes a problem named with its line number.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import msgspec
+
+from breakwater.core.message import replace_surrogates
+
+
+class SessionLogError(Exception):
+    """The file cannot be read at all (missing, a directory, no permission, empty)."""
+
+
+def open_session_file(path: Path):
+    """Open for binary reading; every reason it cannot be read becomes one clear SessionLogError."""
+    try:
+        return open(path, "rb")
+    except IsADirectoryError:
+        raise SessionLogError(f"{path}: is a directory, not a session file") from None
+    except FileNotFoundError:
+        raise SessionLogError(f"{path}: no such file") from None
+    except PermissionError:
+        raise SessionLogError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise SessionLogError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+_SCAN = json.JSONDecoder().scan_once
+# A well-formed line is read by msgspec, twice as fast as the json module and the same objects (exact
+# integers, the same floats, the last of a repeated key); whatever it refuses (NaN, a number out of
+# range, broken JSON) the json module reads as before. So do a line with a surrogate escape (repaired
+# below) and one with many brackets (msgspec's nesting limit is one level past json's).
+_DECODE = msgspec.json.Decoder().decode
+_BRACKETS = 256
+SHORT_LINE = 2 * _BRACKETS   # too short to hold _BRACKETS brackets and their contents
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
+
+
+def msgspec_may_read(raw: bytes) -> bool:
+    """Whether msgspec may read this line: it reads nesting one level deeper than json, and a surrogate
+    escape needs the repair below."""
+    return ((len(raw) < SHORT_LINE or raw.count(b"[") + raw.count(b"{") < _BRACKETS)
+            and not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw)))
+
+
+def _bounded_int(digits: str) -> int | None:
+    return int(digits) if len(digits) <= DIGITS_LIMIT else None
+
+
+_LENIENT = json.JSONDecoder(parse_int=_bounded_int)
+
+
+def lenient_loads(text: str) -> Any:
+    """json.loads, except that an integer too long to convert becomes None."""
+    return _LENIENT.decode(text)
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
+    """Yield (line number, parsed object or None, problem or None) for every non-blank line.
+
+    Survives broken JSON, a truncated last line, several objects glued on one
+    line (each is yielded), bytes that are not UTF-8 (replaced, reported), very
+    long lines, nesting too deep to parse, integers too long to convert (read
+    as null) and lone surrogate escapes (replaced by U+FFFD). None with a problem:
+    the line is skipped.
+    """
+    with open_session_file(path) as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            yield from read_line(lineno, raw)
+
+
+def read_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
+    """What `iter_json_lines` yields for one line."""
+    if msgspec_may_read(raw):
+        try:  # the fast path: one well-formed object per line
+            obj = _DECODE(raw)
+        except (ValueError, RecursionError):   # msgspec.DecodeError is a ValueError
+            pass
+        else:
+            if obj is None:
+                yield lineno, None, "expected a JSON object, got null, skipped"
+            else:
+                yield lineno, obj, None
+            return
+    try:  # one object per line, straight to the C scanner
+        text = raw.decode()
+        obj, end = _SCAN(text, 0)
+        if end != len(text) and not text[end:].isspace():
+            raise ValueError
+    except (ValueError, StopIteration, RecursionError):
+        if raw.strip():
+            yield from _slow_line(lineno, raw)
+        return
+    if obj is None:
+        yield lineno, None, "expected a JSON object, got null, skipped"
+    elif "\\u" in text and _LONE_ESCAPE.search(text) and (fixed := replace_surrogates_in(obj)) is not None:
+        yield lineno, fixed, "a lone surrogate escape (not a character) was replaced by U+FFFD"
+    else:
+        yield lineno, obj, None
+
+
+def _slow_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
+    complete = raw.endswith(b"\n")
+    raw = raw.strip()
+    try:
+        text = raw.decode("utf-8")
+        problems = []
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        problems = [f"bytes that are not UTF-8 at column {exc.start + 1} were replaced"]
+    objs: list[Any] = []
+    pos, err = 0, None
+    decoder = json.JSONDecoder()
+    while pos < len(text):
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            err = exc
+            break
+        except RecursionError:
+            yield lineno, None, "nested too deeply to read, skipped"
+            return
+        except ValueError:  # an integer longer than int() converts
+            obj, end = _LENIENT.raw_decode(text, pos)
+            problems.append(f"a number of more than {DIGITS_LIMIT} digits was read as null")
+        objs.append(obj)
+        pos = end
+        while pos < len(text) and text[pos] in " \t\r":
+            pos += 1
+    if err is not None and not objs:
+        if not complete:
+            yield lineno, None, f"truncated last line ({len(raw)} bytes), skipped"
+        else:
+            yield lineno, None, f"not valid JSON ({err.msg} at column {err.colno}), skipped"
+        return
+    if len(objs) > 1 or err is not None:
+        what = f"{len(objs)} JSON objects glued on one line"
+        problems.append(what + (", loaded each" if err is None else f", loaded {len(objs)}, rest is broken"))
+    if "\\u" in text:
+        for i, obj in enumerate(objs):
+            fixed = replace_surrogates_in(obj)
+            if fixed is not None:
+                objs[i] = fixed
+                problems.append("a lone surrogate escape (not a character) was replaced by U+FFFD")
+    problem = "; ".join(problems) or None
+    for i, obj in enumerate(objs):
+        if obj is None:
+            yield lineno, None, "expected a JSON object, got null, skipped"
+        else:
+            yield lineno, obj, problem if i == 0 else None
+
+
+def replace_surrogates_in(obj: Any) -> Any | None:
+    """`obj` with lone surrogates replaced in every string (keys too), or None if it had none."""
+    if isinstance(obj, str):
+        fixed = replace_surrogates(obj)
+        return None if fixed == obj else fixed
+    found = False
+    stack = [obj]
+    while stack:  # iterative: the object may be nested as deep as the parser allows
+        node = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(value, str):
+                fixed = replace_surrogates(value)
+                if fixed != value:
+                    node[key] = fixed
+                    found = True
+            elif isinstance(value, (dict, list)):
+                stack.append(value)
+            if isinstance(node, dict) and isinstance(key, str) and (new_key := replace_surrogates(key)) != key:
+                node[new_key] = node.pop(key)
+                found = True
+    return obj if found else None
