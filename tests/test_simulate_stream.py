@@ -107,3 +107,16 @@ def test_a_turn_counting_the_same_edits_in_another_order_writes_them_in_its_own(
                   {}, {"merged": 2}, {"merged": 3}):
         t = turn(edits)
         assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False)
+
+
+def test_consecutive_turns_differing_in_one_shared_field_write_their_own():
+    """The text around the numbers is reused while zone, counting, fits, stage and edits repeat."""
+    from breakwater.core.simulate import TurnStats
+
+    fields = {"zone": "soft", "counted": "estimate", "zone_counted": "estimate", "level": "microcompact",
+              "edits": {"merged": 2}, "fits": True}
+    changes = [{}, {"zone": "hard"}, {}, {"counted": "exact"}, {"zone_counted": "exact"}, {"fits": False}, {},
+               {"level": "none"}, {"edits": {}}, {}, {"edits": {"merged": 2}}]
+    for k, change in enumerate(changes):
+        t = TurnStats(k, f"m{k}", 10 + k, 9, 8, stable_prefix_tokens=k, **{**fields, **change})
+        assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False), change

@@ -33,9 +33,9 @@ class _Quoted(dict):
 
 
 _QUOTED = _Quoted()
-# consecutive turns mostly count the same edits: the last ones (in their order) and their text
-_last_edits: tuple[tuple[tuple[str, int], ...], str] = ((), "")
-
+# consecutive turns mostly share every field but the numbers: the last ones seen (zone, counting, fits,
+# stage and the edits in their order) and the text they make on either side of stable_prefix_tokens
+_last_shared: list = [None, ("", "")]
 
 # Not frozen, for the reason Message is not: a frozen dataclass sets each field through
 # object.__setattr__, and a simulation builds one per request (half a million on a long session).
@@ -76,18 +76,20 @@ class TurnStats:
     def json_text(self) -> str:
         """`json.dumps(self.to_json(), ensure_ascii=False)`, built directly: several times faster, and
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
-        global _last_edits
-        items, last = tuple(self.edits.items()), _last_edits
-        if items == last[0]:
-            edits = last[1]
+        shared = (self.zone, self.counted, self.zone_counted, self.fits, self.level, tuple(self.edits.items()))
+        last = _last_shared
+        if shared == last[0]:
+            middle, tail = last[1]
         else:
-            edits = ", ".join([f"{_QUOTED[k]}: {v}" for k, v in items])
-            _last_edits = (items, edits)
+            middle = (f'"zone": {_QUOTED[self.zone]}, "counted": {_QUOTED[self.counted]}, '
+                      f'"zone_counted": {_QUOTED[self.zone_counted]}, "fits": {"true" if self.fits else "false"}, '
+                      f'"stable_prefix_tokens": ')
+            edits = ", ".join([f"{_QUOTED[k]}: {v}" for k, v in shared[-1]])
+            tail = f', "stage": {_QUOTED[self.level]}, "edits": {{{edits}}}'
+            last[:] = shared, (middle, tail)
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
-                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, "zone": {_QUOTED[self.zone]}, '
-                f'"counted": {_QUOTED[self.counted]}, "zone_counted": {_QUOTED[self.zone_counted]}, '
-                f'"fits": {"true" if self.fits else "false"}, "stable_prefix_tokens": {self.stable_prefix_tokens}, '
-                f'"stage": {_QUOTED[self.level]}, "edits": {{{edits}}}')
+                f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
+                f'{middle}{self.stable_prefix_tokens}{tail}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
             return text + "}"
         rest = self.to_json()
