@@ -36,6 +36,17 @@ def test_salient_errors_are_the_lines_the_rules_pick(text, limit):
     assert salient_errors(text, limit) == by_lines(text, limit)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.lists(st.integers(1, 4), min_size=2, max_size=4))
+def test_a_scan_asked_again_for_more_lines_picks_what_a_first_scan_would(text, limits):
+    # masking asks for one line of a result, the summary later for three: the scan goes on from
+    # where it stopped (a fresh copy of the text is a text never scanned)
+    fresh = "".join(list(text))
+    for limit in limits:
+        assert salient_errors(fresh, limit) == by_lines(text, limit)
+    assert first_error(fresh) == first_error("".join(list(text)))
+
+
 def test_a_pytest_line_first_in_the_output_counts_however_wide_its_indent():
     out = "E" + " " * 80 + "assert 1 == 2\nok"
     assert salient_errors(out) == [out.split("\n")[0]]

@@ -10,12 +10,11 @@ Tool calls (name and arguments) are never altered.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from breakwater.core.message import Message, utf8_len
 from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail
+from breakwater.core.text_cache import text_cached
 
 STAGE = "mask"
 WORKING_MEMORY_STAGE = "working_memory"
@@ -32,7 +31,7 @@ def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
 CACHED_SIZE_CHARS = 2_000   # below this, encoding the text again is cheaper than looking it up
 
 
-@lru_cache(maxsize=1 << 14)   # every simulation of a session masks the same results (a policy changed, a replay)
+@text_cached(1 << 14)   # every simulation of a session masks the same results (a policy changed, a replay)
 def _bytes_of(text: str) -> int:
     return utf8_len(text)
 

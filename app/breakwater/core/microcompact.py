@@ -8,12 +8,12 @@ error line).
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 
 from breakwater.core.mask import CACHED_SIZE_CHARS, fold
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
+from breakwater.core.text_cache import text_cached
 
 STAGE = "microcompact"
 ARG_CHARS = 60
@@ -47,7 +47,7 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"
 
 
-@lru_cache(maxsize=1 << 14)   # every simulation of a session clears the same results (a policy changed, a replay)
+@text_cached(1 << 14)   # every simulation of a session clears the same results (a policy changed, a replay)
 def _line_count(text: str) -> int:
     return text.count("\n") + 1
 

@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 
 from breakwater.core.message import Message, ToolCall
+from breakwater.core.text_cache import TextCache
 
 # the argument names agents give a file path and a shell command (Claude Code, Codex, SWE-agent, ours)
 PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "target_file")
@@ -55,12 +56,13 @@ def exit_status(result: Message) -> int | None:
         code = where.get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool):
             return code
-    return _reported_exit(result.content)
+    return _reported_exit(result.content[-EXIT_TAIL_CHARS:])
 
 
-@lru_cache(maxsize=1 << 16)   # asked of each result by masking, microcompact and the summary
-def _reported_exit(content: str) -> int | None:
-    tail = content[-EXIT_TAIL_CHARS:]
+# asked of each result by masking, microcompact and the summary; keyed by the tail alone, which is
+# all it reads: hashing a whole long output would cost more than the search
+@lru_cache(maxsize=1 << 16)
+def _reported_exit(tail: str) -> int | None:
     if not _EXIT_HINT.search(tail):
         return None
     found = None
@@ -93,26 +95,43 @@ def salient_errors(text: str, limit: int = 3) -> list[str]:
     return list(_salient(text, limit))
 
 
-@lru_cache(maxsize=1 << 16)   # masking, microcompact and the summary read the same results: each once
+# text -> (the strong lines found so far, where the scan stopped, the fallback line once the scan ended
+# without one): masking and microcompact ask for the first error line of every result as it arrives,
+# the summary and fidelity for the first few of some, so a text is scanned only as far as asked yet
+_SCANS = TextCache(1 << 16)
+
+
 def _salient(text: str, limit: int) -> tuple[str, ...]:
-    strong: list[str] = []
-    n, pos = len(text), 0
-    if text[:1] in ("e", "E") and _E_LINE.match("\n" + text.partition("\n")[0]):
-        pos = _line_end(text, 0)
-        if STRONG_ERROR.search(text[:pos]):
-            strong.append(text[:pos])
-    search = _CANDIDATE.search
-    while len(strong) < limit and pos < n:
-        found = search(text, pos)   # pos is at a newline: an `E   ` line right after it is found too
-        if found is None:
-            break
-        hit = found.start()
-        start = hit + 1 if text[hit] == "\n" else text.rfind("\n", 0, hit) + 1
-        pos = _line_end(text, start)
-        if STRONG_ERROR.search(text[start:pos]):
-            strong.append(text[start:pos])
-    # the first line that mentions an error is the same whatever the limit
-    return tuple(strong or error_lines(text, limit=1))
+    scan = _SCANS.get(text)
+    n = len(text)
+    if scan is not None:
+        strong, pos, fallback = scan
+    else:
+        strong, pos, fallback = (), 0, None
+        if text[:1] in ("e", "E") and _E_LINE.match("\n" + text.partition("\n")[0]):
+            pos = _line_end(text, 0)
+            if STRONG_ERROR.search(text[:pos]):
+                strong = (text[:pos],)
+    changed = scan is None
+    if len(strong) < limit and pos < n:
+        found_lines, search = list(strong), _CANDIDATE.search
+        while len(found_lines) < limit and pos < n:
+            found = search(text, pos)   # pos is at a newline: an `E   ` line right after it is found too
+            if found is None:
+                pos = n
+                break
+            hit = found.start()
+            start = hit + 1 if text[hit] == "\n" else text.rfind("\n", 0, hit) + 1
+            pos = _line_end(text, start)
+            if STRONG_ERROR.search(text[start:pos]):
+                found_lines.append(text[start:pos])
+        strong, changed = tuple(found_lines), True
+    picked = strong[:limit]
+    if not picked and fallback is None:
+        fallback, changed = tuple(error_lines(text, limit=1)), True   # the same whatever the limit
+    if changed:
+        _SCANS.put(text, (strong, pos, fallback))
+    return picked or fallback
 
 
 def _line_end(text: str, start: int) -> int:
@@ -122,7 +141,7 @@ def _line_end(text: str, start: int) -> int:
 
 def first_error(text: str) -> str | None:
     """The first error line of an output, whitespace collapsed and cut to a readable length."""
-    found = [line for line in _salient(text, 3)[:1] if line.strip()]
+    found = [line for line in _salient(text, 1) if line.strip()]
     if not found:
         return None
     line = " ".join(found[0].split())
