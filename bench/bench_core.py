@@ -155,7 +155,7 @@ def marked(path):
 commands.read_session = marked
 from breakwater.cli import main
 sys.stdout = open(os.devnull, "w")
-code = main(sys.argv[1:])
+code = main()
 marks["end"] = (time.process_time(), time.time())
 print(repr(marks), file=sys.stderr)
 sys.exit(code)

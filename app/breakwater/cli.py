@@ -7,6 +7,7 @@ every decision it makes."""
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import signal
 import sys
@@ -47,11 +48,18 @@ def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGPIPE"):  # `breakwater ... | head` ends quietly, as a command-line tool should
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    program = argv is None   # the console script: the process ends when this returns
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(wanted_command(argv))
     args = parser.parse_args(argv)
     try:
-        return int(_dispatch(args) or 0)
+        code = int(_dispatch(args) or 0)
+        if program:
+            # what the command built (a session of tens of MB, the pipeline's caches) is freed with the
+            # process: the collector need not walk it once more on the way out (0.12 s after a simulate
+            # of the 31 MB bench session)
+            gc.freeze()
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
