@@ -36,10 +36,11 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
             args = _short(parsed)
     source = (result.meta or {}).get("source") if result.meta else None
     text = result.content
-    lines = _line_count(text) if len(text) > CACHED_SIZE_CHARS else (text.count("\n") + 1 if text else 0)
-    facts = []
     if isinstance(source, dict) and source.get("total_lines"):
-        lines = int(source["total_lines"])
+        lines = int(source["total_lines"])   # cut at the source: the whole output, counted when it ran
+    else:
+        lines = _line_count(text) if len(text) > CACHED_SIZE_CHARS else (text.count("\n") + 1 if text else 0)
+    facts = []
     facts.append(f"{lines} line{'s' if lines != 1 else ''}")
     facts.extend(outcome_facts(result))
     if isinstance(source, dict) and source.get("spill"):
