@@ -113,6 +113,8 @@ def test_each_line_reads_as_the_json_module_reads_it(tmp_path):
     texts = ['"\\ud83d\\ude00"', '"\\ud800"', '"a\\udc00b"', '"\\u00e9\\n\\t\\"\\\\"', '"连接 ✓"', '""']
     lines = [f'{{"type": "note", "id": "n{i}", "value": {v}, "a": 1, "a": [2]}}' for i, v in enumerate(numbers + texts)]
     lines += ['{"x": ' + "[" * d + "1" + "]" * d + "}" for d in (255, 256, 900, 990, 1000, 5000)]
+    lines += ['{"x": ' + '[{"a": ' * d + "1" + "}]" * d + "}" for d in (127, 128, 300, 495, 500)]   # mixed
+    lines += ['{"x": [' + ", ".join(["[[1]]"] * 400) + "]}"]   # many brackets, shallow
     path = tmp_path / "lines.jsonl"
     path.write_text("\n".join(lines) + "\n")
     got = list(iter_json_lines(path))

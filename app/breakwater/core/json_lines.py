@@ -39,7 +39,8 @@ _SCAN = json.JSONDecoder().scan_once
 # A well-formed line is read by msgspec, twice as fast as the json module and the same objects (exact
 # integers, the same floats, the last of a repeated key); whatever it refuses (NaN, a number out of
 # range, broken JSON) the json module reads as before. So do a line with a surrogate escape (repaired
-# below) and one with many brackets (msgspec's nesting limit is one level past json's).
+# below) and one nested _BRACKETS deep (msgspec's nesting limit is a few levels past json's, which
+# depends on how deep the caller's stack is).
 _DECODE = msgspec.json.Decoder().decode
 _BRACKETS = 256
 SHORT_LINE = 2 * _BRACKETS   # too short to hold _BRACKETS brackets and their contents
@@ -53,6 +54,25 @@ def msgspec_may_read(raw: bytes) -> bool:
     escape needs the repair below."""
     return ((len(raw) < SHORT_LINE or raw.count(b"[") + raw.count(b"{") < _BRACKETS)
             and not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw)))
+
+
+def _shallow(obj: Any) -> bool:
+    """Whether `obj` nests containers fewer than _BRACKETS deep. Asked of what msgspec read from a long
+    line, in place of counting its brackets: a tool output of 15 KB is one string, a walk of one level,
+    where counting reads every byte twice."""
+    level = [obj]
+    for _ in range(_BRACKETS):
+        inner = []
+        for node in level:
+            if type(node) is dict:
+                node = node.values()
+            elif type(node) is not list:
+                continue
+            inner += [v for v in node if type(v) is dict or type(v) is list]
+        if not inner:
+            return True
+        level = inner
+    return False
 
 
 def _bounded_int(digits: str) -> int | None:
@@ -85,17 +105,18 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
 
 def read_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
     """What `iter_json_lines` yields for one line."""
-    if msgspec_may_read(raw):
+    if not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw)):
         try:  # the fast path: one well-formed object per line
             obj = _DECODE(raw)
         except (ValueError, RecursionError):   # msgspec.DecodeError is a ValueError
             pass
-        else:
-            if obj is None:
-                yield lineno, None, "expected a JSON object, got null, skipped"
-            else:
-                yield lineno, obj, None
-            return
+        else:   # unless nested deep enough that the json module may refuse it: then as it reads it
+            if len(raw) < SHORT_LINE or _shallow(obj):
+                if obj is None:
+                    yield lineno, None, "expected a JSON object, got null, skipped"
+                else:
+                    yield lineno, obj, None
+                return
     try:  # one object per line, straight to the C scanner
         text = raw.decode()
         obj, end = _SCAN(text, 0)

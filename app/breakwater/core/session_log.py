@@ -230,7 +230,7 @@ def _load_native(path: Path) -> SessionLog:
             # about: bytes that are not UTF-8 (so ASCII only) and integers too long to convert (so no
             # line long enough to hold one). The first test is `msgspec_may_read`'s, without a call.
             n = len(raw)
-            if (raw.isascii() and n <= DIGITS_LIMIT
+            if (n <= DIGITS_LIMIT and raw.isascii()
                     and ((n < SHORT_LINE and b"\\u" not in raw) or msgspec_may_read(raw))):
                 try:
                     line = decode_message(raw)
