@@ -179,9 +179,21 @@ def test_message_lines_read_by_msgspec_load_as_the_general_way_reads_them(tmp_pa
                                                    '"\\u00zz"', '"\\q"', '"a\x7fb"', '"a\x1fb"')]
     variants += [m + "} {}", m + "}{" + m[1:] + "}", m + "} x", "null", "[1]", "5", '"text"', "  " + m + "}  ",
                  m + ', "extra": 1']
+    # what the json module warns about or refuses, in the fields read: numbers, nesting, text
+    variants += [m + f', "meta": {{"x": {v}}}}}' for v in ("1" + "0" * 4301, "1" + "0" * 4200, "1e999999", "NaN",
+                                                         "[" * 300 + "]" * 300, "[" * 200 + "]" * 200,
+                                                         '[{"a": ' * 300 + "1" + "}]" * 300, '"\\udc00"')]
+    # the json module's nesting limit and msgspec's, a few levels deeper, both depend on the stack
+    variants += [m + ', "meta": {"x": ' + "[" * d + "]" * d + "}}" for d in range(600, 1000)]
+    variants += [m + ', "tool_calls": [{"id": "c", "type": 5, "function": {"name": "x", "arguments": "{}"}}]}',
+                 m + ', "tool_calls": [{"id": "c", "function": {"name": "x", "arguments": "{}", "more": 1}}]}',
+                 m + ', "tool_calls": [{"id": "c", "extra": 1, "function": {"name": "x"}}]}',
+                 m[:-1] + 'x' * 5000 + '", "meta": {"source": {"total_lines": 1' + "0" * 4400 + '}}}']
     path = tmp_path / "s.jsonl"
     body = b"".join([line(HEADER), *(v.encode() + b"\n" for v in variants),
                      m.encode() + b', "extra": "\xff"}\n', m.encode() + b'}\r\n', m.encode() + b', "content": "\xc3\xa9"}\n',
+                     m.encode() + b', "content": "a\xffb"}\n', m.encode() + b', "name": "\xe9"}\n',
+                     m.encode() + b', "meta": {"\xc3": 1}}\n', m.encode() + b', "content": "' + "连接".encode() * 3000 + b'"}\n',
                      m.encode() + b"}"])   # a last line without its newline
     path.write_bytes(body)
     fast = _loaded(path)

@@ -49,14 +49,12 @@ _LONE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
 
 
-def msgspec_may_read(raw: bytes) -> bool:
-    """Whether msgspec may read this line: it reads nesting one level deeper than json, and a surrogate
-    escape needs the repair below."""
-    return ((len(raw) < SHORT_LINE or raw.count(b"[") + raw.count(b"{") < _BRACKETS)
-            and not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw)))
+def has_surrogate_escape(raw: bytes) -> bool:
+    """Whether the line escapes a surrogate (`\\ud800`): read by the json module, then repaired."""
+    return b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None
 
 
-def _shallow(obj: Any) -> bool:
+def shallow(obj: Any) -> bool:
     """Whether `obj` nests containers fewer than _BRACKETS deep. Asked of what msgspec read from a long
     line, in place of counting its brackets: a tool output of 15 KB is one string, a walk of one level,
     where counting reads every byte twice."""
@@ -105,13 +103,13 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
 
 def read_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str | None]]:
     """What `iter_json_lines` yields for one line."""
-    if not (b"\\u" in raw and _SURROGATE_ESCAPE.search(raw)):
+    if not has_surrogate_escape(raw):
         try:  # the fast path: one well-formed object per line
             obj = _DECODE(raw)
         except (ValueError, RecursionError):   # msgspec.DecodeError is a ValueError
             pass
         else:   # unless nested deep enough that the json module may refuse it: then as it reads it
-            if len(raw) < SHORT_LINE or _shallow(obj):
+            if len(raw) < SHORT_LINE or shallow(obj):
                 if obj is None:
                     yield lineno, None, "expected a JSON object, got null, skipped"
                 else:

@@ -24,8 +24,8 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from breakwater.core.json_lines import (DIGITS_LIMIT, SHORT_LINE, SessionLogError, msgspec_may_read,
-                                        open_session_file, read_line, replace_surrogates_in)
+from breakwater.core.json_lines import (SHORT_LINE, SessionLogError, has_surrogate_escape, open_session_file,
+                                        read_line, replace_surrogates_in, shallow)
 from breakwater.core.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
 
 _ROLES = {r: r for r in ROLES}   # a set that hands out one shared string per role
@@ -182,20 +182,23 @@ def load_native(path: Path) -> SessionLog:
             gc.enable()
 
 
-class _Function(msgspec.Struct, gc=False):
+class _Function(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     name: str = ""
     arguments: str = ""
 
 
-class _Call(msgspec.Struct, gc=False):
+class _Call(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     function: _Function
     id: str = ""
+    type: str | None = None   # not read, as `ToolCall.from_api` does not read it
 
 
-class _MessageLine(msgspec.Struct, gc=False):
+class _MessageLine(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     """A message line in the shape `Message.from_record` reads without a word: msgspec checks the
     types in C (a million lines: no dict to build and ask field by field). Whatever does not fit
-    (a wrong type, content as parts, a flat tool call, no role) is refused and read the general way."""
+    (a wrong type, content as parts, a flat tool call, no role) is refused and read the general way,
+    and so is a field of another name: msgspec would skip it, checking its syntax but not what the
+    json module then warns about (bytes that are not UTF-8, an integer too long to convert)."""
 
     role: str
     type: str | None = None
@@ -225,23 +228,18 @@ def _load_native(path: Path) -> SessionLog:
         lineno = 0
         for raw in fh:
             lineno += 1
-            # the fast path, for a line the general one reads without a word. msgspec skips the fields
-            # it was not asked for, checking their syntax but not what the json module then warns
-            # about: bytes that are not UTF-8 (so ASCII only) and integers too long to convert (so no
-            # line long enough to hold one). The first test is `msgspec_may_read`'s, without a call.
-            n = len(raw)
-            if (n <= DIGITS_LIMIT and raw.isascii()
-                    and ((n < SHORT_LINE and b"\\u" not in raw) or msgspec_may_read(raw))):
+            # the fast path, for a line the general one reads without a word
+            if b"\\u" not in raw or not has_surrogate_escape(raw):
                 try:
                     line = decode_message(raw)
                 except (ValueError, RecursionError):   # msgspec.ValidationError is a ValueError
                     pass
                 else:
-                    kind, role, turn = line.type, roles.get(line.role), line.turn
+                    kind, role, turn, meta = line.type, roles.get(line.role), line.turn, line.meta or None
                     if ((kind is None or kind == "message") and role is not None
-                            and (turn is None or 0 <= turn <= MAX_TURN)):
+                            and (turn is None or 0 <= turn <= MAX_TURN)
+                            and (meta is None or len(raw) < SHORT_LINE or shallow(meta))):
                         calls = line.tool_calls
-                        meta = line.meta or None
                         msg = Message(line.id or f"m{n_msgs:05d}", role, line.content or "",
                                       tuple([ToolCall(c.id, c.function.name, c.function.arguments) for c in calls])
                                       if calls else (),
