@@ -13,8 +13,10 @@ from typing import Any, Callable
 
 
 class TextCache:
-    """Up to `size` values by text; the oldest goes first. An entry holds its text, so no other string
-    takes its id while it is there. Entries are replaced whole, never changed: threads may share it."""
+    """Up to `size` values by text; when full it starts again empty, as the pipeline's form cache does:
+    emptying is one call, where dropping the oldest entry walks them, which another thread adding one
+    would break (the workbench re-simulates in a worker). An entry holds its text, so no other string
+    takes its id while it is there."""
 
     __slots__ = ("_entries", "_size")
 
@@ -28,8 +30,8 @@ class TextCache:
 
     def put(self, text: str, value: Any) -> None:
         entries = self._entries
-        if len(entries) >= self._size and id(text) not in entries:
-            entries.pop(next(iter(entries)), None)   # a session's results come in order: the oldest
+        if len(entries) >= self._size:
+            entries.clear()
         entries[id(text)] = (text, value)
 
 
