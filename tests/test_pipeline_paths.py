@@ -11,6 +11,7 @@ from breakwater.core import mask, microcompact, snip
 from breakwater.core.commands import sample_path
 from breakwater.core.ledger import NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
+from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
 from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline
@@ -259,3 +260,77 @@ def test_a_soft_zone_request_no_stage_changes_is_planned_as_the_general_path_pla
                 assert getattr(a, f.name) == getattr(b, f.name), (a.turn, f.name)
         assert a.head == b.head and va == vb
     assert short_zones.count("soft") > 100
+
+
+class _Eager(Pipeline):
+    """Ids entered as the pipeline used to enter them: each message's, as it is (re)entered."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eager: dict[str, int] = {}
+
+    def _recompute_from(self, d):
+        super()._recompute_from(d)
+        for i in range(d, len(self.san.out)):
+            for sid in self.san.out[i].sources:
+                self.eager[sid] = i
+
+
+RECORDING = PRESETS["breakwater"].with_changes(window=16_000, deep_compact_first=True)
+
+
+def recorded_compactions_log():
+    live, log = Pipeline(RECORDING), SessionLog({"window": 16_000})
+    for m in session_messages(240, avg_tool_chars=3000, seed=3):
+        if m.role == "assistant":
+            comp = live.plan().new_compaction
+            if comp:
+                log.append(comp.to_event())
+        live.feed(m)
+        log.append(m)
+    return log
+
+
+def pinned_then_stripped():
+    """A call nobody answered, pinned while it waits: the sanitizer then removes it, and the id
+    entered for it points where the next message went."""
+    msgs = [Message("s", "system", "You are an agent."), Message("u0", "user", "start", turn=1),
+            Message("a0", "assistant", "", (ToolCall("c9", "bash", '{"command": "ls"}'),), turn=1)]
+    chat = tiny_chat(2_000).entries
+    return SessionLog({}, [*msgs, Event("pin", "p1", {"message_id": "a0"}), *chat[:7],
+                           Event("pin", "p2", {"message_id": chat[5].id}), *chat[7:]])
+
+
+@pytest.mark.parametrize("name", ["controls", "recorded", "sanitizer-mess", "tiny-chat", "pinned-then-stripped"])
+def test_a_message_is_found_by_id_as_if_every_id_had_been_entered_as_it_came(name):
+    """Ids are entered when a pin or a compaction asks (issue 8 item 9): every answer must be the one
+    the index entered message by message gave, stale entries of messages the sanitizer removed too."""
+    log = {"controls": SESSIONS["controls"], "recorded": recorded_compactions_log,
+           "sanitizer-mess": lambda: load_session(sample_path("sanitizer-mess.jsonl")),
+           "tiny-chat": lambda: tiny_chat(3_000), "pinned-then-stripped": pinned_then_stripped}[name]()
+    policy = RECORDING if name == "recorded" else PRESETS["breakwater"].with_changes(window=12_000)
+    pipe = _Eager(policy)
+    ids = [e.id for e in log.entries if isinstance(e, Message)]
+    asked = 0
+    for k, entry in enumerate(log.entries):
+        if isinstance(entry, Message) and entry.role == "assistant":
+            pipe.plan()
+            wanted = [*pipe.pins, *(a.comp.cut_id for a in pipe.active if a.comp.cut_id), *ids[k % 7::97], *ids[-3:]]
+            for mid in wanted:
+                assert pipe._index_of(mid) == pipe.eager.get(mid), (k, mid)
+                asked += 1
+        pipe.feed(entry)
+    assert asked > 50 and (name != "recorded" or pipe.active)
+
+
+def test_a_long_chat_with_no_pin_enters_no_id():
+    """A million short messages held an id -> index entry each (~60 MB): only pins and compactions ask,
+    and a compaction finds the message it names among the newest."""
+    log = tiny_chat(3_000)
+    pipe = make_pipeline(log, PRESETS["breakwater"].with_changes(window=12_000), "heuristic")
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            pipe.plan()
+        pipe.feed(entry)
+    assert pipe.compactions_applied >= 2
+    assert len(pipe._ids) == 0

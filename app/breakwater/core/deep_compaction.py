@@ -78,7 +78,7 @@ class DeepCompaction:
             self.san.close_group()
             cut = len(out)
         else:
-            cut = self.id_index.get(comp.cut_id)
+            cut = self._index_of(comp.cut_id)
             if cut is None or cut >= len(out) or comp.cut_id not in out[cut].sources:
                 return  # the log does not hold the message it names; ignore rather than guess
         if any(a.comp.id == comp.id for a in self.active) or (self.active and cut < self.active[-1].cut):
@@ -113,7 +113,7 @@ class DeepCompaction:
         gs = self.ledger.group_starts
         kept: set[int] = set()
         for mid in self.pins:
-            i = self.id_index.get(mid)
+            i = self._index_of(mid)
             if i is None or i >= cut or i == fu or i < self._base_start():
                 continue
             k = bisect.bisect_right(gs, i) - 1

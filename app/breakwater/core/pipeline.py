@@ -103,7 +103,9 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         self.raw_tokens = 0                    # heuristic tokens of every raw message so far
         self.ledger = Ledger()                 # per sanitized message
         self.calls: dict[str, ToolCall] = {}
-        self.id_index: dict[str, int] = {}
+        self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
+        self._indexed = 0
+        self._looked = 0                        # messages looked through since (see `_index_of`)
         self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
         self._fresh: dict[int, int] = {}
         self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
@@ -183,7 +185,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         (self.pins.add if pinned else self.pins.discard)(mid)
         self._pins_version += 1
         self._sync()
-        idx = self.id_index.get(mid)
+        idx = self._index_of(mid, look=False)   # pins are asked about every request: enter them all
         if idx is not None:
             self._recompute_from(idx)
 
@@ -250,14 +252,14 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             self._fu = None
         if d < self._fu_scanned:
             self._fu_scanned = d
-        id_index, fresh, far_recent = self.id_index, self._fresh, self._far_recent
+        if d < self._indexed:
+            self._indexed = d
+        fresh, far_recent = self._fresh, self._far_recent
         pins, fold_min = self.pins, self.policy.fold_min_chars
         add = ledger.add
         for i in range(d, len(out)):
             entry = out[i]
             msg = entry.message
-            for sid in entry.sources:
-                id_index[sid] = i
             t0 = fresh.get(id(msg))
             if t0 is None:
                 t0 = heuristic_message(msg)
@@ -281,6 +283,33 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         if len(far_recent) > 8 * self.policy.working_memory_messages:
             horizon = len(out) - 4 * self.policy.working_memory_messages
             self._far_recent = {k: v for k, v in far_recent.items() if k >= horizon}
+
+    def _index_of(self, mid: str, look: bool = True) -> int | None:
+        """Index of the sanitized message that stands for log message `mid` (the last, if several do).
+
+        Ids are entered when asked, not as each message arrives: only pins and compactions ask, and
+        a long chat with few would otherwise hold an entry per message (a million cost ~1 s and 60 MB).
+        Asked about one not entered yet, it looks at the newest first (a compaction names a message
+        near the end), and enters them all once it has looked through as many as that would take."""
+        out = self.san.out
+        known = min(len(self.ledger.tok0), len(out))
+        lo = self._indexed
+        room = known - lo - self._looked if look else 0
+        if room > 0:
+            stop = max(lo, known - room)
+            for i in range(known - 1, stop - 1, -1):
+                if mid in out[i].sources:
+                    self._looked += known - i
+                    return i
+            if stop == lo:   # none of those not entered yet is it
+                self._looked += known - lo
+                return self._ids.get(mid)
+        ids = self._ids
+        for i in range(lo, known):
+            for sid in out[i].sources:
+                ids[sid] = i
+        self._indexed, self._looked = known, 0
+        return ids.get(mid)
 
     def _raw_tokens(self) -> int:
         """The whole log so far by the seed's heuristic, never calibrated: one rule, so it never shrinks."""
@@ -472,7 +501,8 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             policy=self.policy, counter=self.counter, mode=self.mode, summarizer=self.summarizer,
             san=self.san.snapshot(), calibration=replace(self.calibration), turn=self.turn,
             raw_tokens=self.raw_tokens, ledger=self.ledger.copy(), calls=self.calls.copy(),
-            id_index=self.id_index.copy(), _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
+            _ids=self._ids.copy(), _indexed=self._indexed, _looked=self._looked,
+            _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
             _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
             active=[replace(a) for a in self.active], triggers=self.triggers.copy(), pins=self.pins.copy(),
             pin_events=self.pin_events.copy(), api_tokens=self.api_tokens,
