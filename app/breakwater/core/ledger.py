@@ -93,11 +93,13 @@ class Ledger:
 
     def changes(self, levels: Iterable[int], a: int, b: int) -> bool:
         """Whether any far stage level of `levels`, or the working-memory form, changes a message of [a, b)."""
-        for L in (*levels, NEAR):
-            ch = self.changed[L]
+        changed = self.changed
+        for L in levels:
+            ch = changed[L]
             if ch and bisect_left(ch, b) > bisect_left(ch, a):
                 return True
-        return False
+        ch = changed[NEAR]
+        return bool(ch) and bisect_left(ch, b) > bisect_left(ch, a)
 
     def changed_in(self, l1: int, l2: int, a: int, b: int) -> Iterator[int]:
         """In order, the indices in [a, b) that level l1 or level l2 changes (level 0 changes none)."""
@@ -118,6 +120,8 @@ class Ledger:
 
     def count_kinds(self, level: int, a: int, b: int, counts: dict[str, int]) -> None:
         """Add to `counts` how many messages of [a, b) level `level` changes, by kind (in FAR_KINDS order)."""
+        if not self.changed[level]:   # a kind's indices are some of these (a long chat: none)
+            return
         for kind, arr in zip(FAR_KINDS, self.kinds[level]):
             if arr:
                 c = bisect_left(arr, b) - bisect_left(arr, a)
