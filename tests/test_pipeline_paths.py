@@ -19,10 +19,15 @@ from breakwater.formats import load_session
 from synth import session_messages
 
 
-def plans(log, policy, general: bool, counter: str = "exact"):
+def plans(log, policy, general: bool, counter: str = "exact", short_zones: list | None = None):
+    """Each request's plan and view; `short_zones` gets the zone of each the short cut planned (None
+    where it did not)."""
     pipe = make_pipeline(log, policy, counter, "gpt-4o")
     if general:
         pipe._plan_safe = lambda n: None   # every request through the general path
+    elif short_zones is not None:
+        planned = pipe._plan_safe
+        pipe._plan_safe = lambda n: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned(n))
     out = []
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
@@ -242,16 +247,8 @@ def test_a_soft_zone_request_no_stage_changes_is_planned_as_the_general_path_pla
     counts: near the limits the exact counter takes the general path."""
     log = tiny_chat(3_000)
     policy = PRESETS[preset].with_changes(window=12_000)
-    pipe = make_pipeline(log, policy, "heuristic")
-    planned_safe = pipe._plan_safe
-    short_zones = []
-    pipe._plan_safe = lambda n: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned_safe(n))
-    short = []
-    for entry in log.entries:
-        if isinstance(entry, Message) and entry.role == "assistant":
-            plan = pipe.plan()
-            short.append((plan, plan.built or pipe.materialize(plan)))
-        pipe.feed(entry)
+    short_zones: list = []
+    short = plans(log, policy, False, "heuristic", short_zones)
     general = plans(log, policy, True, "heuristic")
     assert len(short) == len(general)
     for (a, va), (b, vb) in zip(short, general):
