@@ -331,3 +331,36 @@ def test_a_long_chat_with_no_pin_enters_no_id():
         pipe.feed(entry)
     assert pipe.compactions_applied >= 2
     assert len(pipe._ids) == 0
+
+
+class _CheckedBoundaries(Pipeline):
+    """Holds the soft zone's count of a boundary without a shape to the shape's own, at every boundary
+    each search could try."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.checked: set[int] = set()
+
+    def _oldest_first(self, at, lv, below, cut, n, whole):
+        sent = self._boundary_count(at, lv, below, cut, n, whole)
+        for b in range(whole.start, whole.near_start):
+            assert sent(b) == at(lv, cut, below, b).sent, (self.turn, lv, below, b)
+            self.checked.add(sent(b))
+        return super()._oldest_first(at, lv, below, cut, n, whole)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", ["long-refactor", "controls"])
+def test_the_soft_zone_counts_a_boundary_as_the_request_it_makes(name, preset):
+    """The search for how far a stage applies counts each boundary from the ledger, not by building
+    the request shape (issue 7 item 18): the counts must be the shapes' counts."""
+    from breakwater.core.tokens import TokenCounter
+
+    log = SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=12_000)
+    pipe = _CheckedBoundaries(policy, TokenCounter(None), mode="heuristic")
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            pipe.plan()
+        pipe.feed(entry)
+    assert len(pipe.checked) > 20 or not (policy.snip or policy.mask or policy.microcompact)

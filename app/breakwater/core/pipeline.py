@@ -339,11 +339,12 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         raw_tokens = self._raw_tokens()
         trigger_level = max(self.triggers.values(), default=0)
 
-        def base_of() -> tuple[int, str]:
+        def base_of() -> tuple[int, str, int]:
             jh, js, _, _, head_h = self._frame(self._cut(), n)
-            return self._measure(jh, 0, js, n, n, None, None, head_h)[:2]
+            return self._measure(jh, 0, js, n, n, None, None, head_h)
 
-        base, counted = base_of()
+        measured = base_of()   # the whole request from the cut, no stage: also the soft zone's first shape
+        base, counted = measured[0], measured[1]
         over = base > self._hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
@@ -359,7 +360,8 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
-            base, counted = base_of()
+            measured = base_of()
+            base, counted = measured[0], measured[1]
         else:
             base_reported = base
         zone_counted = counted
@@ -367,7 +369,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         zone = "safe" if base_reported <= self._soft_limit else ("soft" if base_reported <= self._hard_limit else "hard")
         fast = base <= self._soft_limit or n < p.fast_path_min_messages
 
-        shape = self._fit(n, trigger_level, fast)
+        shape = self._fit(n, trigger_level, fast, measured if trigger_level == 0 else None)
         if shape.drop_to > shape.cut and p.deep_compact and not undone:
             # shaping would drop turns: they leave the context through a summary instead
             if new_comp is not None:

@@ -38,11 +38,13 @@ class _Shape:
 
 
 class SoftZone:
-    def _fit(self, n: int, level: int, fast: bool) -> "_Shape":
-        """Soft zone then shape history: the cheapest request from the current cut that fits."""
+    def _fit(self, n: int, level: int, fast: bool, first: tuple | None = None) -> "_Shape":
+        """Soft zone then shape history: the cheapest request from the current cut that fits.
+        `first`: the count of the whole request at `level` from the cut, when the caller has it."""
         p = self.policy
         cut = self._cut()
         framed = self._frame(cut, n)
+        wm = p.working_memory_messages
         shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
 
         def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
@@ -51,33 +53,34 @@ class SoftZone:
             if shape is not None:
                 return shape
             jh, js, joined, kept_fu, head_h = framed if s == cut else self._frame(s, n)
-            ns = self._near_start(lv, js, n)
+            ns = (js if js > n - wm else n - wm) if lv >= 2 else n   # _near_start, asked several times a request
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
-            t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
+            if first is not None and s == cut and lv == level and boundary is None:
+                t, how, h = first
+            else:
+                t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns
             shape = shapes[key] = _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
                                          ns, t, how, kept_fu, joined, h, head_h)
             return shape
 
+        soft = self._soft_limit
         shape = at(level, cut)
-        higher = [lv for lv in self._levels() if lv > level] if not fast or level else []
-        if higher and shape.sent > self._soft_limit and not self.ledger.changes(higher, shape.start, n):
-            # no stage above `level` changes a message sent (a long chat of short messages): each sends
-            # this same request, over the soft limit, so the search below would end at the highest
-            shape = at(higher[-1], cut)
-        elif not fast or level:
-            below = level
-            for lv in self._levels():
-                if shape.sent <= self._soft_limit:
-                    break
-                if lv <= level:
-                    continue
-                whole = at(lv, cut)
-                if whole.sent <= self._soft_limit:
-                    shape = self._oldest_first(at, lv, below, cut, whole)
-                    break
-                shape, below = whole, lv
+        if shape.sent > soft and (not fast or level):
+            higher = [lv for lv in self._stage_levels if lv > level]
+            if higher and not self.ledger.changes(higher, shape.start, n):
+                # no stage above `level` changes a message sent (a long chat of short messages): each
+                # sends this same request, over the soft limit, so the search below would end at the highest
+                shape = at(higher[-1], cut)
+            else:
+                below = level
+                for lv in higher:
+                    whole = at(lv, cut)
+                    if whole.sent <= soft:
+                        shape = self._oldest_first(at, lv, below, cut, n, whole)
+                        break
+                    shape, below = whole, lv
 
         if shape.sent > self._hard_limit:
             # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
@@ -91,7 +94,7 @@ class SoftZone:
                     break
         return shape
 
-    def _oldest_first(self, at, lv: int, below: int, cut: int, whole: "_Shape") -> "_Shape":
+    def _oldest_first(self, at, lv: int, below: int, cut: int, n: int, whole: "_Shape") -> "_Shape":
         """Apply stage `lv` from the oldest message on, only as far as needed to get under the soft limit.
 
         The boundary overshoots by a small hysteresis and then stays where it is while the request
@@ -104,19 +107,31 @@ class SoftZone:
             shape = at(lv, cut, below, kept)
             if shape.sent <= self._soft_limit:
                 return shape
-        if at(lv, cut, below, hi).sent > self._soft_limit:
+        last = at(lv, cut, below, hi).sent
+        if last > self._soft_limit:
             return whole  # even every far message is not enough: the stage applies to working memory too
         goal = self._soft_limit - int(p.soft_hysteresis_ratio * self._soft_limit)
-        if at(lv, cut, below, hi).sent > goal:
+        if last > goal:
             goal = self._soft_limit
+        sent = self._boundary_count(at, lv, below, cut, n, whole)
         while lo < hi:
             mid = (lo + hi) // 2
-            if at(lv, cut, below, mid).sent <= goal:
+            if sent(mid) <= goal:
                 hi = mid
             else:
                 lo = mid + 1
         self._soft_boundary = {key: lo}
         return at(lv, cut, below, lo)
+
+    def _boundary_count(self, at, lv: int, below: int, cut: int, n: int, whole: "_Shape"):
+        """`at(lv, cut, below, b).sent` for a boundary b in [whole.start, whole.near_start): by heuristic
+        counts without building a shape per boundary tried, as only the two far parts move with it."""
+        if self.mode == "exact":
+            return lambda b: at(lv, cut, below, b).sent
+        tokens, apply = self.ledger.tokens, self.calibration.apply
+        js, ns = whole.start, whole.near_start
+        rest = whole.head_heuristic + (tokens(self._near_level(below), ns, n) if ns < n else 0)
+        return lambda b: apply(rest + tokens(lv, js, b) + tokens(below, b, ns))
 
     # -- counting ---------------------------------------------------------------------------------
     def _exact_sum(self, level: int, a: int, b: int) -> int:

@@ -94,6 +94,10 @@ class StablePrefix:
                     if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
                         return i
             return end
+        if prev.level == level and prev.lower == plan.lower and prev.boundary == plan.boundary:
+            # before both working memories every message is far on both sides, each side of the same
+            # boundary at the same level: sent alike
+            a = max(a, min(prev.near_start, plan.near_start))
         cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
                                   if a < x < end})
         for x, y in zip(cuts, cuts[1:]):
