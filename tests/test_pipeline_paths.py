@@ -9,12 +9,13 @@ import pytest
 
 from breakwater.core import mask, microcompact, snip
 from breakwater.core.commands import sample_path
-from breakwater.core.ledger import NEAR, Ledger
+from breakwater.core.ledger import FAR_KINDS, NEAR, Ledger
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
 from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline
+from breakwater.core.tokens import heuristic_message
 from breakwater.formats import load_session
 from synth import session_messages
 
@@ -107,7 +108,73 @@ def test_an_assistant_reply_is_entered_with_the_forms_the_stages_make_of_it(pres
             pipe.plan()
             if size or calls:   # an empty reply without calls is dropped
                 assert pipe.san.out[1].message is reply
-                assert pipe._far_recent[1] == pipe._far_forms(reply), size
+                assert _entered(pipe.ledger, 1) == _built_counts(pipe, reply), size
+
+
+def _built_counts(pipe: Pipeline, msg: Message) -> dict[int, tuple[str, int]]:
+    """{ledger level: (kind, heuristic tokens)} of the forms the stages build of `msg`."""
+    built = {L: pipe._far(msg, L) for L in (1, 2, 3)}
+    built[NEAR] = pipe._near(msg, 2)
+    return {L: (res[2], heuristic_message(res[0])) for L, res in built.items() if res is not None}
+
+
+def _entered(ledger: Ledger, i: int) -> dict[int, tuple[str, int]]:
+    """{ledger level: (kind, tokens)} the ledger holds for message i, for each level that changes it."""
+    out = {}
+    for L in (1, 2, 3, NEAR):
+        for kind, arr in zip(FAR_KINDS, ledger.kinds[L]):
+            if i in arr:
+                out[L] = (kind, ledger.tokens(L, i, i + 1))
+    return out
+
+
+def _varied_results(policy) -> list[tuple[Message, ToolCall | None]]:
+    """Tool results and replies on every side of each stage's thresholds: ASCII, Chinese and mixed,
+    with and without an exit status, an error line, a call, a source cut and a spill file."""
+    cases = []
+    sizes = sorted({0, 1, 150, policy.mask_min_chars, policy.mask_min_chars + 1, policy.fold_min_chars + 1,
+                    policy.working_memory_max_chars, policy.working_memory_max_chars + 1,
+                    policy.snip_threshold_chars, policy.snip_threshold_chars + 1, 9_999, 10_000, 24_999, 25_001})
+    units = ("processed batch 42 in 7ms\n", "连接池超时，重试中。\n", "résumé naïve — ok\n", "x" * 300 + "\n")
+    tails = ("", "\nTraceback (most recent call last):\n  ValueError: 错误的参数 " + "长" * 200,
+             "\nnpm ERR! code ERESOLVE\n[exit code: 1]", "\nall good\n[exit code: 0]")
+    calls = (None, ToolCall("c1", "bash", '{"command": "pytest -q tests/' + "deep/" * 30 + '"}'),
+             ToolCall("c1", "read_file", '{"path": "app/路径.py", "limit": 40}'), ToolCall("c1", "grep", "not json"))
+    k = 0
+    for size in sizes:
+        for unit in units:
+            for tail in tails:
+                body = (unit * (size // len(unit) + 1))[:size]
+                text = body + tail if size else tail
+                k += 1
+                meta = None
+                if k % 5 == 0:
+                    meta = {"source": {"total_lines": 1234, "dropped_lines": 1000, "spill": ".agent/spill/s/o.txt"}}
+                elif k % 7 == 0:
+                    meta = {"exit_code": k % 3}
+                call = calls[k % len(calls)]
+                cases.append((Message(f"t{k}", "tool", text, tool_call_id="c1" if call else None,
+                                      name=None if call else "bash", meta=meta), call))
+                cases.append((Message(f"a{k}", "assistant", text, (ToolCall("c9", "bash", "{}"),) if k % 2 else ()),
+                               None))
+    return cases
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_each_message_is_entered_with_the_counts_of_the_forms_the_stages_build(preset):
+    """The ledger enters a message's counts at each stage level without building the forms (they are
+    built only when a request is): the counts must be those of the forms built."""
+    base = PRESETS[preset]
+    policies = (base, base.with_changes(snip=False), base.with_changes(mask=False),
+                base.with_changes(microcompact=False, mask_min_chars=50, working_memory_max_chars=120,
+                                  working_memory_head_chars=60, working_memory_tail_chars=60))
+    for policy in policies:
+        pipe = Pipeline(policy)
+        for i, (msg, call) in enumerate(_varied_results(policy)):
+            pipe.calls = {"c1": call} if call else {}
+            pipe.ledger.add(heuristic_message(msg), True)
+            pipe.ledger.add_forms(i, heuristic_message(msg), pipe._form_tokens(msg, call))
+            assert _entered(pipe.ledger, i) == _built_counts(pipe, msg), (policy, msg.id)
 
 
 def test_the_ledger_sums_what_each_level_makes_of_each_message():

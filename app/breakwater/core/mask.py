@@ -49,11 +49,15 @@ Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, sp
 
 def mask_far(msg: Message, policy: Policy) -> Result:
     if msg.role == "tool" and len(msg.content) > policy.mask_min_chars:
-        text = mask_placeholder(msg.content, outcome_facts(msg))
-        if len(text) >= len(msg.content):
-            text = mask_placeholder(msg.content)
-        return msg.with_content(text), ((0, len(msg.content)),), "masked"
+        return msg.with_content(masked_text(msg)), ((0, len(msg.content)),), "masked"
     return fold(msg, policy)
+
+
+def masked_text(msg: Message, facts: list[str] | None = None) -> str:
+    """What a tool result over `mask_min_chars` becomes far from the end; `facts` are its
+    `outcome_facts`, when the caller has them already."""
+    text = mask_placeholder(msg.content, outcome_facts(msg) if facts is None else facts)
+    return text if len(text) < len(msg.content) else mask_placeholder(msg.content)
 
 
 def fold(msg: Message, policy: Policy) -> Result:

@@ -25,7 +25,8 @@ def _short(value) -> str:
     return text if len(text) <= ARG_CHARS else text[: ARG_CHARS - 1] + "…"
 
 
-def skeleton(result: Message, call: ToolCall | None) -> str:
+def skeleton(result: Message, call: ToolCall | None, outcome: list[str] | None = None) -> str:
+    """The line a far result becomes; `outcome` is its `outcome_facts`, when the caller has them already."""
     name = call.name if call else (result.name or "tool")
     args = ""
     if call:
@@ -40,9 +41,8 @@ def skeleton(result: Message, call: ToolCall | None) -> str:
         lines = int(source["total_lines"])   # cut at the source: the whole output, counted when it ran
     else:
         lines = _line_count(text) if len(text) > CACHED_SIZE_CHARS else (text.count("\n") + 1 if text else 0)
-    facts = []
-    facts.append(f"{lines} line{'s' if lines != 1 else ''}")
-    facts.extend(outcome_facts(result))
+    facts = [f"{lines} line{'s' if lines != 1 else ''}"]
+    facts.extend(outcome_facts(result) if outcome is None else outcome)
     if isinstance(source, dict) and source.get("spill"):
         facts.append(f"full output in {source['spill']}")
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"

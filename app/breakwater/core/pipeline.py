@@ -41,7 +41,7 @@ from breakwater.core.shape import join_users
 from breakwater.core.soft_zone import SoftZone
 from breakwater.core.stable_prefix import StablePrefix
 from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
-from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, UNCHANGED, StageForms
+from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
 from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
 
@@ -124,7 +124,6 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         self._changed_from = 0                  # lowest sanitized index changed since that request
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
         self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
-        self._far_recent: dict[int, tuple] = {}   # far forms of the newest messages, at levels 1-3
         self._frames: dict[tuple[int, bool], tuple] = {}  # (start, start < n) -> (summary, pins, frame)
         self._frames_reach = -1                 # the highest start in _frames: a change past it keeps them all
         self._pins_version = 0
@@ -238,7 +237,6 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
             for i in range(d, len(ledger.tok0)):
                 self._near_cache.pop(i, None)
-                self._far_recent.pop(i, None)
             ledger.truncate(d)
             for L, (base, arr) in list(self._exact.items()):
                 if d < base:
@@ -254,7 +252,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             self._fu_scanned = d
         if d < self._indexed:
             self._indexed = d
-        fresh, far_recent = self._fresh, self._far_recent
+        fresh = self._fresh
         pins, fold_min = self.pins, self.policy.fold_min_chars
         add = ledger.add
         for i in range(d, len(out)):
@@ -267,22 +265,15 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             add(t0, role != "tool")
             # the soft-zone stages change tool results and assistant text only (SPEC §4), the text
             # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
-            if role == "user" or role == "system" or (role == "assistant" and len(msg.content) <= fold_min) \
-                    or (pins and any(s in pins for s in entry.sources)):
-                forms = UNCHANGED
-            else:
-                forms, changed = self._shared_forms(msg)
+            if not (role == "user" or role == "system" or (role == "assistant" and len(msg.content) <= fold_min)
+                    or (pins and any(s in pins for s in entry.sources))):
+                changed = self._shared_forms(msg)
                 if changed:
                     ledger.add_forms(i, t0, changed)
             if role == "tool" and msg.meta:
                 src = msg.meta.get("source")
                 if isinstance(src, dict) and src.get("dropped_lines"):
                     ledger.add_truncated(i)
-            far_recent[i] = forms
-        # only messages about to leave working memory are asked for their far form again
-        if len(far_recent) > 8 * self.policy.working_memory_messages:
-            horizon = len(out) - 4 * self.policy.working_memory_messages
-            self._far_recent = {k: v for k, v in far_recent.items() if k >= horizon}
 
     def _index_of(self, mid: str, look: bool = True) -> int | None:
         """Index of the sanitized message that stands for log message `mid` (the last, if several do).
@@ -513,7 +504,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             _soft_boundary=self._soft_boundary.copy(),
             _previous=replace(self._previous) if self._previous is not None else None,
             _changed_from=self._changed_from, _measured=self._measured.copy(),
-            _joined=self._joined.copy(), _far_recent=self._far_recent.copy(), _frames=self._frames.copy(),
+            _joined=self._joined.copy(), _frames=self._frames.copy(),
             _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
             _fu_scanned=self._fu_scanned,
             _soft_limit=self._soft_limit, _hard_limit=self._hard_limit, _stage_levels=self._stage_levels,

@@ -1,6 +1,7 @@
 """The stage forms of a message (SPEC §4, stage 4): what snip, mask and microcompact make of it,
-far from the end of the history and in working memory, and the caches that let a request ask for
-them without running a stage again.
+far from the end of the history and in working memory; the counts of those forms the ledger
+enters as each message arrives, worked out without building them (a form is built only when a
+request that sends it is), and the caches that spare running a stage again.
 
 `StageForms` is a part of `Pipeline` (core/pipeline.py): its methods read the pipeline's policy,
 calls, pins and sanitized list.
@@ -14,14 +15,15 @@ from breakwater.core import mask as mask_stage
 from breakwater.core import microcompact as micro_stage
 from breakwater.core import snip as snip_stage
 from breakwater.core.ledger import NEAR
-from breakwater.core.message import Message
+from breakwater.core.mask import fold_placeholder, middle_marker
+from breakwater.core.message import Message, ToolCall
+from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.snip import head_tail, snip_marker
+from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
 
-UNCHANGED = (None, None, None, None)   # a message no stage level changes: its forms at levels 1-3, near
-
-# The far forms of long messages, shared by every pipeline of the same policy (a re-simulation, the
-# fidelity replays): (id(message), id(call), policy) -> (message, call, forms, their tokens). An entry
+# The counts of the far forms of long messages, shared by every pipeline of the same policy (a
+# re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry
 # holds the message and the call, so no other object takes their ids while it is there.
 _FORMS: dict[tuple[int, int, int], tuple] = {}
 _POLICY_IDS: dict[Policy, int] = {}   # a small number per policy seen: a key is hashed in a few operations
@@ -30,34 +32,68 @@ CACHED_FORMS = 1 << 13
 CACHED_FORMS_CHARS = 2_000   # shorter messages: their forms cost less than remembering them
 
 
+def _head_tail_tokens(text: str, head: int, tail: int, marker) -> int:
+    """`heuristic_text` of `snip.head_tail(text, head, tail, marker)[0]`; of ASCII text, from the lengths."""
+    end = len(text) - tail
+    if text.isascii() and 0 <= head <= end <= len(text):
+        return (head + len(marker(end - head)) + tail) // 4 + 1
+    return heuristic_text(head_tail(text, head, tail, marker)[0])
+
+
 class StageForms:
-    def _shared_forms(self, msg: Message) -> tuple[tuple, tuple]:
-        """`_far_forms(msg)` and, when level 3 changes it, `_form_tokens` of them, else ()."""
+    def _shared_forms(self, msg: Message) -> tuple:
+        """`_form_tokens(msg)`, shared by the pipelines of this policy when the message is long."""
         call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
         key = (id(msg), id(call), self._policy_id)
         hit = _FORMS.get(key)
         if hit is not None and hit[0] is msg and hit[1] is call:
-            return hit[2], hit[3]
-        forms = self._far_forms(msg)
-        # level 3 changes whatever 1 and 2 do
-        changed = tuple(self._form_tokens(forms)) if forms[2] is not None or forms[3] is not None else ()
+            return hit[2]
+        changed = self._form_tokens(msg, call)
         if len(msg.content) > CACHED_FORMS_CHARS:
             if len(_FORMS) >= CACHED_FORMS:
                 _FORMS.clear()
-            _FORMS[key] = (msg, call, forms, changed)
-        return forms, changed
-
-    @staticmethod
-    def _form_tokens(forms) -> list[tuple[int, str, int]]:
-        """(level, kind, heuristic tokens) of each form; a form shared by two levels is counted once."""
-        changed = []
-        last, tokens = None, 0
-        for L, res in zip((1, 2, 3, NEAR), forms):
-            if res is not None:
-                if res is not last:
-                    last, tokens = res, heuristic_message(res[0])
-                changed.append((L, res[2], tokens))
+            _FORMS[key] = (msg, call, changed)
         return changed
+
+    def _form_tokens(self, msg: Message, call: ToolCall | None) -> tuple[tuple[int, str, int], ...]:
+        """(ledger level, kind, heuristic tokens) of what each far stage level and working memory make
+        of `msg` (`_far(msg, L)` for L = 1, 2, 3, `_near(msg, 2)`), or () when none changes it.
+
+        Worked out without building a form: the ledger needs every message's counts as it arrives,
+        while a form is asked for only when a request is built (or its cache-stable prefix compared)."""
+        p = self.policy
+        text, role = msg.content, msg.role
+        size = len(text)
+        extra = MESSAGE_OVERHEAD
+        for c in msg.tool_calls:
+            extra += heuristic_text(c.name) + heuristic_text(c.arguments) + TOOL_CALL_OVERHEAD
+        tool = role == "tool"
+        snipped = masked = near = None   # (kind, tokens) at each level
+        if tool and p.snip and size > p.snip_threshold_chars:
+            snipped = masked = near = ("snipped", _head_tail_tokens(text, p.snip_head_chars, p.snip_tail_chars,
+                                                                     snip_marker) + extra)
+        facts = None
+        if p.mask:
+            if tool and size > p.mask_min_chars:
+                facts = outcome_facts(msg)
+                masked = ("masked", heuristic_text(mask_stage.masked_text(msg, facts)) + extra)
+            elif role == "assistant" and size > p.fold_min_chars:
+                masked = ("folded", heuristic_text(fold_placeholder(text)) + extra)
+            if tool and size > p.working_memory_max_chars:
+                near = ("snipped", _head_tail_tokens(text, p.working_memory_head_chars, p.working_memory_tail_chars,
+                                                     middle_marker) + extra)
+        micro = masked
+        if p.microcompact:
+            if tool:
+                line = micro_stage.skeleton(msg, call, facts)
+                if len(line) < size:
+                    micro = ("microcompacted", heuristic_text(line) + extra)
+            elif role == "assistant" and size > p.fold_min_chars:
+                micro = ("folded", heuristic_text(fold_placeholder(text)) + extra)
+        if micro is None and near is None:   # level 3 changes whatever 1 and 2 do
+            return ()
+        return tuple((L, *form) for L, form in ((1, snipped), (2, masked), (3, micro), (NEAR, near))
+                     if form is not None)
 
     def _pinned(self, i: int) -> bool:
         return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
@@ -75,20 +111,6 @@ class StageForms:
             if res:
                 return res
         return self._snipped(msg, level)
-
-    def _far_forms(self, msg: Message) -> tuple:
-        """`_far(msg, level)` for levels 1, 2 and 3, then `_near(msg, 2)`, each stage run once."""
-        p = self.policy
-        snipped = self._snipped(msg, 1)
-        masked = near = snipped
-        if p.mask:
-            masked = mask_stage.mask_far(msg, p) or snipped
-            near = mask_stage.head_tail_near(msg, p) or snipped
-        micro = masked
-        if p.microcompact:
-            call = self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
-            micro = micro_stage.microcompact(msg, call, p) or masked
-        return snipped, masked, micro, near
 
     def _near(self, msg: Message, level: int):
         p = self.policy
@@ -128,8 +150,5 @@ class StageForms:
     def _transform(self, i: int, level: int, near: bool):
         if level == 0 or self._pinned(i):
             return None
-        forms = self._far_recent.get(i)
-        if forms is not None:
-            return forms[3] if near and level >= 2 else forms[level - 1]
         msg = self.san.out[i].message
         return self._near(msg, level) if near else self._far(msg, level)
