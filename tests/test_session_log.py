@@ -134,6 +134,30 @@ def test_each_line_reads_as_the_json_module_reads_it(tmp_path):
         assert problem is None and json.dumps(obj) == json.dumps(want), line[:80]
 
 
+def test_msgspec_refuses_every_lone_surrogate_escape_the_json_module_reads():
+    """Lines go to msgspec without a look for surrogate escapes first (a scan of every byte): that is
+    only right while msgspec refuses each lone one (the json module reads it, then it is repaired)
+    and reads a pair as the json module does."""
+    import random
+
+    import msgspec
+
+    rnd = random.Random(5)
+    pieces = ["\\ud800", "\\udbff", "\\udc00", "\\udfff", "\\uD83D", "\\uDE00", "\\ud83d\\ude00", "a", "\\n",
+              "\\u0041", "\\\\", '\\"', "é", "中", " ", "\\ud83d\\u0041", "\\ud83d\\\\ude00"]
+    for _ in range(20_000):
+        text = '"' + "".join(rnd.choice(pieces) for _ in range(rnd.randrange(1, 6))) + '"'
+        raw = f'{{"role": "user", "content": {text}, "meta": {{{text}: [{text}]}}}}'.encode()
+        want = json.loads(raw)
+        lone = any("\ud800" <= ch <= "\udfff" for ch in want["content"])
+        try:
+            got = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            assert lone, raw
+        else:
+            assert not lone and got == want, raw
+
+
 def _loaded(path):
     log = load_native(path)
     return ([(type(e).__name__, e.to_record()) for e in log.entries], [str(i) for i in log.issues], log.header)

@@ -24,8 +24,8 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from breakwater.core.json_lines import (SHORT_LINE, SessionLogError, has_surrogate_escape, open_session_file,
-                                        read_line, replace_surrogates_in, shallow)
+from breakwater.core.json_lines import (SHORT_LINE, SessionLogError, open_session_file, read_line,
+                                        replace_surrogates_in, shallow)
 from breakwater.core.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
 
 _ROLES = {r: r for r in ROLES}   # a set that hands out one shared string per role
@@ -228,32 +228,32 @@ def _load_native(path: Path) -> SessionLog:
         lineno = 0
         for raw in fh:
             lineno += 1
-            # the fast path, for a line the general one reads without a word
-            if b"\\u" not in raw or not has_surrogate_escape(raw):
-                try:
-                    line = decode_message(raw)
-                except (ValueError, RecursionError):   # msgspec.ValidationError is a ValueError
-                    pass
-                else:
-                    kind, role, turn, meta = line.type, roles.get(line.role), line.turn, line.meta or None
-                    if ((kind is None or kind == "message") and role is not None
-                            and (turn is None or 0 <= turn <= MAX_TURN)
-                            and (meta is None or len(raw) < SHORT_LINE or shallow(meta))):
-                        calls = line.tool_calls
-                        msg = Message(line.id or f"m{n_msgs:05d}", role, line.content or "",
-                                      tuple([ToolCall(c.id, c.function.name, c.function.arguments) for c in calls])
-                                      if calls else (),
-                                      line.tool_call_id, line.name, assistants + 1 if turn is None else turn, meta)
-                        if meta is not None and type(meta.get("source")) is dict:
-                            msg = _checked_source(msg, problems)
-                            if problems:
-                                issues.append(LoadIssue(where, lineno, "; ".join(problems)))
-                                problems = []
-                        if role == "assistant":
-                            assistants += 1
-                        entries.append(msg)
-                        n_msgs += 1
-                        continue
+            # the fast path, for a line the general one reads without a word (msgspec refuses a lone
+            # surrogate escape, which the general one repairs and reports)
+            try:
+                line = decode_message(raw)
+            except (ValueError, RecursionError):   # msgspec.ValidationError is a ValueError
+                pass
+            else:
+                kind, role, turn, meta = line.type, roles.get(line.role), line.turn, line.meta or None
+                if ((kind is None or kind == "message") and role is not None
+                        and (turn is None or 0 <= turn <= MAX_TURN)
+                        and (meta is None or len(raw) < SHORT_LINE or shallow(meta))):
+                    calls = line.tool_calls
+                    msg = Message(line.id or f"m{n_msgs:05d}", role, line.content or "",
+                                  tuple([ToolCall(c.id, c.function.name, c.function.arguments) for c in calls])
+                                  if calls else (),
+                                  line.tool_call_id, line.name, assistants + 1 if turn is None else turn, meta)
+                    if meta is not None and type(meta.get("source")) is dict:
+                        msg = _checked_source(msg, problems)
+                        if problems:
+                            issues.append(LoadIssue(where, lineno, "; ".join(problems)))
+                            problems = []
+                    if role == "assistant":
+                        assistants += 1
+                    entries.append(msg)
+                    n_msgs += 1
+                    continue
             for lineno, obj, problem in read_line(lineno, raw):
                 if problem:
                     problems.append(problem)
