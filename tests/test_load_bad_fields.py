@@ -30,6 +30,8 @@ BAD_LINES = {
                       "turn inf"),
     "5,000-digit turn": ('{"type": "message", "id": "x1", "turn": ' + "9" * 5000 + ', "role": "user", "content": "a"}',
                          "more than 4300 digits"),
+    "5,000-digit number in broken JSON": ('{"type": "message", "role": "user", "n": ' + "9" * 5000 + ', }',
+                                          "not valid JSON (Expecting property name"),
     "call with a numeric id and a string function": (
         '{"type": "message", "id": "x1", "turn": 1, "role": "assistant", "content": "",'
         ' "tool_calls": [{"id": 5, "function": "bash"}]}', "function is a string"),

@@ -141,8 +141,17 @@ def _slow_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str |
         problems = [f"bytes that are not UTF-8 at column {exc.start + 1} were replaced"]
     objs: list[Any] = []
     pos, err = 0, None
-    decoder = json.JSONDecoder()
+    too_long: list[str] = []
+
+    def bounded_int(digits: str) -> int | None:   # an integer longer than int() converts is read as null
+        if len(digits) <= DIGITS_LIMIT:
+            return int(digits)
+        too_long.append(digits)
+        return None
+
+    decoder = json.JSONDecoder(parse_int=bounded_int)
     while pos < len(text):
+        seen = len(too_long)
         try:
             obj, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
@@ -151,8 +160,7 @@ def _slow_line(lineno: int, raw: bytes) -> Iterator[tuple[int, Any | None, str |
         except RecursionError:
             yield lineno, None, "nested too deeply to read, skipped"
             return
-        except ValueError:  # an integer longer than int() converts
-            obj, end = _LENIENT.raw_decode(text, pos)
+        if len(too_long) > seen:
             problems.append(f"a number of more than {DIGITS_LIMIT} digits was read as null")
         objs.append(obj)
         pos = end
