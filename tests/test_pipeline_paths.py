@@ -25,10 +25,10 @@ def plans(log, policy, general: bool, counter: str = "exact", short_zones: list 
     where it did not)."""
     pipe = make_pipeline(log, policy, counter, "gpt-4o")
     if general:
-        pipe._plan_safe = lambda n: None   # every request through the general path
+        pipe._plan_safe = lambda *args: None   # every request through the general path
     elif short_zones is not None:
         planned = pipe._plan_safe
-        pipe._plan_safe = lambda n: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned(n))
+        pipe._plan_safe = lambda *args: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned(*args))
     out = []
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
@@ -431,3 +431,22 @@ def test_the_soft_zone_counts_a_boundary_as_the_request_it_makes(name, preset):
             pipe.plan()
         pipe.feed(entry)
     assert len(pipe.checked) > 20 or not (policy.snip or policy.mask or policy.microcompact)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_a_plan_s_plain_count_is_its_head_and_its_region_part_by_part(name, preset):
+    """The cache-stable prefix takes the region after it from the plan's own plain heuristic count
+    (issue 7 item 18): that count must be the head's and the region's as `_region_tokens` counts it."""
+    log = SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=12_000)
+    pipe = make_pipeline(log, policy, "heuristic")
+    levels = set()
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            plan = pipe.plan()
+            if plan.built is None and plan.n > plan.start:
+                assert plan.sent_heuristic == plan.head_heuristic + pipe._region_tokens(plan, plan.start, plan.n)
+                levels.add((plan.level, plan.lower, plan.boundary < plan.near_start))
+        pipe.feed(entry)
+    assert len(levels) > 1 or not (policy.snip or policy.mask or policy.microcompact)

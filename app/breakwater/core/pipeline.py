@@ -321,14 +321,6 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         self._measured = {}
         p = self.policy
         n = len(self.san.out)
-        if not (force_deep or self.triggers or self._compacted_since_view or self._undone_since_view):
-            plan = self._plan_safe(n)
-            if plan is not None:
-                return self._finish(plan)
-        notes: list[str] = []
-        new_comp: Compaction | None = None
-        raw_tokens = self._raw_tokens()
-        trigger_level = max(self.triggers.values(), default=0)
 
         def base_of() -> tuple[int, str, int]:
             jh, js, _, _, head_h = self._frame(self._cut(), n)
@@ -336,6 +328,15 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
 
         measured = base_of()   # the whole request from the cut, no stage: also the soft zone's first shape
         base, counted = measured[0], measured[1]
+        if counted == "estimate" and not (force_deep or self.triggers or self._compacted_since_view
+                                          or self._undone_since_view):
+            plan = self._plan_safe(n, base, measured[2])
+            if plan is not None:
+                return self._finish(plan)
+        notes: list[str] = []
+        new_comp: Compaction | None = None
+        raw_tokens = self._raw_tokens()
+        trigger_level = max(self.triggers.values(), default=0)
         over = base > self._hard_limit and n >= p.fast_path_min_messages
         if over and not force_deep and not p.deep_compact_first and self._levels():
             top = max(self._levels())
@@ -386,18 +387,15 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
                     shape.head_heuristic)
         return self._finish(plan)
 
-    def _plan_safe(self, n: int) -> Plan | None:
+    def _plan_safe(self, n: int, est: int, h: int) -> Plan | None:
         """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
         under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
-        short messages): what the general path decides then, in a few lookups. None otherwise."""
+        short messages): what the general path decides then, in a few lookups. None otherwise.
+        `est` and `h`: the request at no stage by the calibrated and the plain heuristic, an estimate
+        (not near the limits, where tiktoken counts)."""
         p = self.policy
         cut = self._cut()
         jh, js, joined, kept_fu, head_h = self._frame(cut, n)
-        prefix = self.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
-        h = head_h + prefix[n] - prefix[js]
-        est = self.calibration.apply(h)
-        if self._in_band(est):
-            return None
         if est <= self._soft_limit:
             zone, level, near_start = "safe", 0, n
         elif est <= self._hard_limit and n >= p.fast_path_min_messages \
@@ -419,6 +417,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             # message changed or added since
             end = min(prev.n, n, self._changed_from)
             if end >= js:
+                prefix = self.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
                 plan.stable_prefix_tokens = self.calibration.apply(head_h + prefix[end] - prefix[js])
         return plan
 

@@ -158,36 +158,31 @@ class SoftZone:
         """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
         ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
         Returns the count, whether it is exact, and the plain heuristic figure."""
-        partial = boundary is not None and lower is not None and boundary < near_start
-        if not partial:
-            lower, boundary = level, near_start
-        if self.mode != "exact":   # a few lookups: cheaper than remembering them
-            return self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
-        # one plan asks for the same request shape several times (zone, stages, shaping): once each
+        tokens = self.ledger.tokens
+        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
+        # an empty part costs two bisections for nothing, and a request of a plan has one or two
+        if boundary is not None and lower is not None and boundary < near_start:
+            h += tokens(level, start, boundary) + tokens(lower, boundary, near_start)
+            near_level = lower
+        else:
+            h += tokens(level, start, near_start)
+            lower, boundary, near_level = level, near_start, level
+        if near_start < n:
+            h += tokens(self._near_level(near_level), near_start, n)
+        est = self.calibration.apply(h)
+        if not self._in_band(est):   # a few lookups: cheaper than remembering them
+            return est, "estimate", h
+        # one plan asks for the same request shape several times (zone, stages, shaping): counted once each
         key = (id(head), level, start, near_start, n, lower, boundary)
         hit = self._measured.get(key)
         if hit is not None:
             return hit[0]
-        result = self._count_shape(head, level, start, near_start, n, lower, boundary, partial, head_tokens)
-        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
-        return result
-
-    def _count_shape(self, head, level, start, near_start, n, lower, boundary, partial, head_tokens):
-        near_level = lower if partial else level
-        tokens = self.ledger.tokens
-        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
-        # an empty part costs two bisections for nothing, and a request of a plan has one or two
-        h += tokens(level, start, boundary) + tokens(lower, boundary, near_start) if partial \
-            else tokens(level, start, near_start)
-        if near_start < n:
-            h += tokens(self._near_level(near_level), near_start, n)
-        est = self.calibration.apply(h)
-        if not self._in_band(est):
-            return est, "estimate", h
         c = self.counter
         x = sum(c.exact_message(m) for m in head)
         x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
         for i in range(near_start, n):
             r = self._near_cached(i, near_level)[0]
             x += c.exact_message(r[0] if r else self.san.out[i].message)
-        return x, "exact", h
+        result = x, "exact", h
+        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
+        return result

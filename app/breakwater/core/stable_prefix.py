@@ -60,7 +60,10 @@ class StablePrefix:
         else:
             h = sum(heuristic_message(m) for m in plan.head[:count])
         if count > len(plan.head):
-            h += self._region_tokens(plan, plan.start, plan.start + count - len(plan.head))
+            # the plan counted its region already: less the part after the prefix, which is mostly
+            # working memory, one part to count where the prefix is two or three
+            e = plan.start + count - len(plan.head)
+            h += plan.sent_heuristic - plan.head_heuristic - (self._region_tokens(plan, e, plan.n) if e < plan.n else 0)
         return self._counted_as_sent(plan, h)
 
     def _counted_as_sent(self, plan: Plan, h: int) -> int:
@@ -98,6 +101,8 @@ class StablePrefix:
             # before both working memories every message is far on both sides, each side of the same
             # boundary at the same level: sent alike
             a = max(a, min(prev.near_start, plan.near_start))
+            if a >= end:
+                return end
         cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
                                   if a < x < end})
         for x, y in zip(cuts, cuts[1:]):
