@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
 from breakwater.core.tokens import (Calibration, TokenCounter, encoding_for_model, heuristic_message,
                                     heuristic_text)
 
@@ -18,6 +18,29 @@ def test_heuristic_is_the_seed_formula():
     msg = Message("m1", "assistant", "hello world!", (ToolCall("c1", "bash", '{"command": "ls -la"}'),))
     expected = heuristic_text("hello world!") + 4 + heuristic_text("bash") + heuristic_text('{"command": "ls -la"}') + 10
     assert heuristic_message(msg) == expected
+
+
+def test_a_long_text_is_counted_and_measured_as_short_texts_are():
+    """A long text that is not ASCII gets its ASCII characters and UTF-8 bytes from one encoding, counted
+    by spans: both must be what encoding it to ASCII (ignoring the rest) and to UTF-8 give, whatever
+    falls on a span's edge (a character of 2, 3 or 4 bytes, a lone surrogate), and the same object asked
+    again, or an equal one, gets the same."""
+    import random
+
+    rnd = random.Random(11)
+    alphabet = ["a", " ", "\n", "é", "ß", "中", "连接", "✓", "😀", "\ud800", "\udfff", "\x7f", "\x80"]
+    texts = ["x" * 4095 + "中" + "y" * 5000, "x" * 4094 + "é" + "y" * 5000, "x" * 4093 + "😀" + "y" * 5000,
+             "中" * (LONG_TEXT + 1), "\ud800" * (LONG_TEXT + 1), "a" * LONG_TEXT + "é"]
+    texts += ["".join(rnd.choice(alphabet) * rnd.randrange(1, 3000) for _ in range(rnd.randrange(1, 12)))
+              for _ in range(300)]
+    for text in texts:
+        want = (len(text.encode("ascii", "ignore")), len(text.encode("utf-8", "surrogatepass")))
+        ascii_chars, size = want
+        if len(text) > LONG_TEXT and not text.isascii():
+            assert text_sizes(text) == want and text_sizes(text) == want
+            assert text_sizes("".join(list(text))) == want   # an equal text, another object
+        assert utf8_len(text) == size
+        assert heuristic_text(text) == ascii_chars // 4 + (len(text) - ascii_chars) // 2 + 1
 
 
 def test_model_to_encoding():

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
-from breakwater.core.message import Message
+from breakwater.core.message import LONG_TEXT, Message, text_sizes
 
 MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 10
@@ -42,7 +42,7 @@ class TokenizerUnavailable(RuntimeError):
 def heuristic_text(text: str) -> int:
     if text.isascii():  # O(1) in CPython: the string knows it is ASCII
         return len(text) // 4 + 1
-    ascii_chars = len(text.encode("ascii", "ignore"))
+    ascii_chars = text_sizes(text)[0] if len(text) > LONG_TEXT else len(text.encode("ascii", "ignore"))
     return ascii_chars // 4 + (len(text) - ascii_chars) // 2 + 1
 
 
