@@ -125,10 +125,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def with_overlay(log: SessionLog, path: str | Path | None) -> SessionLog:
     """The log with the overlay at `path` merged in; its bad lines reported like the session's."""
-    from breakwater.core.overlay import apply_overlay, load_overlay
-
     if not path:
         return log
+    from breakwater.core.overlay import apply_overlay, load_overlay
+
     events, issues = load_overlay(Path(path))
     for issue in issues:
         print(f"breakwater: warning: {issue}", file=sys.stderr)
