@@ -322,25 +322,26 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         p = self.policy
         n = len(self.san.out)
 
-        def base_of() -> tuple[int, str, int]:
-            jh, js, _, _, head_h = self._frame(self._cut(), n)
-            return self._measure(jh, 0, js, n, n, None, None, head_h)
+        def base_of() -> tuple[tuple, tuple[int, str, int]]:
+            framed = self._frame(self._cut(), n)
+            return framed, self._measure(framed[0], 0, framed[1], n, n, None, None, framed[4])
 
-        measured = base_of()   # the whole request from the cut, no stage: also the soft zone's first shape
+        # the whole request from the cut at no stage: the zone, and the soft zone's first shape
+        framed, measured = base_of()
         base, counted = measured[0], measured[1]
         if counted == "estimate" and not (force_deep or self.triggers or self._compacted_since_view
                                           or self._undone_since_view):
-            plan = self._plan_safe(n, base, measured[2])
+            plan = self._plan_safe(n, framed, base, measured[2])
             if plan is not None:
                 return self._finish(plan)
         notes: list[str] = []
         new_comp: Compaction | None = None
         raw_tokens = self._raw_tokens()
-        trigger_level = max(self.triggers.values(), default=0)
+        trigger_level = max(self.triggers.values(), default=0) if self.triggers else 0
         over = base > self._hard_limit and n >= p.fast_path_min_messages
-        if over and not force_deep and not p.deep_compact_first and self._levels():
-            top = max(self._levels())
-            jh, js, _, _, head_h = self._frame(self._cut(), n)
+        if over and not force_deep and not p.deep_compact_first and self._stage_levels:
+            top = self._stage_levels[-1]
+            jh, js, _, _, head_h = framed
             over = self._measure(jh, top, js, self._near_start(top, js, n), n, None, None, head_h)[0] > self._hard_limit
         undone = self._undone_since_view
         if force_deep or (over and p.deep_compact and not self._compacted_since_view and not undone):
@@ -352,7 +353,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
-            measured = base_of()
+            framed, measured = base_of()
             base, counted = measured[0], measured[1]
         else:
             base_reported = base
@@ -361,7 +362,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         zone = "safe" if base_reported <= self._soft_limit else ("soft" if base_reported <= self._hard_limit else "hard")
         fast = base <= self._soft_limit or n < p.fast_path_min_messages
 
-        shape = self._fit(n, trigger_level, fast, measured if trigger_level == 0 else None)
+        shape = self._fit(n, trigger_level, fast, (framed, measured) if trigger_level == 0 else None)
         if shape.drop_to > shape.cut and p.deep_compact and not undone:
             # shaping would drop turns: they leave the context through a summary instead
             if new_comp is not None:
@@ -371,7 +372,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
             self._compacted_since_view = False
             shape = self._fit(n, trigger_level, fast)
         if new_comp is not None:
-            new_comp = replace(new_comp, tokens_after=base_of()[0])
+            new_comp = replace(new_comp, tokens_after=base_of()[1][0])
             self.active[-1].comp = new_comp
         if self._last_failure:
             notes.append(f"summary rejected ({self._last_failure}); the extractive summary stands in")
@@ -387,15 +388,15 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
                     shape.head_heuristic)
         return self._finish(plan)
 
-    def _plan_safe(self, n: int, est: int, h: int) -> Plan | None:
+    def _plan_safe(self, n: int, framed: tuple, est: int, h: int) -> Plan | None:
         """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
         under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
         short messages): what the general path decides then, in a few lookups. None otherwise.
         `est` and `h`: the request at no stage by the calibrated and the plain heuristic, an estimate
-        (not near the limits, where tiktoken counts)."""
+        (not near the limits, where tiktoken counts); `framed`: `_frame` of the cut."""
         p = self.policy
         cut = self._cut()
-        jh, js, joined, kept_fu, head_h = self._frame(cut, n)
+        jh, js, joined, kept_fu, head_h = framed
         if est <= self._soft_limit:
             zone, level, near_start = "safe", 0, n
         elif est <= self._hard_limit and n >= p.fast_path_min_messages \

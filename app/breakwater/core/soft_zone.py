@@ -40,10 +40,11 @@ class _Shape:
 class SoftZone:
     def _fit(self, n: int, level: int, fast: bool, first: tuple | None = None) -> "_Shape":
         """Soft zone then shape history: the cheapest request from the current cut that fits.
-        `first`: the count of the whole request at `level` from the cut, when the caller has it."""
+        `first`: `_frame` of the cut and `_measure` of the whole request at `level` from it, when the
+        caller has them."""
         p = self.policy
         cut = self._cut()
-        framed = self._frame(cut, n)
+        framed = self._frame(cut, n) if first is None else first[0]
         wm = p.working_memory_messages
         shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
 
@@ -57,7 +58,7 @@ class SoftZone:
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
             if first is not None and s == cut and lv == level and boundary is None:
-                t, how, h = first
+                t, how, h = first[1]
             else:
                 t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns

@@ -198,18 +198,13 @@ def _parse_previous(previous: str | None) -> dict[str, list[str]]:
     return sections
 
 
-def _call_paths(msg: Message) -> list[tuple[str, str]]:
-    out = []
-    for c in msg.tool_calls:
-        args = call_args(c)
-        verb = "changed" if c.name in CHANGE_TOOLS else "read"
-        for key in PATH_KEYS:
-            if isinstance(args.get(key), str):
-                out.append((args[key], verb))
-        cmd = command_of(c)
-        if cmd:
-            for p in _PATH.findall(cmd):
-                out.append((p, "used"))
+def _call_paths(call: ToolCall, command: str | None) -> list[tuple[str, str]]:
+    """(path, how) of each file a call names: in its arguments, or in `command`, the one it runs."""
+    args = call_args(call)
+    verb = "changed" if call.name in CHANGE_TOOLS else "read"
+    out = [(args[key], verb) for key in PATH_KEYS if isinstance(args.get(key), str)]
+    if command:
+        out += [(p, "used") for p in _PATH.findall(command)]
     return out
 
 
@@ -231,7 +226,7 @@ class ExtractiveSummarizer:
             path, _, verb = line.partition(" (")
             files[path] = verb.rstrip(")") or "read"
         errors = prev["Errors and resolutions"][:]
-        actions: list[str] = []
+        called: list[ToolCall] = []
         users = [m for m in messages if m.role == "user" and not m.content.startswith(SUMMARY_HEADER)]
         goal = goal_lines(prev["Original goal"], users)
         calls = {c.id: c for m in messages if m.tool_calls for c in m.tool_calls}
@@ -252,24 +247,25 @@ class ExtractiveSummarizer:
                     # a shorter reply holds no sentence (a chat of short replies: most of them)
                     if len(text) >= MIN_SENTENCE_CHARS:
                         decisions += decision_lines(pretruncate(text, policy))
-                if not m.tool_calls:
-                    continue
-                for path, verb in _call_paths(m):
-                    if files.get(path) != "changed":
-                        files[path] = verb
                 for c in m.tool_calls:
-                    actions.append(_clip(f"{c.name} {c.arguments}", 160))
-                    if command_of(c):
-                        ran.append(ran_line(c, results.get(c.id)))
+                    command = command_of(c)
+                    for path, verb in _call_paths(c, command):
+                        if files.get(path) != "changed":
+                            files[path] = verb
+                    called.append(c)
+                    if command:
+                        ran.append(ran_line(c, results.get(c.id), command))
             elif m.role == "tool" and reports_errors(m, calls.get(m.tool_call_id or "")):
                 # the errors of what failed, as the agent saw them; not every line of a file that says "error"
                 errors += [_clip(line, 200) for line in salient_errors(m.content)]
+
+        actions = [_clip(f"{c.name} {c.arguments}", 160) for c in called[-3:]]   # the last few are shown
 
         def progress(commands_budget: int) -> list[str]:
             out = ["Last status: " + _clip(last_text, 400)] if last_text else []
             out += within(ran, commands_budget, not_listed, "earlier command{s} run, not listed")
             if actions:
-                out.append("Last actions: " + "; ".join(actions[-3:]))
+                out.append("Last actions: " + "; ".join(actions))
             return out + ["Next: continue from the last status above."]
 
         sections = {
@@ -339,10 +335,11 @@ def within(lines: list[str], budget: int, left_out: int, note: str) -> list[str]
     return kept[::-1] + ([f"({left_out} {note.format(s='s' if left_out != 1 else '')})"] if left_out else [])
 
 
-def ran_line(call: ToolCall, result: Message | None) -> str:
-    """`Ran: COMMAND → exit N`, the command as the agent wrote it (cut when long)."""
+def ran_line(call: ToolCall, result: Message | None, command: str | None = None) -> str:
+    """`Ran: COMMAND → exit N`, the command as the agent wrote it (cut when long); `command`: the
+    call's, when the caller has it."""
     code = exit_status(result) if result is not None else None
-    return _RAN + _clip(command_of(call) or "", COMMAND_CHARS) + (f" → exit {code}" if code is not None else "")
+    return _RAN + _clip(command or command_of(call) or "", COMMAND_CHARS) + (f" → exit {code}" if code is not None else "")
 
 
 def file_lines(files: dict[str, str], left_out: int = 0, budget: int = MAX_READ_PATHS) -> list[str]:
