@@ -48,7 +48,7 @@ class SoftZone:
         wm = p.working_memory_messages
         shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
 
-        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None) -> _Shape:
+        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None, measured=None) -> _Shape:
             key = (lv, s, lower, boundary)
             shape = shapes.get(key)
             if shape is not None:
@@ -57,17 +57,14 @@ class SoftZone:
             ns = (js if js > n - wm else n - wm) if lv >= 2 else n   # _near_start, asked several times a request
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
-            if first is not None and s == cut and lv == level and boundary is None:
-                t, how, h = first[1]
-            else:
-                t, how, h = self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
+            t, how, h = measured or self._measure(jh, lv, js, ns, n, lower, boundary, head_h)
             partial = boundary is not None and lower is not None and boundary < ns
             shape = shapes[key] = _Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
                                          ns, t, how, kept_fu, joined, h, head_h)
             return shape
 
         soft = self._soft_limit
-        shape = at(level, cut)
+        shape = at(level, cut, None, None, first and first[1])
         if shape.sent > soft and (not fast or level):
             higher = [lv for lv in self._stage_levels if lv > level]
             if higher and not self.ledger.changes(higher, shape.start, n):

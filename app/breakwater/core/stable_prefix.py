@@ -100,7 +100,10 @@ class StablePrefix:
         if prev.level == level and prev.lower == plan.lower and prev.boundary == plan.boundary:
             # before both working memories every message is far on both sides, each side of the same
             # boundary at the same level: sent alike
-            a = max(a, min(prev.near_start, plan.near_start))
+            near = min(prev.near_start, plan.near_start)
+            if plan.boundary < near and plan.lower < 2:
+                return end   # and after the boundary, working memory too: below masking it is sent like the rest
+            a = max(a, near)
             if a >= end:
                 return end
         cuts = sorted({a, end} | {x for x in (prev.boundary, prev.near_start, plan.boundary, plan.near_start)
