@@ -450,3 +450,26 @@ def test_a_plan_s_plain_count_is_its_head_and_its_region_part_by_part(name, pres
                 levels.add((plan.level, plan.lower, plan.boundary < plan.near_start))
         pipe.feed(entry)
     assert len(levels) > 1 or not (policy.snip or policy.mask or policy.microcompact)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_two_forms_are_told_apart_by_their_counts_as_by_their_texts(name, preset):
+    """The cache-stable prefix compares two forms of a message by the ledger's counts, building them
+    only when the counts agree (issue 7 item 18): the answer must be the one comparing their texts."""
+    from itertools import combinations
+
+    log = SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=12_000)
+    pipe = make_pipeline(log, policy, "heuristic")
+    for entry in log.entries:
+        pipe.feed(entry)
+    pipe.plan()
+    told = 0
+    for i in range(len(pipe.san.out)):
+        for was, now in combinations(((0, False), (1, False), (2, False), (3, False), (2, True)), 2):
+            r1, r2 = pipe._transform(i, *was), pipe._transform(i, *now)
+            alike = (r1[0].content if r1 else None) == (r2[0].content if r2 else None)
+            assert pipe._sent_alike(i, was, now) == alike, (i, was, now)
+            told += not alike
+    assert told > 0 or not (policy.snip or policy.mask or policy.microcompact)

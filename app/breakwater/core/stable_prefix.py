@@ -93,8 +93,7 @@ class StablePrefix:
             # otherwise (below masking, working memory is sent like the rest)
             if level >= 2:
                 for i in self.ledger.changed_in(NEAR, level, max(a, prev.near_start), min(plan.near_start, end)):
-                    r1, r2 = self._transform(i, level, True), self._transform(i, level, False)
-                    if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                    if not self._sent_alike(i, (level, True), (level, False)):
                         return i
             return end
         if prev.level == level and prev.lower == plan.lower and prev.boundary == plan.boundary:
@@ -114,10 +113,19 @@ class StablePrefix:
                 continue
             # a message that neither level changes is sent alike: only the ones either changes are compared
             for i in self.ledger.changed_in(self._ledger_level(*was), self._ledger_level(*now), x, y):
-                r1, r2 = self._transform(i, *was), self._transform(i, *now)
-                if (r1[0].content if r1 else None) != (r2[0].content if r2 else None):
+                if not self._sent_alike(i, was, now):
                     return i
         return end
+
+    def _sent_alike(self, i: int, was: tuple[int, bool], now: tuple[int, bool]) -> bool:
+        """Whether message i is sent alike at the two (level, working memory) assignments. A stage
+        changes a message's text only, so two forms the ledger counts differently differ: only forms
+        of one count are built to be compared (a message leaving working memory is masked, mostly)."""
+        tokens = self.ledger.tokens
+        if tokens(self._ledger_level(*was), i, i + 1) != tokens(self._ledger_level(*now), i, i + 1):
+            return False
+        r1, r2 = self._transform(i, *was), self._transform(i, *now)
+        return (r1[0].content if r1 else None) == (r2[0].content if r2 else None)
 
     @staticmethod
     def _ledger_level(level: int, near: bool) -> int:
