@@ -14,7 +14,6 @@ from breakwater.core.message import Message, utf8_len
 from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail
-from breakwater.core.text_cache import text_cached
 
 STAGE = "mask"
 WORKING_MEMORY_STAGE = "working_memory"
@@ -24,16 +23,8 @@ def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
     """seed 001's one line; how the call went (`exit 1; first error: …`) stays, as the agent needs it
     to know whether that step worked."""
     tail = "".join(f"; {f}" for f in facts or ())
-    size = _bytes_of(original) if len(original) > CACHED_SIZE_CHARS else utf8_len(original)
-    return f"[early tool output cleared to save context. original length: {size} bytes{tail}]"
-
-
-CACHED_SIZE_CHARS = 2_000   # below this, encoding the text again is cheaper than looking it up
-
-
-@text_cached(1 << 14)   # every simulation of a session masks the same results (a policy changed, a replay)
-def _bytes_of(text: str) -> int:
-    return utf8_len(text)
+    # a long result's size is worked out once, with its heuristic count (message.text_sizes)
+    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes{tail}]"
 
 
 def fold_placeholder(original: str) -> str:

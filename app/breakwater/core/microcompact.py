@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from breakwater.core.mask import CACHED_SIZE_CHARS, fold
+from breakwater.core.mask import fold
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
@@ -40,12 +40,15 @@ def skeleton(result: Message, call: ToolCall | None, outcome: list[str] | None =
     if isinstance(source, dict) and source.get("total_lines"):
         lines = int(source["total_lines"])   # cut at the source: the whole output, counted when it ran
     else:
-        lines = _line_count(text) if len(text) > CACHED_SIZE_CHARS else (text.count("\n") + 1 if text else 0)
+        lines = _line_count(text) if len(text) > CACHED_LINES_CHARS else (text.count("\n") + 1 if text else 0)
     facts = [f"{lines} line{'s' if lines != 1 else ''}"]
     facts.extend(outcome_facts(result) if outcome is None else outcome)
     if isinstance(source, dict) and source.get("spill"):
         facts.append(f"full output in {source['spill']}")
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"
+
+
+CACHED_LINES_CHARS = 2_000   # below this, counting the lines again is cheaper than looking them up
 
 
 @text_cached(1 << 14)   # every simulation of a session clears the same results (a policy changed, a replay)
