@@ -33,11 +33,20 @@ CACHED_FORMS_CHARS = 2_000   # shorter messages: their forms cost less than reme
 
 
 def _head_tail_tokens(text: str, head: int, tail: int, marker) -> int:
-    """`heuristic_text` of `snip.head_tail(text, head, tail, marker)[0]`; of ASCII text, from the lengths."""
+    """`heuristic_text` of `snip.head_tail(text, head, tail, marker)[0]`, from the lengths and the
+    ASCII characters of the two ends, without putting the text together."""
     end = len(text) - tail
-    if text.isascii() and 0 <= head <= end <= len(text):
-        return (head + len(marker(end - head)) + tail) // 4 + 1
-    return heuristic_text(head_tail(text, head, tail, marker)[0])
+    if not 0 <= head <= end <= len(text):
+        return heuristic_text(head_tail(text, head, tail, marker)[0])
+    mark = len(marker(end - head))   # ASCII
+    if text.isascii():
+        return (head + mark + tail) // 4 + 1
+    kept = _ascii_chars(text[:head]) + _ascii_chars(text[end:])
+    return (kept + mark) // 4 + (head + tail - kept) // 2 + 1
+
+
+def _ascii_chars(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
 
 
 class StageForms:
