@@ -43,9 +43,9 @@ def open_session_file(path: Path):
 _SCAN = json.JSONDecoder().scan_once
 # A well-formed line is read by msgspec, twice as fast as the json module and the same objects (exact
 # integers, the same floats, the last of a repeated key); whatever it refuses (NaN, a number out of
-# range, broken JSON, a lone surrogate escape, which it refuses where the json module reads it and it
-# is repaired below) the json module reads as before. So does a line nested _BRACKETS deep (msgspec's
-# nesting limit is a few levels past json's, which depends on how deep the caller's stack is).
+# range, broken JSON, a lone surrogate escape, repaired below) the json module reads as before. So it
+# does a line nested _BRACKETS deep (msgspec's nesting limit is a few levels past json's, which
+# depends on how deep the caller's stack is).
 _DECODE = msgspec.json.Decoder().decode
 _BRACKETS = 256
 SHORT_LINE = 2 * _BRACKETS   # too short to hold _BRACKETS brackets and their contents

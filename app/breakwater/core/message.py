@@ -164,10 +164,10 @@ def text_sizes(text: str) -> tuple[int, int]:
     """(ASCII characters, UTF-8 bytes) of a long text that is not ASCII, once per text object.
 
     A session's tool results are counted for the heuristic (its ASCII characters) as they arrive and
-    measured in bytes when masked: one encoding gives both, where each had its own (a third more for
-    the 31 MB bench session). Every character outside ASCII is encoded as bytes of 0x80 and up, so the
-    ASCII characters are the bytes below it; a span of the encoding holding none of those is counted
-    by its length (most are: a log with a few non-ASCII characters)."""
+    measured in bytes when masked: one encoding gives both, where each had an encoding of its own.
+    Every character outside ASCII is encoded as bytes of 0x80 and up, so the ASCII characters are the
+    bytes below it; a span of the encoding holding none of those is counted by its length (most are:
+    a log with a few non-ASCII characters)."""
     sizes = _SIZES.get(text)
     if sizes is None:
         data = text.encode("utf-8", "surrogatepass")
