@@ -124,7 +124,7 @@ class DeepCompaction:
 
     def _tail_tokens(self, c: int, n: int) -> int:
         """Tokens of out[c:n] with every enabled stage applied: what is left after a cut at c."""
-        top = max(self._levels() or (0,))
+        top = max(self._stage_levels, default=0)
         return self._measure([], top, c, self._near_start(top, c, n), n)[0]
 
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:

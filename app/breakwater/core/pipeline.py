@@ -310,9 +310,6 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         """First index treated as working memory: only masking (level 2 and up) tells near from far."""
         return max(start, n - self.policy.working_memory_messages) if level >= 2 else n
 
-    def _levels(self) -> tuple[int, ...]:
-        return self._stage_levels
-
     # -- the decision --------------------------------------------------------------------------------
     def plan(self, force_deep: str | None = None) -> Plan:
         """Decide the next request. May perform (and return) a deep compaction."""

@@ -45,7 +45,6 @@ class SoftZone:
         p = self.policy
         cut = self._cut()
         framed = self._frame(cut, n) if first is None else first[0]
-        wm = p.working_memory_messages
         shapes: dict[tuple, _Shape] = {}   # the search below asks for some shapes twice
 
         def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None, measured=None) -> _Shape:
@@ -54,7 +53,7 @@ class SoftZone:
             if shape is not None:
                 return shape
             jh, js, joined, kept_fu, head_h = framed if s == cut else self._frame(s, n)
-            ns = (js if js > n - wm else n - wm) if lv >= 2 else n   # _near_start, asked several times a request
+            ns = self._near_start(lv, js, n)
             if boundary is not None:
                 boundary = max(js, min(boundary, ns))
             t, how, h = measured or self._measure(jh, lv, js, ns, n, lower, boundary, head_h)

@@ -20,7 +20,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail, snip_marker
-from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
+from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, ascii_chars, heuristic_message, heuristic_text
 
 # The counts of the far forms of long messages, shared by every pipeline of the same policy (a
 # re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry
@@ -41,12 +41,8 @@ def _head_tail_tokens(text: str, head: int, tail: int, marker) -> int:
     mark = len(marker(end - head))   # ASCII
     if text.isascii():
         return (head + mark + tail) // 4 + 1
-    kept = _ascii_chars(text[:head]) + _ascii_chars(text[end:])
+    kept = ascii_chars(text[:head]) + ascii_chars(text[end:])   # new slices: no cache would find them again
     return (kept + mark) // 4 + (head + tail - kept) // 2 + 1
-
-
-def _ascii_chars(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
 
 
 class StageForms:

@@ -42,8 +42,13 @@ class TokenizerUnavailable(RuntimeError):
 def heuristic_text(text: str) -> int:
     if text.isascii():  # O(1) in CPython: the string knows it is ASCII
         return len(text) // 4 + 1
-    ascii_chars = text_sizes(text)[0] if len(text) > LONG_TEXT else len(text.encode("ascii", "ignore"))
-    return ascii_chars // 4 + (len(text) - ascii_chars) // 2 + 1
+    n_ascii = text_sizes(text)[0] if len(text) > LONG_TEXT else ascii_chars(text)
+    return n_ascii // 4 + (len(text) - n_ascii) // 2 + 1
+
+
+def ascii_chars(text: str) -> int:
+    """The ASCII characters of `text`, worked out afresh (a long text kept for later asks: text_sizes)."""
+    return len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
 
 
 def heuristic_message(msg: Message) -> int:
