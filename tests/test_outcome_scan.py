@@ -1,22 +1,31 @@
 """The error facts of a result are the lines the rules pick, however the scan finds them: the
-cached one-pass scan in core/outcome.py against the rules applied line by line."""
+cached scan in core/outcome.py (RE2 over the UTF-8 bytes for candidate lines, each tried in str)
+against the rules applied line by line."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from breakwater.core.message import Message
-from breakwater.core.outcome import (_EXIT, _HINTS, ERROR_WORDS, EXIT_TAIL_CHARS, STRONG_ERROR, exit_status,
-                                     first_error, salient_errors)
+from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, _MENTION, ERROR_WORDS, EXIT_TAIL_CHARS,
+                                     STRONG_ERROR, exit_status, first_error, salient_errors)
 
-PIECES = ["err", "ERR", "Err", "eRr", "Error:", "error :", "ValueError", "Exception", "FATAL", " fatal",
-          "Traceback (most recent", "failed", "Failed", "panic:", "错误", "失败", "超时", "E   assert",
-          "e  failed", "E\tx", "E" + " " * 80 + "x", "> ", "\n", "\n", "\r\n", " ", "ok", "denied",
-          "npm ERR!", "\u00a0", "\x0b", "E", "e", "Use -v to get more diff", "word"]
+# every hint as written and in other cases, the strong forms, pytest's `E` lines with every kind of
+# blank (the Unicode ones are several bytes in UTF-8, some sharing a first byte with a character that
+# is not blank: ¢ ’ 、), non-ASCII text, a lone surrogate, the Kelvin sign, \r, empty lines
+BLANKS = [" ", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\u0085", "\u00a0", "\u1680", "\u2000", "\u200a",
+          "\u2028", "\u2029", "\u202f", "\u205f", "\u3000"]
+PIECES = (list(_HINTS) + [h.swapcase() for h in _HINTS if h.isascii()] + list(ERROR_WORDS) + [
+    "eRr", "Error:", "error :", "ValueError", "RuntimeError]", "error]", "FATAL", " fatal", "Traceback (most recent",
+    "panic:", "E   assert", "e  failed", "E\tx", "E" + " " * 80 + "x", "E", "e", "> ", "\n", "\n", "\n", "\r\n",
+    "ok", "npm ERR!", "Use -v to get more diff", "word", "é", "¢", "’", "、", "连接池", "\ud800", "TRACEBAC\u212a",
+    "x"] + BLANKS)
 PYTEST_E = re.compile(r"[eE][^\S\n]{2,}\w")
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
 
 
 def by_lines(text: str, limit: int) -> list[str]:
@@ -30,14 +39,14 @@ def by_lines(text: str, limit: int) -> list[str]:
     return [line for line in lines if any(w in line.lower() for w in ERROR_WORDS)][:1]
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.integers(1, 4))
+@settings(max_examples=1000, deadline=None)
+@given(TEXTS, st.integers(1, 4))
 def test_salient_errors_are_the_lines_the_rules_pick(text, limit):
     assert salient_errors(text, limit) == by_lines(text, limit)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), st.lists(st.integers(1, 4), min_size=2, max_size=4))
+@given(TEXTS, st.lists(st.integers(1, 4), min_size=2, max_size=4))
 def test_a_scan_asked_again_for_more_lines_picks_what_a_first_scan_would(text, limits):
     # masking asks for one line of a result, the summary later for three: the scan goes on from
     # where it stopped (a fresh copy of the text is a text never scanned)
@@ -45,6 +54,35 @@ def test_a_scan_asked_again_for_more_lines_picks_what_a_first_scan_would(text, l
     for limit in limits:
         assert salient_errors(fresh, limit) == by_lines(text, limit)
     assert first_error(fresh) == first_error("".join(list(text)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=400).map("".join), st.integers(1, 4))
+def test_long_outputs_too(text, limit):
+    # longer than the texts whose encodings are kept: each scan encodes its text afresh
+    assert salient_errors(text * 8, limit) == by_lines(text * 8, limit)
+
+
+def test_the_bytes_searched_for_an_e_line_hold_every_blank_it_may_start_with():
+    # the candidate pattern names the first byte of each blank's UTF-8 form; a blank of Unicode
+    # that begins with another byte would hide a pytest line from the scan
+    blank = re.compile(r"[^\S\n]")
+    for c in map(chr, range(sys.maxunicode + 1)):
+        if blank.match(c):
+            line = "\nE" + c + c + "assert 1"
+            assert _CANDIDATE.search(line.encode("utf-8", "surrogatepass")), hex(ord(c))
+
+
+def test_the_bytes_searched_for_an_error_word_hold_every_way_to_write_one():
+    # `error_lines` finds a word in the text lowered: a character other than the word's own letters
+    # (in either case) whose lowercase is one of them must be in the pattern too
+    letters = set("".join(ERROR_WORDS))
+    others = {c for c in map(chr, range(sys.maxunicode + 1))
+              if c.lower() != c and set(c.lower()) & letters and not c.isascii()}
+    assert others == {"\u0130", "\u212a"}   # İ lowers to i and a combining dot, in no error word
+    for word in ERROR_WORDS:
+        for text in (word, word.upper(), word.capitalize(), word.replace("k", "\u212a")):
+            assert _MENTION.search(text.encode("utf-8")), text
 
 
 def test_a_pytest_line_first_in_the_output_counts_however_wide_its_indent():

@@ -154,8 +154,23 @@ def utf8_len(text: str) -> int:
     return text_sizes(text)[1] if len(text) > LONG_TEXT else len(text.encode("utf-8", "surrogatepass"))
 
 
+def utf8(text: str) -> bytes:
+    """The UTF-8 encoding of `text` (a lone surrogate as its three bytes, as everywhere here), kept a
+    short while for a long text: a tool result is counted as it arrives (text_sizes encodes it) and
+    scanned for errors and counted in lines when the ledger enters it, a few messages later."""
+    data = _ENCODED.get(text)
+    if data is None:
+        data = text.encode("utf-8", "surrogatepass")
+        if len(text) > LONG_TEXT:
+            _ENCODED.put(text, data)
+    return data
+
+
 LONG_TEXT = 2_000   # a text longer than this has its sizes worked out once, not once per asker
 _SIZES = TextCache(1 << 14)
+# the last few long texts' encodings: enough for the messages between two requests, few enough that
+# holding them costs little (a session's results are not all kept twice)
+_ENCODED = TextCache(64)
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 _SPAN = 4096
 
@@ -170,7 +185,7 @@ def text_sizes(text: str) -> tuple[int, int]:
     a log with a few non-ASCII characters)."""
     sizes = _SIZES.get(text)
     if sizes is None:
-        data = text.encode("utf-8", "surrogatepass")
+        data = utf8(text)
         ascii_chars = 0
         for start in range(0, len(data), _SPAN):
             span = data[start:start + _SPAN]
