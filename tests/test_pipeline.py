@@ -421,6 +421,23 @@ def test_two_calls_sharing_an_id_leave_one_valid_call():
     assert [(e.message_id, e.kind) for e in edits] == [("a", "stripped")]
 
 
+@pytest.mark.parametrize("call_id, name", [("", "bash"), ("c1", ""), ("c1", "  ")])
+def test_a_single_call_without_an_id_or_a_name_is_mended_like_one_of_several(call_id, name):
+    # one call is the common case the sanitizer looks at quickly: it must be mended all the same
+    msgs = [Message("u", "user", "go"), Message("a", "assistant", "", (ToolCall(call_id, name, "{}"),)),
+            Message("t", "tool", "out", tool_call_id=call_id)]
+    out, edits = sanitize(msgs)
+    api = [o.message.to_api() for o in out]
+    assert api_problems(api) == []
+    if call_id:
+        assert [c["function"]["name"] for c in api[1]["tool_calls"]] == ["invalid_tool_call"]
+        assert [(e.message_id, e.kind, e.threshold) for e in edits] == [
+            ("a", "stripped", "tool call(s) without a name sent as invalid_tool_call")]
+    else:   # a call with no id can get no result: it goes, and so does the reply it leaves empty
+        assert [o.message.id for o in out] == ["u"]
+        assert [(e.message_id, e.kind) for e in edits] == [("a", "stripped"), ("t", "dropped")]
+
+
 def test_a_run_of_same_role_messages_merges_into_one():
     msgs = [Message(f"u{i}", "user", f"part {i}") for i in range(5_000)]
     out, edits = sanitize(msgs)

@@ -138,7 +138,8 @@ class Sanitizer:
             msg = replace(msg, role="user", content=f"[System note]\n{msg.content}")
             role = "user"
         calls = msg.tool_calls
-        if calls and role == "assistant":
+        # most assistant messages make one call, with an id and a name: nothing to strip or rename
+        if calls and role == "assistant" and (len(calls) > 1 or not calls[0].id or not calls[0].name.strip()):
             msg = self._named_calls(self._unique_calls(msg))
             calls = msg.tool_calls
             if not calls and not msg.content.strip():
@@ -160,7 +161,8 @@ class Sanitizer:
                 self.flush()
             out.append(SanitizedMessage(msg, (msg.id,)))   # an append needs no _touch: see dirty_from
         if calls and role == "assistant":
-            self.flush()
+            if self._run is not None:
+                self.flush()
             self._group = len(out) - 1
             self._pending = {c.id for c in out[-1].message.tool_calls}
             self._answered = set()
@@ -200,7 +202,8 @@ class Sanitizer:
             return
         self._pending.discard(cid)
         self._answered.add(cid)
-        self.flush()
+        if self._run is not None:
+            self.flush()
         self.out.append(SanitizedMessage(msg, (msg.id,)))
 
     def close_group(self) -> None:
@@ -208,9 +211,11 @@ class Sanitizer:
         if self._group is None:
             return
         gi, pending = self._group, self._pending
-        self._group, self._pending, self._answered = None, set(), set()
-        if not pending:
+        self._group = None
+        if not pending:   # every call answered (the common case): the empty set serves again
+            self._answered = set()
             return
+        self._pending, self._answered = set(), set()
         entry = self.out[gi]
         msg = entry.message
         kept = tuple(c for c in msg.tool_calls if c.id not in pending)
