@@ -4,8 +4,11 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from breakwater.core.mask import mask_far
+from breakwater.core.microcompact import skeleton
 from breakwater.core.outcome import first_error, salient_errors
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Pipeline
@@ -162,6 +165,16 @@ def test_microcompact_skeleton_names_the_call():
     far = [m for m in v.messages[:-6] if m.role == "tool"]
     assert far[0].content == "[read_file(path=utils.go) → 1200 lines; output cleared to save context]"
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 120), st.sampled_from(["x", "é", "错", "\ud800", "\r"])), max_size=300))
+def test_the_skeleton_counts_every_line_however_long_the_lines(lines):
+    # long lines are counted from the encoding by another way than short ones (microcompact._line_count)
+    text = "\n".join(c * n for n, c in lines) * 3
+    result = Message("t", "tool", text, tool_call_id="c1")
+    lines_said = int(skeleton(result, call(1)).split("→ ")[1].split(" line")[0])
+    assert lines_said == (text.count("\n") + 1 if text else 0)
 
 NPM_FAILURE = ("npm WARN deprecated inflight@1.0.6\n" * 40 + "npm ERR! code ERESOLVE\n"
                "npm ERR! ERESOLVE unable to resolve dependency tree\n\n[exit code: 1]")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from breakwater.core.mask import fold
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.message import Message, ToolCall, utf8
 from breakwater.core.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
 from breakwater.core.text_cache import text_cached
@@ -53,7 +53,17 @@ CACHED_LINES_CHARS = 2_000   # below this, counting the lines again is cheaper t
 
 @text_cached(1 << 14)   # every simulation of a session clears the same results (a policy changed, a replay)
 def _line_count(text: str) -> int:
-    return text.count("\n") + 1
+    # in the text's UTF-8 encoding (kept from its sizes or the error scan): deleting the newlines
+    # finds each one with memchr, two to three times faster than str.count or bytes.count comparing
+    # every character, while lines are longer than some 30 bytes (a call per newline: `seq`'s
+    # output is counted character by character)
+    data = utf8(text)
+    if data.count(b"\n", 0, _SAMPLE) > _SAMPLE // _SHORT_LINE:
+        return data.count(b"\n") + 1
+    return len(data) - len(data.replace(b"\n", b"")) + 1
+
+
+_SAMPLE, _SHORT_LINE = 2_048, 32
 
 
 def microcompact(msg: Message, call: ToolCall | None, policy: Policy):
