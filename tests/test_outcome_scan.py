@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from breakwater.core.message import Message
 from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, _MENTION, ERROR_WORDS, EXIT_TAIL_CHARS,
-                                     STRONG_ERROR, exit_status, first_error, salient_errors)
+                                     STRONG_ERROR, error_lines, exit_status, first_error, salient_errors)
 
 # every hint as written and in other cases, the strong forms, pytest's `E` lines with every kind of
 # blank (the Unicode ones are several bytes in UTF-8, some sharing a first byte with a character that
@@ -22,7 +22,7 @@ BLANKS = [" ", "\t", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\u0085", "\u00a0", "
 PIECES = (list(_HINTS) + [h.swapcase() for h in _HINTS if h.isascii()] + list(ERROR_WORDS) + [
     "eRr", "Error:", "error :", "ValueError", "RuntimeError]", "error]", "FATAL", " fatal", "Traceback (most recent",
     "panic:", "E   assert", "e  failed", "E\tx", "E" + " " * 80 + "x", "E", "e", "> ", "\n", "\n", "\n", "\r\n",
-    "ok", "npm ERR!", "Use -v to get more diff", "word", "é", "¢", "’", "、", "连接池", "\ud800", "TRACEBAC\u212a",
+    "ok", "npm ERR!", "Use -v to get more diff", "word", "é", "¢", "’", "、", "连接池", "\ud800", "TRACEBAC\u212a", "İ",
     "x"] + BLANKS)
 PYTEST_E = re.compile(r"[eE][^\S\n]{2,}\w")
 TEXTS = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
@@ -89,6 +89,13 @@ def test_a_pytest_line_first_in_the_output_counts_however_wide_its_indent():
     out = "E" + " " * 80 + "assert 1 == 2\nok"
     assert salient_errors(out) == [out.split("\n")[0]]
     assert first_error(out) == "E assert 1 == 2"
+
+
+def test_a_line_after_a_dotted_capital_i_is_found_whole():
+    # "İ".lower() is two characters: the lines after it were cut at positions of the lowered text
+    assert salient_errors("İİİ\nerror here\nok") == ["error here"]
+    assert error_lines("İstanbul: connection refused\nok\nİ fatal? no: timed out") == [
+        "İstanbul: connection refused", "İ fatal? no: timed out"]
 
 
 def test_asking_again_gives_a_fresh_list():

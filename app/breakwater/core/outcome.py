@@ -84,6 +84,10 @@ def _reported_exit(tail: str) -> int | None:
 def error_lines(text: str, limit: int = 20) -> list[str]:
     """Lines that mention an error, in order, each once (C-level substring search, no regex backtracking)."""
     lower = text.lower()
+    if len(lower) != len(text):
+        # İ lowers to two characters (i and a combining dot), which moved every line after it; it is in
+        # no error word either way, and the dotless ı is one character in both cases
+        lower = text.replace("\u0130", "\u0131").lower()
     starts: set[int] = set()
     for word in ERROR_WORDS:
         pos = lower.find(word)
