@@ -56,6 +56,37 @@ def test_detected_by_content_with_only_the_expected_warnings(path, tmp_path):
     assert all(log.source_format == fmt for log in logs)
 
 
+READERS = ("breakwater.formats.builder", "breakwater.formats.openai_chat", "breakwater.formats.claude_code",
+           "breakwater.formats.codex", "breakwater.formats.openhands", "breakwater.formats.pi",
+           "breakwater.formats.swe_agent")
+
+
+@pytest.mark.parametrize("header", [{"type": "session", "id": "s", "created": "2026-12-01T00:00:00+00:00"},
+                                    {"type": "session", "id": "s", "version": 1, "model": "gpt-4o"}],
+                         ids=["created", "written-by-another-tool"])
+def test_a_native_session_is_read_without_importing_another_formats_reader(header, tmp_path):
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps({"type": "message", "role": "user", "content": "hi"}) + "\n")
+    code = (f"import sys; from breakwater.formats import load_session; log = load_session({str(path)!r}); "
+            f"print(log.source_format, len(log.entries), [m for m in {READERS!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(None, 2) == ["native", "1", "[]\n"]
+
+
+@pytest.mark.parametrize("first, fmt", [
+    ({"type": 5, "sessionId": "s", "parentUuid": None}, "claude-code"),
+    ({"type": ["summary"], "parentUuid": "p", "uuid": "u"}, "claude-code"),
+    ({"type": {"summary": 1}, "sessionId": "s"}, "native"),
+    ({"type": ["response_item"], "payload": {}}, "native"),
+    ({"type": "response_item", "payload": None}, "codex"),
+    ({"type": "", "sessionId": "s"}, "native"),
+])
+def test_a_line_type_that_is_not_a_string_names_no_format(first, fmt, tmp_path):
+    path = tmp_path / "first.jsonl"
+    path.write_text(json.dumps(first) + "\n")
+    assert detect_format(path) == fmt
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_every_request_of_every_session_is_valid(path):
     for log in load_sessions(path):

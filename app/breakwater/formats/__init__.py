@@ -7,7 +7,9 @@ from pathlib import Path
 
 from breakwater.core.json_lines import SessionLogError, open_session_file
 from breakwater.core.session_log import LoadIssue, SessionLog, load_native
-from breakwater.formats.openai_chat import load_openai_messages, looks_like_openai
+from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex, looks_like_mini_swe_agent,
+                                       looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
+                                       looks_like_pi, looks_like_swe_agent)
 
 __all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", "FORMATS"]
 
@@ -45,12 +47,6 @@ def _sniff(path: Path) -> tuple[object | None, bool]:
 
 def detect_format(path: Path) -> str:
     """The format of a session file, from its content (never its name)."""
-    from breakwater.formats.claude_code import looks_like_claude_code
-    from breakwater.formats.codex import looks_like_codex
-    from breakwater.formats.openhands import looks_like_openhands_eval, looks_like_openhands_event
-    from breakwater.formats.pi import looks_like_pi
-    from breakwater.formats.swe_agent import looks_like_mini_swe_agent, looks_like_swe_agent
-
     obj, is_list = _sniff(Path(path))
     if is_list:
         return "openhands" if looks_like_openhands_event(obj) else "openai"
@@ -94,6 +90,8 @@ def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
     if fmt == "native":
         return [load_native(path)]
     if fmt == "openai":
+        from breakwater.formats.openai_chat import load_openai_messages
+
         return [load_openai_messages(path)]
     logs = _importer(fmt)(path)
     if not any(log.entries for log in logs):

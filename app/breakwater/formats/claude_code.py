@@ -21,16 +21,11 @@ from typing import Any, Mapping
 from breakwater.core.json_lines import iter_json_lines
 from breakwater.core.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
+from breakwater.formats.detect import CLAUDE_METADATA_TYPES
 
 FORMAT = "claude-code"
 CONTINUED = "This session is being continued from a previous conversation"
 
-# line types that carry no model input (titles, UI state, hooks, snapshots); skipped and counted
-METADATA_TYPES = frozenset((
-    "summary", "file-history-snapshot", "queue-operation", "progress", "permission-mode", "last-prompt",
-    "attachment", "custom-title", "ai-title", "agent-name", "mode", "worktree-state", "frame-link", "pr-link",
-    "started", "result", "relocated", "bridge-session", "atis-latch", "tag",
-))
 # attachments the model sees, and where their text is
 ATTACHMENT_TEXT: dict[str, tuple[str, ...]] = {
     "queued_command": ("prompt",), "hook_additional_context": ("content",), "nested_memory": ("content", "content"),
@@ -38,13 +33,6 @@ ATTACHMENT_TEXT: dict[str, tuple[str, ...]] = {
     "hook_blocking_error": ("blockingError", "blockingError"),
 }
 ERROR_SUBTYPES = frozenset(("api_error", "error", "api_refusal", "model_refusal_fallback"))
-
-
-def looks_like_claude_code(obj: Mapping[str, Any]) -> bool:
-    kind = ref(obj.get("type"))
-    if "sessionId" in obj and ("parentUuid" in obj or kind in METADATA_TYPES or kind in ("user", "assistant")):
-        return True
-    return kind in ("summary", "file-history-snapshot") or ("parentUuid" in obj and "uuid" in obj)
 
 
 def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
@@ -93,7 +81,7 @@ class _Session:
         elif kind == "attachment" and isinstance(obj.get("attachment"), dict):
             self._attachment(line, obj)
         elif isinstance(kind, str):
-            self.b.skip(kind, line, known=kind in METADATA_TYPES)
+            self.b.skip(kind, line, known=kind in CLAUDE_METADATA_TYPES)   # skipped and counted
         else:
             self.b.warn(line, "line has no \"type\", skipped")
 

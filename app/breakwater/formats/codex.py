@@ -15,18 +15,13 @@ from typing import Any, Mapping
 from breakwater.core.json_lines import iter_json_lines
 from breakwater.core.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
+from breakwater.formats.detect import CODEX_ENVELOPES
 
 FORMAT = "codex"
-ENVELOPES = frozenset(("session_meta", "turn_context", "response_item", "event_msg", "compacted", "world_state",
-                       "inter_agent_communication_metadata"))
 CALLS = frozenset(("function_call", "custom_tool_call", "local_shell_call", "tool_search_call"))
 OUTPUTS = frozenset(("function_call_output", "custom_tool_call_output", "local_shell_call_output",
                      "tool_search_output"))
 SERVER_SIDE = frozenset(("web_search_call", "image_generation_call"))   # run by the API, no output item
-
-
-def looks_like_codex(obj: Mapping[str, Any]) -> bool:
-    return ref(obj.get("type")) in ENVELOPES and isinstance(obj.get("payload"), (dict, type(None)))
 
 
 def unwrap_output(output: Any, meta: dict[str, Any]) -> str:
@@ -80,7 +75,7 @@ class _Rollout:
                 self.b.header["model"] = payload["model"]
             self.b.skip(kind, line)
         elif isinstance(kind, str):
-            self.b.skip(kind, line, known=kind in ENVELOPES)
+            self.b.skip(kind, line, known=kind in CODEX_ENVELOPES)
         else:
             self.b.warn(line, "line has no \"type\", skipped")
 

@@ -21,10 +21,6 @@ from breakwater.formats.builder import SessionBuilder, Turn, ref
 FORMAT = "openai"
 
 
-def looks_like_openai(obj: Mapping[str, Any]) -> bool:
-    return isinstance(obj.get("messages"), list) and "type" not in obj
-
-
 def _count_images(content: Any) -> dict[str, int]:
     n = sum(1 for p in content if isinstance(p, dict) and ref(p.get("type")) in ("image_url", "image", "input_image")) \
         if isinstance(content, list) else 0

@@ -18,21 +18,13 @@ from breakwater.core.message import content_text
 from breakwater.core.json_lines import SessionLogError, iter_json_lines, open_session_file
 from breakwater.core.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
+from breakwater.formats.detect import looks_like_openhands_eval
 from breakwater.formats.openai_chat import feed_usage, read_json
 
 FORMAT = "openhands"
 V0_SKIPPED = frozenset(("change_agent_state", "recall", "condensation_request", "null", "agent_state_changed"))
 V1_SKIPPED = frozenset(("ConversationStateUpdateEvent", "CondensationRequest", "CondensationSummaryEvent",
                         "PauseEvent", "TokenEvent", "LLMCompletionLogEvent"))
-
-
-def looks_like_openhands_event(obj: Any) -> bool:
-    return isinstance(obj, dict) and "source" in obj and "id" in obj and (
-        "action" in obj or "observation" in obj or "kind" in obj)
-
-
-def looks_like_openhands_eval(obj: Any) -> bool:
-    return isinstance(obj, dict) and "instance_id" in obj and isinstance(obj.get("history"), list)
 
 
 def _forgotten(args: Mapping[str, Any]) -> list[Any]:

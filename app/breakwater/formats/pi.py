@@ -19,10 +19,6 @@ FORMAT = "pi"
 METADATA_TYPES = frozenset(("model_change", "thinking_level_change", "label", "session_info", "custom"))
 
 
-def looks_like_pi(obj: Mapping[str, Any]) -> bool:
-    return obj.get("type") == "session" and "cwd" in obj and "created" not in obj
-
-
 class _Path:
     """Feeds one root-to-leaf path of entries to a builder."""
 

@@ -17,23 +17,11 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from breakwater.core.session_log import SessionLog, SessionLogError
 from breakwater.formats.builder import SessionBuilder
 from breakwater.formats.openai_chat import feed_chat_message, feed_usage, read_json
-
-
-def looks_like_swe_agent(obj: Mapping[str, Any]) -> bool:
-    return isinstance(obj.get("history"), list) and ("trajectory" in obj or "info" in obj)
-
-
-def looks_like_mini_swe_agent(obj: Mapping[str, Any]) -> bool:
-    fmt = obj.get("trajectory_format")
-    info = obj.get("info")
-    return isinstance(obj.get("messages"), list) and (
-        isinstance(fmt, str) and fmt.startswith("mini-swe-agent")
-        or isinstance(info, dict) and "mini_version" in info)
 
 
 def _ids(value: Any) -> list[str]:
