@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from breakwater.core.message import Message
 from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, _MENTION, ERROR_WORDS, EXIT_TAIL_CHARS,
-                                     STRONG_ERROR, error_lines, exit_status, first_error, salient_errors)
+                                     STRONG_ERROR, _may_report_exit, error_lines, exit_status, first_error, salient_errors)
 
 # every hint as written and in other cases, the strong forms, pytest's `E` lines with every kind of
 # blank (the Unicode ones are several bytes in UTF-8, some sharing a first byte with a character that
@@ -113,3 +113,9 @@ EXIT_PIECES = ["exit", "EXIT", "Exit", "ex\u0131t", "ex\u0130t", "ex", "it", "[e
 def test_the_exit_status_is_the_last_one_the_tail_reports_however_it_is_spelt(text):
     found = [next(g for g in m.groups() if g is not None) for m in _EXIT.finditer(text[-EXIT_TAIL_CHARS:])]
     assert exit_status(Message("t", "tool", text)) == (int(found[-1]) if found else None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(EXIT_PIECES + ["X", "I", "\u0130x", "xx", "Xİ", "é", "x\n"]), max_size=40).map("".join))
+def test_the_exit_hint_is_an_x_and_an_i_as_the_regex_engine_folds_case(text):
+    assert _may_report_exit(text) == bool(re.search("(?i)xi", text))
