@@ -10,6 +10,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from breakwater.core import message
 from breakwater.core.message import Message
 from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, _MENTION, ERROR_WORDS, EXIT_TAIL_CHARS,
                                      STRONG_ERROR, _may_report_exit, error_lines, exit_status, first_error, salient_errors)
@@ -61,6 +62,36 @@ def test_a_scan_asked_again_for_more_lines_picks_what_a_first_scan_would(text, l
 def test_long_outputs_too(text, limit):
     # longer than the texts whose encodings are kept: each scan encodes its text afresh
     assert salient_errors(text * 8, limit) == by_lines(text * 8, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=400).map("".join), st.integers(1, 20),
+       st.lists(st.tuples(st.integers(1, 8), st.booleans()), min_size=2, max_size=6))
+def test_a_long_output_asked_again_once_its_encoding_is_gone(text, times, asks):
+    # the summary asks for more lines of results entered long before: the scan goes on over pieces
+    # of the text from where the last line found ends, or over the encoding if it is kept again
+    fresh = "".join(list(text * times))
+    for limit, gone in asks:
+        if gone:
+            message._ENCODED._entries.clear()   # as when it fills up
+        else:
+            message.utf8(fresh)   # kept again, as when the lines are counted
+        assert salient_errors(fresh, limit) == by_lines(fresh, limit)
+
+
+def test_a_scan_goes_on_after_the_right_one_of_lines_that_read_alike():
+    pad = "\n".join(f"step {k} ok" for k in range(800))   # several pieces long, longer than a kept text
+    lines = ["npm ERR! a", pad, "npm ERR! a", pad, "Error: b", pad, "npm ERR! a", "E   assert c", pad, "fatal d"]
+    text = "\n".join(lines)
+    expected = ["npm ERR! a", "npm ERR! a", "Error: b", "npm ERR! a", "E   assert c", "fatal d"]
+    for keep in ([False] * 6, [True, False, True, False, True, False], [False, True] * 3):
+        fresh = "".join(list(text))
+        for limit, kept in enumerate(keep, 1):
+            if kept:
+                message.utf8(fresh)
+            else:
+                message._ENCODED._entries.clear()
+            assert salient_errors(fresh, limit) == expected[:limit]
 
 
 def test_the_bytes_searched_for_an_e_line_hold_every_blank_it_may_start_with():

@@ -166,6 +166,11 @@ def utf8(text: str) -> bytes:
     return data
 
 
+def kept_utf8(text: str) -> bytes | None:
+    """`utf8(text)` if it is still kept, else None."""
+    return _ENCODED.get(text)
+
+
 LONG_TEXT = 2_000   # a text longer than this has its sizes worked out once, not once per asker
 _SIZES = TextCache(1 << 14)
 # the last few long texts' encodings: enough for the messages between two requests, few enough that
