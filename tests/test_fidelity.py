@@ -221,6 +221,19 @@ def test_compaction_loop_and_reread_spiral_are_flagged():
     assert "death spiral" in spiral.meaning and spiral.to_json()["files"] == ["a.py", "b.py"]
 
 
+def test_the_reads_are_read_only_when_a_spiral_is_possible():
+    log = SessionLog(entries=[Message("u", "user", "go"),
+                              Message("a1", "assistant", "", (ToolCall("c1", "read_file", '{"path": "a.py"}'),)),
+                              Message("t1", "tool", "x", tool_call_id="c1"),
+                              Message("a2", "assistant", "", (ToolCall("c2", "bash", '{"command": "ls"}'),
+                                                              ToolCall("c3", "Read", '{"file_path": "b.py"}'))),
+                              Message("a3", "assistant", "", (ToolCall("c4", "write_file", '{"path": "a.py"}'),))])
+    reads = iter(loops.file_reads(log))
+    assert loops.find([1], reads) == [] and loops.find([], reads) == []
+    assert list(reads) == [(1, "a.py"), (2, "b.py")]   # one compaction is no spiral: none was taken
+    assert loops.find([1, 2], loops.file_reads(log)) == []
+
+
 def test_seed_003_loops_on_the_long_refactor():
     flags = summarize_run(run_of("long-refactor.jsonl", "seed-003")).loops
     assert flags and flags[0].startswith("compaction loop")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
+from breakwater.core.message import Message
 from breakwater.core.session_log import SessionLog
 from breakwater.core.outcome import CHANGE_TOOLS, PATH_KEYS, call_args
 
@@ -47,13 +48,17 @@ class Loop:
 
 
 def find(compaction_turns: Sequence[int], reads: Iterable[tuple[int, str]]) -> list[Loop]:
-    """The loops of one run: compaction every few turns; re-reads after compactions."""
+    """The loops of one run: compaction every few turns; re-reads after compactions. `reads` is
+    iterated only when there are compactions enough for a spiral (most runs have fewer, and
+    `file_reads` reads every call's arguments)."""
     found = []
     turns = sorted(set(compaction_turns))
     gaps = [b - a for a, b in zip(turns, turns[1:])]
     if len(turns) >= LOOP_MIN_COMPACTIONS and sum(g <= LOOP_GAP_TURNS for g in gaps) * 2 > len(gaps):
         found.append(Loop("compaction-loop", f"{NAMES['compaction-loop']}: {len(turns)} compactions, a median of "
                                              f"{statistics.median(gaps):g} turns apart", tuple(turns)))
+    if len(turns) < SPIRAL_MIN_COMPACTIONS:
+        return found
     reads = sorted(reads)
     followed, files = [], set()
     for t in turns:
@@ -63,7 +68,7 @@ def find(compaction_turns: Sequence[int], reads: Iterable[tuple[int, str]]) -> l
             followed.append(t)
             files |= again
     n = len(followed)
-    if len(turns) >= SPIRAL_MIN_COMPACTIONS and n >= SPIRAL_MIN_COMPACTIONS and n >= SPIRAL_SHARE * len(turns):
+    if n >= SPIRAL_MIN_COMPACTIONS and n >= SPIRAL_SHARE * len(turns):
         shown = ", ".join(sorted(files)[:3]) + (" …" if len(files) > 3 else "")
         found.append(Loop("reread-spiral", f"{NAMES['reread-spiral']}: {n} of {len(turns)} compactions followed by "
                                            f"re-reading {shown}", tuple(followed), tuple(sorted(files))))
@@ -80,11 +85,11 @@ def of_simulation(sim: Simulation, log: SessionLog) -> list[Loop]:
     return find([t.turn for t in sim.turns if t.compaction], file_reads(log))
 
 
-def file_reads(log: SessionLog) -> list[tuple[int, str]]:
-    """(turn of the request that made the call, path) for every file-reading tool call."""
-    out, turn = [], 0
-    for m in log.messages:
-        if m.role != "assistant":
+def file_reads(log: SessionLog) -> Iterator[tuple[int, str]]:
+    """(turn of the request that made the call, path) for every file-reading tool call, as they come."""
+    turn = 0
+    for m in log.entries:
+        if not isinstance(m, Message) or m.role != "assistant":
             continue
         turn += 1
         for call in m.tool_calls:
@@ -93,5 +98,4 @@ def file_reads(log: SessionLog) -> list[tuple[int, str]]:
             args = call_args(call)
             path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str)), None)
             if path:
-                out.append((turn, path))
-    return out
+                yield turn, path
