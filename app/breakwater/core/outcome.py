@@ -39,7 +39,7 @@ _E_LINE = re.compile(r"[eE][^\S\n]{2,}\w")
 # bytes at ~600 MB/s where Python's `re` tries its alternation at every character (~200 Mchar/s): a
 # hint (the same in UTF-8), or a newline, `e` or `E` and a byte a blank other than the newline can
 # begin with (U+0085 and U+00A0 start with C2, U+1680 with E1, U+2000-U+205F with E2, U+3000 with
-# E3). That is a superset: each line found is decoded and tried by the rule in str (`_states_error`).
+# E3). That is a superset: each line found is decoded and tried by the rule in str (`_try`).
 _BYTES = re2.Options()
 _BYTES.encoding = re2.Options.Encoding.LATIN1   # a pattern byte is a byte, not a character
 _CANDIDATE = re2.compile(b"|".join([rb"\n[eE][\t\x0b\x0c\r\x1c-\x20\xc2\xe1-\xe3]"]
@@ -156,16 +156,17 @@ def _scan(data: bytes, strong: tuple[str, ...], pos: int, limit: int) -> tuple[t
     found, n = list(strong), len(data)
     if pos == 0 and data[:1] in (b"e", b"E"):   # an `E   ` line first in the output has no newline before it
         pos = _line_end(data, 0)
-        _try(data, 0, pos, found)
+        _try(data, 0, pos, found, False)
     search = _CANDIDATE.search
     while len(found) < limit and pos < n:
         hit = search(data, pos)   # pos is at a newline: an `E   ` line right after it is found too
         if hit is None:
             return tuple(found), n
         start = hit.start()
-        start = start + 1 if data[start] == 10 else data.rfind(b"\n", 0, start) + 1
+        hinted = data[start] != 10   # a hint found in the bytes is one in the line
+        start = data.rfind(b"\n", 0, start) + 1 if hinted else start + 1
         pos = _line_end(data, start)
-        _try(data, start, pos, found)
+        _try(data, start, pos, found, hinted)
     return tuple(found), pos
 
 
@@ -207,15 +208,12 @@ def _end_of(text: str, line: str, nth: int) -> int:
     return at + 1 + len(line)
 
 
-def _try(data: bytes, start: int, end: int, found: list[str]) -> None:
+def _try(data: bytes, start: int, end: int, found: list[str], hinted: bool) -> None:
+    """The rule, on the line's text: a line holding a hint or starting as pytest's `E   ` lines do
+    states an error when STRONG_ERROR matches it."""
     line = data[start:end].decode("utf-8", "surrogatepass")
-    if _states_error(line):
+    if (hinted or _E_LINE.match(line) or any(h in line for h in _HINTS)) and STRONG_ERROR.search(line):
         found.append(line)
-
-
-def _states_error(line: str) -> bool:
-    """The rule: a line holding a hint or starting as pytest's `E   ` lines do, that STRONG_ERROR matches."""
-    return bool((_E_LINE.match(line) or any(h in line for h in _HINTS)) and STRONG_ERROR.search(line))
 
 
 def _mention(text: str) -> tuple[str, ...]:
