@@ -25,7 +25,7 @@ They are mixed into `Pipeline`, so a method found on one costs what it did on a 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Iterable
 
 from breakwater.core import materialize as build
@@ -34,6 +34,8 @@ from breakwater.core.deep_compaction import Compaction, DeepCompaction, _Active
 from breakwater.core.edits import View
 from breakwater.core.ledger import Ledger
 from breakwater.core.message import Message, ToolCall
+from breakwater.core.next_plan import NextPlan
+from breakwater.core.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.policy import Policy
 from breakwater.core.sanitize import Sanitizer
 from breakwater.core.session_log import Entry, Event
@@ -49,44 +51,7 @@ LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
 
 
-@dataclass(slots=True)
-class Plan:
-    """The decision for one request; enough to count it, and to build it."""
-
-    turn: int
-    n: int
-    cut: int
-    start: int                # first sanitized index of the sent region (after shaping)
-    level: int
-    near_start: int
-    keep_first_user: int | None
-    head: list[Message]
-    raw_tokens: int
-    base_tokens: int
-    sent_tokens: int
-    zone: str
-    counted: str
-    fits: bool
-    zone_counted: str = "estimate"   # whether the zone decision was confirmed by an exact count
-    squeeze: bool = False
-    new_compaction: Compaction | None = None
-    counts: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    api_tokens: int | None = None
-    built: View | None = None  # the request, when planning already had to build it (squeeze)
-    # the soft zone applies `level` to the far messages before `boundary`, `lower` to the rest
-    lower: int = 0
-    boundary: int = 0
-    drop_to: int = 0           # shape history dropped out[cut:drop_to] (none when equal to cut)
-    joined: tuple[str, ...] = ()  # ids of user messages joined into the one before them
-    stable_prefix_tokens: int | None = None  # estimate: the start of the request identical to the previous one
-    sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
-    recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
-    head_heuristic: int = 0    # heuristic tokens of `head`
-
-
-
-class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
+class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
@@ -328,7 +293,7 @@ class Pipeline(StageForms, SoftZone, DeepCompaction, StablePrefix):
         base, counted = measured[0], measured[1]
         if counted == "estimate" and not (force_deep or self.triggers or self._compacted_since_view
                                           or self._undone_since_view):
-            plan = self._plan_safe(n, framed, base, measured[2])
+            plan = self._plan_safe(n, framed, base, measured[2]) or self._plan_next(n, framed, base, measured[2])
             if plan is not None:
                 return self._finish(plan)
         notes: list[str] = []
