@@ -33,9 +33,28 @@ class _Quoted(dict):
 
 
 _QUOTED = _Quoted()
-# consecutive turns mostly share every field but the numbers: the last ones seen (zone, counting, fits,
-# stage and the edits in their order) and the text they make on either side of stable_prefix_tokens
-_last_shared: list = [None, ("", "")]
+# consecutive turns mostly share every field but the numbers: the text around them is made once for
+# each (zone, counting, zone counting, fits, stage), and for each run of edit kinds, in their order
+_AROUND: dict[tuple, tuple[str, str]] = {}
+_EDIT_FORMS: dict[tuple[str, ...], str] = {}
+
+
+def _around(t: "TurnStats") -> tuple[str, str]:
+    """The text of `t`'s shared fields either side of stable_prefix_tokens, up to its edits."""
+    text = (f'"zone": {_QUOTED[t.zone]}, "counted": {_QUOTED[t.counted]}, "zone_counted": {_QUOTED[t.zone_counted]}, '
+            f'"fits": {"true" if t.fits else "false"}, "stable_prefix_tokens": ',
+            f', "stage": {_QUOTED[t.level]}, "edits": {{')
+    _AROUND[t.zone, t.counted, t.zone_counted, t.fits, t.level] = text
+    return text
+
+
+def _edit_form(kinds: tuple[str, ...]) -> str:
+    """A %-format of the edits of these kinds, in this order, for their counts."""
+    if len(_EDIT_FORMS) > 256:
+        _EDIT_FORMS.clear()
+    form = _EDIT_FORMS[kinds] = ", ".join(_QUOTED[k].replace("%", "%%") + ": %d" for k in kinds)
+    return form
+
 
 # Not frozen, for the reason Message is not: a frozen dataclass sets each field through
 # object.__setattr__, and a simulation builds one per request (half a million on a long session).
@@ -76,20 +95,15 @@ class TurnStats:
     def json_text(self) -> str:
         """`json.dumps(self.to_json(), ensure_ascii=False)`, built directly: several times faster, and
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
-        shared = (self.zone, self.counted, self.zone_counted, self.fits, self.level, tuple(self.edits.items()))
-        last = _last_shared
-        if shared == last[0]:
-            middle, tail = last[1]
-        else:
-            middle = (f'"zone": {_QUOTED[self.zone]}, "counted": {_QUOTED[self.counted]}, '
-                      f'"zone_counted": {_QUOTED[self.zone_counted]}, "fits": {"true" if self.fits else "false"}, '
-                      f'"stable_prefix_tokens": ')
-            edits = ", ".join([f"{_QUOTED[k]}: {v}" for k, v in shared[-1]])
-            tail = f', "stage": {_QUOTED[self.level]}, "edits": {{{edits}}}'
-            last[:] = shared, (middle, tail)
+        around = _AROUND.get((self.zone, self.counted, self.zone_counted, self.fits, self.level)) or _around(self)
+        edits = self.edits
+        kinds = tuple(edits)
+        form = _EDIT_FORMS.get(kinds)
+        if form is None:
+            form = _edit_form(kinds)
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
                 f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
-                f'{middle}{self.stable_prefix_tokens}{tail}')
+                f'{around[0]}{self.stable_prefix_tokens}{around[1]}{form % tuple(edits.values())}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
             return text + "}"
         rest = self.to_json()
