@@ -122,9 +122,11 @@ def _entered(ledger: Ledger, i: int) -> dict[int, tuple[str, int]]:
     """{ledger level: (kind, tokens)} the ledger holds for message i, for each level that changes it."""
     out = {}
     for L in (1, 2, 3, NEAR):
-        for kind, arr in zip(FAR_KINDS, ledger.kinds[L]):
-            if i in arr:
-                out[L] = (kind, ledger.tokens(L, i, i + 1))
+        kinds: dict[str, int] = {}
+        ledger.count_kinds(L, i, i + 1, kinds)
+        assert sum(kinds.values()) <= 1
+        for kind in kinds:
+            out[L] = (kind, ledger.tokens(L, i, i + 1))
     return out
 
 

@@ -8,7 +8,9 @@ were truncated at the source are then a few lookups each.
 
 Only messages a stage changes take room beyond their own count: a stage level is kept as the
 sorted indices it changes and the running sum of what it saves, so a million short chat
-messages cost a few bytes each (`array`, not lists of int objects).
+messages cost a few bytes each (`array`, not lists of int objects). A level that changes any
+message also keeps 4 bytes per message: how many it changes before each, so that a position in
+its indices is a lookup, not a bisection.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ FAR_KINDS = ("snipped", "masked", "folded", "microcompacted")
 
 
 class Ledger:
-    __slots__ = ("tok0", "prefix", "changed", "saved", "kinds", "truncated", "group_starts")
+    __slots__ = ("tok0", "prefix", "changed", "saved", "kinds", "rank", "_ranks", "truncated", "group_starts")
 
     def __init__(self) -> None:
         self.tok0 = array("q")                 # heuristic tokens of message i as logged
@@ -31,7 +33,14 @@ class Ledger:
         # by level (index 0 unused): indices whose far form differs, and prefix sums of what each saves
         self.changed = [array("q") for _ in range(NEAR + 1)]
         self.saved = [array("q", [0]) for _ in range(NEAR + 1)]
-        self.kinds = {L: [array("q") for _ in FAR_KINDS] for L in LEVELS}  # indices, by level and kind
+        # by level and kind (FAR_KINDS order): how many of changed[L][:j] are of that kind, for every j;
+        # None for a kind the level has not made
+        self.kinds: list[list[array | None]] = [[None] * len(FAR_KINDS) for _ in range(NEAR + 1)]
+        # by level: rank[L][x] = how many of changed[L] are below x, for x up to len(tok0). A request asks
+        # for a few dozen such positions: a lookup each, where bisecting the array makes an int object
+        # per step. None while the level changes no message (a long chat of short messages: no room)
+        self.rank: list[array | None] = [None] * (NEAR + 1)
+        self._ranks: list[array] = []          # those not None, extended as each message is entered
         self.truncated = array("q")            # indices of tool results truncated at the source
         self.group_starts = array("q")         # indices of the messages that are not tool results
 
@@ -39,13 +48,23 @@ class Ledger:
         return len(self.tok0)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ledger) and all(getattr(self, a) == getattr(other, a) for a in self.__slots__)
+        """The same messages entered with the same forms (however the positions were kept)."""
+        return isinstance(other, Ledger) and all(
+            getattr(self, a) == getattr(other, a) for a in ("tok0", "prefix", "changed", "saved", "truncated",
+                                                             "group_starts")) \
+            and all(self._kind_counts(L, k) == other._kind_counts(L, k) for L in LEVELS for k in range(len(FAR_KINDS)))
+
+    def _kind_counts(self, level: int, k: int) -> array:
+        arr = self.kinds[level][k]
+        return arr if arr is not None else array("i", bytes(4 * (len(self.changed[level]) + 1)))
 
     def copy(self) -> "Ledger":
         new = Ledger.__new__(Ledger)
         new.tok0, new.prefix, new.truncated = self.tok0[:], self.prefix[:], self.truncated[:]
         new.changed, new.saved = [a[:] for a in self.changed], [a[:] for a in self.saved]
-        new.kinds = {L: [a[:] for a in arrs] for L, arrs in self.kinds.items()}
+        new.kinds = [[a[:] if a is not None else None for a in arrs] for arrs in self.kinds]
+        new.rank = [r[:] if r is not None else None for r in self.rank]
+        new._ranks = [r for r in new.rank if r is not None]
         new.group_starts = self.group_starts[:]
         return new
 
@@ -56,10 +75,17 @@ class Ledger:
         del self.tok0[d:]
         del self.prefix[d + 1:]
         for L in LEVELS:
-            j = bisect_left(self.changed[L], d)
+            r = self.rank[L]
+            if r is None:
+                continue
+            j = r[d]
             del self.changed[L][j:]
             del self.saved[L][j + 1:]
-        for arr in (*(a for arrs in self.kinds.values() for a in arrs), self.truncated, self.group_starts):
+            for arr in self.kinds[L]:
+                if arr is not None:
+                    del arr[j + 1:]
+            del r[d + 1:]
+        for arr in (self.truncated, self.group_starts):
             del arr[bisect_left(arr, d):]
 
     def add(self, t0: int, group_start: bool) -> None:
@@ -68,14 +94,27 @@ class Ledger:
             self.group_starts.append(len(self.tok0))
         self.tok0.append(t0)
         self.prefix.append(self.prefix[-1] + t0)
+        for r in self._ranks:
+            r.append(r[-1])
 
     def add_forms(self, i: int, t0: int, forms) -> None:
         """Message i (the last entered): (level, kind, tokens) for each level that changes it."""
         for L, kind, tokens in forms:
-            self.changed[L].append(i)
+            changed, cums = self.changed[L], self.kinds[L]
+            k = FAR_KINDS.index(kind)
+            if cums[k] is None:
+                cums[k] = array("i", bytes(4 * (len(changed) + 1)))   # none of this kind before
+            for j, arr in enumerate(cums):
+                if arr is not None:
+                    arr.append(arr[-1] + (j == k))
+            changed.append(i)
             saved = self.saved[L]
             saved.append(saved[-1] + t0 - tokens)
-            self.kinds[L][FAR_KINDS.index(kind)].append(i)
+            r = self.rank[L]
+            if r is None:   # the level's first: none below any position up to i
+                r = self.rank[L] = array("i", bytes(4 * (len(self.tok0) + 1)))
+                self._ranks.append(r)
+            r[-1] += 1
 
     def add_truncated(self, i: int) -> None:
         self.truncated.append(i)
@@ -83,31 +122,31 @@ class Ledger:
     def tokens(self, level: int, a: int, b: int) -> int:
         """Heuristic tokens of messages [a, b) with far stage `level` applied (or in working memory: NEAR)."""
         p = self.prefix
-        if not level:
-            return p[b] - p[a]
-        ch = self.changed[level]
-        if not ch:   # the level changes no message (yet): a long chat of short messages
+        r = self.rank[level]
+        if r is None:   # level 0, or one that changes no message (yet): a long chat of short messages
             return p[b] - p[a]
         sv = self.saved[level]
-        return p[b] - p[a] - sv[bisect_left(ch, b)] + sv[bisect_left(ch, a)]
+        return p[b] - p[a] - sv[r[b]] + sv[r[a]]
 
     def changes(self, levels: Iterable[int], a: int, b: int) -> bool:
         """Whether any far stage level of `levels`, or the working-memory form, changes a message of [a, b)."""
-        changed = self.changed
+        rank = self.rank
         for L in levels:
-            ch = changed[L]
-            if ch and bisect_left(ch, b) > bisect_left(ch, a):
+            r = rank[L]
+            if r is not None and r[b] > r[a]:
                 return True
-        ch = changed[NEAR]
-        return bool(ch) and bisect_left(ch, b) > bisect_left(ch, a)
+        r = rank[NEAR]
+        return r is not None and r[b] > r[a]
 
     def changed_in(self, l1: int, l2: int, a: int, b: int) -> Iterator[int]:
         """In order, the indices in [a, b) that level l1 or level l2 changes (level 0 changes none)."""
-        c1 = self.changed[l1] if l1 else ()
-        c2 = self.changed[l2] if l2 else ()
-        if not c1 and not c2:
+        r1, r2 = self.rank[l1], self.rank[l2]
+        c1 = self.changed[l1][r1[a]:r1[b]] if r1 is not None else ()
+        c2 = self.changed[l2][r2[a]:r2[b]] if r2 is not None else ()
+        if not c1 or not c2:
+            yield from c1 or c2
             return
-        i, j = bisect_left(c1, a), bisect_left(c2, a)
+        i = j = 0
         while True:
             x = c1[i] if i < len(c1) else b
             y = c2[j] if j < len(c2) else b
@@ -120,11 +159,15 @@ class Ledger:
 
     def count_kinds(self, level: int, a: int, b: int, counts: dict[str, int]) -> None:
         """Add to `counts` how many messages of [a, b) level `level` changes, by kind (in FAR_KINDS order)."""
-        if not self.changed[level]:   # a kind's indices are some of these (a long chat: none)
+        r = self.rank[level]
+        if r is None:
+            return
+        ja, jb = r[a], r[b]
+        if ja == jb:
             return
         for kind, arr in zip(FAR_KINDS, self.kinds[level]):
-            if arr:
-                c = bisect_left(arr, b) - bisect_left(arr, a)
+            if arr is not None:
+                c = arr[jb] - arr[ja]
                 if c:
                     counts[kind] = counts.get(kind, 0) + c
 

@@ -9,8 +9,6 @@ of the ledger's sums.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 from breakwater.core.ledger import NEAR
 from breakwater.core.plan import Plan
 
@@ -31,23 +29,25 @@ class NextPlan:
         cut = self._cut()
         jh, js, joined, kept_fu, head_h = framed
         ledger = self.ledger
-        changed, saved = ledger.changed, ledger.saved
+        rank, saved = ledger.rank, ledger.saved
         apply = self.calibration.apply
         exact = self.mode == "exact"
         levels = self._stage_levels
-        # the ledger's sums by level: saved[L][bisect_left(changed[L], x)] is what level L takes off
-        # out[:x] (0 for level 0); saved[L][-1] what it takes off all, every message entered being before n
+
+        def off(level: int, x: int) -> int:
+            """What stage `level` takes off out[:x] (a ledger level: NEAR for working memory)."""
+            r = rank[level]
+            return saved[level][r[x]] if r is not None else 0
+
         near = self._near_start(2, js, n)   # working memory, from masking up
         body = head_h + ledger.prefix[n] - ledger.prefix[js]
-        ch, sv = changed[NEAR], saved[NEAR]
-        near_saved = sv[-1] - sv[bisect_left(ch, near)]
+        near_off = off(NEAR, n) - off(NEAR, near)
         wholes = []   # (calibrated, plain) of the request at each stage level throughout
         for lv in levels:
-            ch, sv = changed[lv], saved[lv]
             if lv < 2:
-                h = body - sv[-1] + sv[bisect_left(ch, js)]
+                h = body - off(lv, n) + off(lv, js)
             else:
-                h = body - sv[bisect_left(ch, near)] + sv[bisect_left(ch, js)] - near_saved
+                h = body - off(lv, near) + off(lv, js) - near_off
             t = apply(h)
             if exact and self._in_band(t):
                 return None   # tiktoken counts it
@@ -67,10 +67,8 @@ class NextPlan:
                 if kept < ns:
                     # before the kept boundary at `lv`, after it at `below`; working memory too, but at
                     # its own form when `below` masks
-                    ch, sv = changed[lv], saved[lv]
-                    cb, sb = changed[below], saved[below]
-                    h = body - sv[bisect_left(ch, kept)] + sv[bisect_left(ch, js)] + sb[bisect_left(cb, kept)]
-                    h -= sb[bisect_left(cb, ns)] + near_saved if below >= 2 else sb[-1]
+                    h = body - off(lv, kept) + off(lv, js) + off(below, kept)
+                    h -= off(below, ns) + near_off if below >= 2 else off(below, n)
                     sent = apply(h)
                     if sent > soft or (exact and self._in_band(sent)):
                         return None   # the boundary moves
