@@ -33,9 +33,9 @@ class Ledger:
         # by level (index 0 unused): indices whose far form differs, and prefix sums of what each saves
         self.changed = [array("q") for _ in range(NEAR + 1)]
         self.saved = [array("q", [0]) for _ in range(NEAR + 1)]
-        # by level and kind (FAR_KINDS order): how many of changed[L][:j] are of that kind, for every j;
-        # None for a kind the level has not made
-        self.kinds: list[list[array | None]] = [[None] * len(FAR_KINDS) for _ in range(NEAR + 1)]
+        # by level, for each kind it has made (in FAR_KINDS order): (kind, how many of changed[L][:j] are
+        # of that kind, for every j)
+        self.kinds: list[list[tuple[str, array]]] = [[] for _ in range(NEAR + 1)]
         # by level: rank[L][x] = how many of changed[L] are below x, for x up to len(tok0). A request asks
         # for a few dozen such positions: a lookup each, where bisecting the array makes an int object
         # per step. None while the level changes no message (a long chat of short messages: no room)
@@ -55,14 +55,16 @@ class Ledger:
             and all(self._kind_counts(L, k) == other._kind_counts(L, k) for L in LEVELS for k in range(len(FAR_KINDS)))
 
     def _kind_counts(self, level: int, k: int) -> array:
-        arr = self.kinds[level][k]
-        return arr if arr is not None else array("i", bytes(4 * (len(self.changed[level]) + 1)))
+        for kind, arr in self.kinds[level]:
+            if kind == FAR_KINDS[k]:
+                return arr
+        return array("i", bytes(4 * (len(self.changed[level]) + 1)))
 
     def copy(self) -> "Ledger":
         new = Ledger.__new__(Ledger)
         new.tok0, new.prefix, new.truncated = self.tok0[:], self.prefix[:], self.truncated[:]
         new.changed, new.saved = [a[:] for a in self.changed], [a[:] for a in self.saved]
-        new.kinds = [[a[:] if a is not None else None for a in arrs] for arrs in self.kinds]
+        new.kinds = [[(kind, a[:]) for kind, a in arrs] for arrs in self.kinds]
         new.rank = [r[:] if r is not None else None for r in self.rank]
         new._ranks = [r for r in new.rank if r is not None]
         new.group_starts = self.group_starts[:]
@@ -81,9 +83,8 @@ class Ledger:
             j = r[d]
             del self.changed[L][j:]
             del self.saved[L][j + 1:]
-            for arr in self.kinds[L]:
-                if arr is not None:
-                    del arr[j + 1:]
+            for _, arr in self.kinds[L]:
+                del arr[j + 1:]
             del r[d + 1:]
         for arr in (self.truncated, self.group_starts):
             del arr[bisect_left(arr, d):]
@@ -101,12 +102,11 @@ class Ledger:
         """Message i (the last entered): (level, kind, tokens) for each level that changes it."""
         for L, kind, tokens in forms:
             changed, cums = self.changed[L], self.kinds[L]
-            k = FAR_KINDS.index(kind)
-            if cums[k] is None:
-                cums[k] = array("i", bytes(4 * (len(changed) + 1)))   # none of this kind before
-            for j, arr in enumerate(cums):
-                if arr is not None:
-                    arr.append(arr[-1] + (j == k))
+            if all(k != kind for k, _ in cums):   # none of this kind before
+                cums.append((kind, array("i", bytes(4 * (len(changed) + 1)))))
+                cums.sort(key=lambda c: FAR_KINDS.index(c[0]))
+            for k, arr in cums:
+                arr.append(arr[-1] + (k == kind))
             changed.append(i)
             saved = self.saved[L]
             saved.append(saved[-1] + t0 - tokens)
@@ -165,11 +165,10 @@ class Ledger:
         ja, jb = r[a], r[b]
         if ja == jb:
             return
-        for kind, arr in zip(FAR_KINDS, self.kinds[level]):
-            if arr is not None:
-                c = arr[jb] - arr[ja]
-                if c:
-                    counts[kind] = counts.get(kind, 0) + c
+        for kind, arr in self.kinds[level]:
+            c = arr[jb] - arr[ja]
+            if c:
+                counts[kind] = counts.get(kind, 0) + c
 
     def truncated_count(self, a: int, b: int) -> int:
         arr = self.truncated

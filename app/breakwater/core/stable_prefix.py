@@ -39,31 +39,35 @@ class StablePrefix:
         prev = self._previous
         if prev is None:
             return 0
-        if prev.head is plan.head:
-            k = len(plan.head)
+        head, start = plan.head, plan.start
+        nh = len(head)
+        if prev.head is head:
+            k = nh
+            same = prev.start == start
         else:
             k = 0
-            while k < len(prev.head) and k < len(plan.head) and prev.head[k] == plan.head[k]:
+            while k < len(prev.head) and k < nh and prev.head[k] == head[k]:
                 k += 1
-        end = plan.start
-        if k == len(prev.head) == len(plan.head) and prev.start == plan.start:
-            end = self._first_changed(prev, plan, plan.start, min(prev.n, plan.n, self._changed_from))
-        count = k + (end - plan.start)
-        for p_ in (prev, plan):  # a squeezed request differs from its plan from the first message squeezed on
-            if p_.built is not None:
-                changed = {e.message_id for e in p_.built.edits if e.stage == "shape_history" and e.kind == "snipped"}
-                count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
-        if plan.built is not None:
-            return self._counted_as_sent(plan, sum(heuristic_message(m) for m in plan.built.messages[:count]))
-        if count >= len(plan.head):
-            h = plan.head_heuristic
-        else:
-            h = sum(heuristic_message(m) for m in plan.head[:count])
-        if count > len(plan.head):
+            same = k == len(prev.head) == nh and prev.start == start
+        count = k
+        if same:
+            count += self._first_changed(prev, plan, start, min(prev.n, plan.n, self._changed_from)) - start
+        if prev.built is not None or plan.built is not None:
+            for p_ in (prev, plan):  # a squeezed request differs from its plan from the first message squeezed on
+                if p_.built is not None:
+                    changed = {e.message_id for e in p_.built.edits if e.stage == "shape_history" and e.kind == "snipped"}
+                    count = min(count, next((j for j, m in enumerate(p_.built.messages) if m.id in changed), count))
+            if plan.built is not None:
+                return self._counted_as_sent(plan, sum(heuristic_message(m) for m in plan.built.messages[:count]))
+        if count > nh:
             # the plan counted its region already: less the part after the prefix, which is mostly
             # working memory, one part to count where the prefix is two or three
-            e = plan.start + count - len(plan.head)
-            h += plan.sent_heuristic - plan.head_heuristic - (self._region_tokens(plan, e, plan.n) if e < plan.n else 0)
+            e = start + count - nh
+            h = plan.sent_heuristic - (self._region_tokens(plan, e, plan.n) if e < plan.n else 0)
+        elif count == nh:
+            h = plan.head_heuristic
+        else:
+            h = sum(heuristic_message(m) for m in head[:count])
         return self._counted_as_sent(plan, h)
 
     def _counted_as_sent(self, plan: Plan, h: int) -> int:
@@ -135,6 +139,9 @@ class StablePrefix:
         """Heuristic tokens of out[a:b] (a < b) as this plan sends them: a part at a time, split where
         the stage level changes (the boundary, working memory)."""
         tokens, bd, ns = self.ledger.tokens, plan.boundary, plan.near_start
+        if a >= ns and a >= bd:   # working memory only, mostly: one part
+            level = plan.level if bd >= ns else plan.lower
+            return tokens(NEAR if level >= 2 else level, a, b)
         total, x = 0, a
         for y in (min(bd, ns), max(bd, ns), b):
             if x < y <= b:
