@@ -102,7 +102,10 @@ class Ledger:
         """Message i (the last entered): (level, kind, tokens) for each level that changes it."""
         for L, kind, tokens in forms:
             changed, cums = self.changed[L], self.kinds[L]
-            if all(k != kind for k, _ in cums):   # none of this kind before
+            for k, arr in cums:
+                if k == kind:
+                    break
+            else:   # none of this kind before
                 cums.append((kind, array("i", bytes(4 * (len(changed) + 1)))))
                 cums.sort(key=lambda c: FAR_KINDS.index(c[0]))
             for k, arr in cums:

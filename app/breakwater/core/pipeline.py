@@ -17,8 +17,10 @@ every stage level is kept in prefix sums, so a request costs O(1) arithmetic
 plus the few messages of working memory, not a pass over the history.
 
 Its parts, one module each: the stage forms of a message and their caches (core/stage_forms.py),
-the soft-zone search and the counts of request shapes (core/soft_zone.py), deep compaction and the
-head after a summary (core/deep_compaction.py), the cache-stable prefix (core/stable_prefix.py).
+the soft-zone search and the counts of request shapes (core/soft_zone.py), the plan of a request the
+search would end where it ended before (core/next_plan.py), deep compaction and the head after a
+summary (core/deep_compaction.py), the cache-stable prefix (core/stable_prefix.py); the plan itself
+is core/plan.py.
 They are mixed into `Pipeline`, so a method found on one costs what it did on a single class.
 """
 
