@@ -37,6 +37,7 @@ _QUOTED = _Quoted()
 # each (zone, counting, zone counting, fits, stage), and for each run of edit kinds, in their order
 _AROUND: dict[tuple, tuple[str, str]] = {}
 _EDIT_FORMS: dict[tuple[str, ...], str] = {}
+_last_edits: list = [(), (), ""]   # the last turn's edit kinds, their counts and their text
 
 
 def _around(t: "TurnStats") -> tuple[str, str]:
@@ -97,13 +98,19 @@ class TurnStats:
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
         around = _AROUND.get((self.zone, self.counted, self.zone_counted, self.fits, self.level)) or _around(self)
         edits = self.edits
-        kinds = tuple(edits)
-        form = _EDIT_FORMS.get(kinds)
-        if form is None:
-            form = _edit_form(kinds)
+        kinds, counts = tuple(edits), tuple(edits.values())
+        last = _last_edits
+        if counts == last[1] and kinds == last[0]:   # a long chat's turns mostly repeat them
+            edited = last[2]
+        else:
+            form = _EDIT_FORMS.get(kinds)
+            if form is None:
+                form = _edit_form(kinds)
+            edited = form % counts
+            last[:] = kinds, counts, edited
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
                 f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
-                f'{around[0]}{self.stable_prefix_tokens}{around[1]}{form % tuple(edits.values())}}}')
+                f'{around[0]}{self.stable_prefix_tokens}{around[1]}{edited}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
             return text + "}"
         rest = self.to_json()
