@@ -1,16 +1,17 @@
 """The error facts of a result are the lines the rules pick, however the scan finds them: the
-cached scan in core/outcome.py (RE2 over the UTF-8 bytes for candidate lines, each tried in str)
-against the rules applied line by line."""
+cached scan in core/outcome.py (an Aho-Corasick automaton over pieces of the UTF-8 bytes for
+candidate lines, each tried in str) against the rules applied line by line."""
 
 from __future__ import annotations
 
 import re
 import sys
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.core import message
+from breakwater.core import message, outcome
 from breakwater.core.message import Message
 from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, _MENTION, ERROR_WORDS, EXIT_TAIL_CHARS,
                                      STRONG_ERROR, _may_report_exit, error_lines, exit_status, first_error, salient_errors)
@@ -94,6 +95,41 @@ def test_a_scan_goes_on_after_the_right_one_of_lines_that_read_alike():
             assert salient_errors(fresh, limit) == expected[:limit]
 
 
+@contextmanager
+def pieces_of(size: int):
+    """The scan searching `size` bytes at a time (and up to the next newline), so that the texts
+    of a test cross many pieces' ends."""
+    was, outcome._PIECE_BYTES = outcome._PIECE_BYTES, size
+    try:
+        yield
+    finally:
+        outcome._PIECE_BYTES = was
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=120).map("".join), st.integers(1, 48),
+       st.lists(st.integers(1, 5), min_size=1, max_size=3))
+def test_a_scan_over_pieces_of_any_size_picks_the_lines_the_rules_pick(text, size, limits):
+    # every hint, E line and blank of PIECES falls across a piece's end for some size
+    with pieces_of(size):
+        fresh = "".join(list(text))
+        for limit in limits:
+            assert salient_errors(fresh, limit) == by_lines(text, limit)
+
+
+def test_lines_longer_than_a_piece_and_hints_at_either_end_of_the_text():
+    long_line = "x" * 300 + "npm ERR! deep in a long line" + "y" * 300
+    texts = ["Error: at the very start\nok", "ok\nat the very end: fatal", "errERRerrFailedFAILED\nnext error: x",
+             "Traceback (most recent call last):\nValueError: v", "E   assert 1\r\nE\u3000\u3000failed\u00a0x",
+             "\n".join(["ok", long_line, "y" * 500, "E   assert after a long line", long_line]), "", "\n\n\n", "err",
+             "E", "E  x", "\nE  x\n"]
+    for size in (1, 2, 3, 7, 64, 1 << 16):
+        with pieces_of(size):
+            for text in texts:
+                for limit in (1, 2, 3, 5):
+                    assert salient_errors("".join(list(text)), limit) == by_lines(text, limit), (size, text, limit)
+
+
 def test_the_bytes_searched_for_an_e_line_hold_every_blank_it_may_start_with():
     # the candidate pattern names the first byte of each blank's UTF-8 form; a blank of Unicode
     # that begins with another byte would hide a pytest line from the scan
@@ -101,7 +137,8 @@ def test_the_bytes_searched_for_an_e_line_hold_every_blank_it_may_start_with():
     for c in map(chr, range(sys.maxunicode + 1)):
         if blank.match(c):
             line = "\nE" + c + c + "assert 1"
-            assert _CANDIDATE.search(line.encode("utf-8", "surrogatepass")), hex(ord(c))
+            hits = _CANDIDATE.find_matches_as_indexes(line.encode("utf-8", "surrogatepass"))
+            assert [start for _, start, _ in hits] == [0], hex(ord(c))
 
 
 def test_the_bytes_searched_for_an_error_word_hold_every_way_to_write_one():
