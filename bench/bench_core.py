@@ -145,9 +145,12 @@ def main() -> None:
 
 
 FRESH_RUNS = 5
-# The command as the console script runs it, marking (CPU, wall) when it starts reading the session,
-# when it has read it and when it is done; the wrapper only reads clocks.
+# The command as the console script runs it (`cli.run`: `main()`, then `leave`, which ends a one-shot
+# command's process once its output is flushed), marking (CPU, wall) when it starts reading the
+# session, when it has read it and when `main()` is done; the wrapper only reads clocks. A tree from
+# before `leave` (an A/B against an older commit) ends as its console script did.
 FRESH = """import os, sys, time
+from breakwater import cli
 from breakwater.core import commands
 marks = {}
 read = commands.read_session
@@ -157,19 +160,19 @@ def marked(path):
     marks["pipeline"] = (time.process_time(), time.time())
     return log
 commands.read_session = marked
-from breakwater.cli import main
 sys.stdout = open(os.devnull, "w")
-code = main()
+code = cli.main()
 marks["end"] = (time.process_time(), time.time())
 print(repr(marks), file=sys.stderr)
-sys.exit(code)
+sys.exit(getattr(cli, "leave", int)(code))
 """
 
 
 def _fresh_command(path: Path, preset: str) -> dict[str, tuple[float, float]]:
     """Median (CPU, wall) seconds of each phase of the one-shot command, over FRESH_RUNS fresh processes:
     start-up (the interpreter and the imports, until the session starts being read), reading it,
-    the pipeline and the JSON output, and exit (freeing it all); `beyond` is all but start-up."""
+    the pipeline and the JSON output, and exit (flushing, and the kernel's freeing of the process's
+    memory; the interpreter frees nothing for a one-shot command); `beyond` is all but start-up."""
     phases: dict[str, list[tuple[float, float]]] = {}
     for _ in range(FRESH_RUNS):
         t0 = time.time()

@@ -88,3 +88,39 @@ def test_the_workbench_with_no_command_fails_in_one_line_too(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert "tomli_w is broken in this install" in lines[0]
+
+
+# The console script's entry, with an exit hook that shows whether the interpreter's own exit ran.
+ENTRY = ("import atexit, sys; atexit.register(lambda: print('interpreter exit', file=sys.stderr)); "
+         "from breakwater.cli import run; sys.exit(run())")
+
+
+def test_a_one_shot_command_leaves_without_the_interpreter_exit_once_its_output_is_written():
+    from breakwater.core.commands import sample_path
+
+    out = subprocess.run([sys.executable, "-c", ENTRY, "simulate", str(sample_path()), "--json", "--counter",
+                          "heuristic", "--window", "1000"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["totals"]["turns"] > 0   # every byte of it, though never freed
+    assert "over the window" in out.stderr and "interpreter exit" not in out.stderr
+
+
+def test_a_command_that_may_leave_work_behind_ends_through_the_interpreter(tmp_path):
+    out = subprocess.run([sys.executable, "-c", ENTRY, "memory", "show", "--dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert "interpreter exit" in out.stderr
+
+
+def test_a_final_flush_that_fails_ends_as_the_interpreter_ends_it(tmp_path):
+    """Output left in stdout's buffer that the disk cannot take: the interpreter's exit reports it,
+    with its status (120), as a plain script's would, instead of vanishing with a fast exit."""
+    leave = "import sys; from breakwater.cli import leave; print('left in the buffer'); sys.exit(leave(0))"
+    plain = "import sys; print('left in the buffer'); sys.exit(0)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # else print itself fails
+    outs = []
+    for code in (leave, plain):
+        with open("/dev/full", "w") as full:
+            outs.append(subprocess.run([sys.executable, "-c", code, "tokens", "x"], stdout=full,
+                                       stderr=subprocess.PIPE, text=True, timeout=60, env=env))
+    assert outs[0].returncode == outs[1].returncode == 120
+    assert "No space left on device" in outs[0].stderr and outs[0].stderr == outs[1].stderr

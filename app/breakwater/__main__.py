@@ -1,3 +1,3 @@
-from breakwater.cli import main
+from breakwater.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())

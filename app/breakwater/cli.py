@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import signal
 import sys
 
@@ -18,6 +19,9 @@ REGISTRARS = ("breakwater.core.commands", "breakwater.memory.commands", "breakwa
               "breakwater.formats.commands", "breakwater.ui.commands", "breakwater.fidelity.commands",
               "breakwater.agent.commands")
 EVERY = "*"
+# Commands that only read and print: once their output is flushed, nothing of theirs is left to
+# write (no log, lock or temp file), so the process may end without freeing what they built.
+ONE_SHOT = ("simulate", "tokens")
 
 
 def wanted_command(argv: list[str]) -> str | None:
@@ -80,3 +84,22 @@ def _dispatch(args: argparse.Namespace) -> int | None:
 
         func = ui_commands.default
     return func(args)
+
+
+def run() -> int:
+    """The console script (and `python -m breakwater`): `main()`, then `leave`."""
+    return leave(main())
+
+
+def leave(code: int) -> int:
+    """End a one-shot command's process once stdout and stderr are flushed, without the interpreter
+    freeing what it built (tens of MB after a simulate of the 31 MB bench session: ~5 ms). Anything
+    else, or a flush that fails, returns `code` to end as before (the same messages, the same codes)."""
+    if wanted_command(sys.argv[1:]) in ONE_SHOT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001 - the interpreter's own exit reports it, as before
+            return code
+        os._exit(code)
+    return code
