@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from typing import Iterator
 
-import re2
 from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
 
 from breakwater.core.message import Message, ToolCall, kept_utf8, utf8
@@ -46,13 +46,13 @@ _E_LINE = re.compile(r"[eE][^\S\n]{2,}\w")
 _BLANK_LEADS = b"\t\x0b\x0c\r\x1c\x1d\x1e\x1f\x20\xc2\xe1\xe2\xe3"
 _CANDIDATE = BytesAhoCorasick([b"\n" + e + bytes([b]) for e in (b"e", b"E") for b in _BLANK_LEADS]
                               + [h.encode("utf-8") for h in _HINTS], matchkind=MATCHKIND_LEFTMOST_FIRST)
-# a text that mentions an error word holds it in its bytes in some case of its letters, the k of
-# "traceback" perhaps as the Kelvin sign, the one other character whose lowercase is one of theirs
-# (`error_lines` reads the text lowered): a superset, the lines are then found by `error_lines`
-_BYTES = re2.Options()
-_BYTES.encoding = re2.Options.Encoding.LATIN1   # a pattern byte is a byte, not a character
-_MENTION = re2.compile(b"(?i)" + b"|".join(re2.escape(w.encode("utf-8")).replace(b"k", "(?:k|\u212a)".encode("utf-8"))
-                                           for w in ERROR_WORDS), _BYTES)
+# a text that mentions an error word holds it, once its ASCII letters are lowered, in its bytes as
+# written, the k of "traceback" perhaps as the Kelvin sign, the one other character whose lowercase is
+# one of the words' letters (`error_lines` reads the text lowered): a superset, the lines are then
+# found by `error_lines`
+_MENTION = BytesAhoCorasick(list(dict.fromkeys(v.encode("utf-8") for w in ERROR_WORDS
+                                               for v in (w, w.replace("k", "\u212a")))),
+                            matchkind=MATCHKIND_LEFTMOST_FIRST)   # what the SIMD prefilter takes
 _EXIT = re.compile(r"\[exit code:? (-?\d+)\]|\(exit code:? (-?\d+)\)|\bexit(?:ed with)? (?:code|status):? (-?\d+)",
                    re.IGNORECASE)
 # every text _EXIT matches holds "exit" in some case, so an x and an i as the regex engine folds case
@@ -163,12 +163,10 @@ def _scan(data: bytes, strong: tuple[str, ...], pos: int, limit: int) -> tuple[t
     if pos == 0 and data[:1] in (b"e", b"E"):   # an `E   ` line first in the output has no newline before it
         pos = _line_end(data, 0)
         _try(data, 0, pos, found, False)
+    if len(found) >= limit:
+        return tuple(found), pos
     hits, view = _CANDIDATE.find_matches_as_indexes, memoryview(data)
-    while len(found) < limit and pos < n:
-        # pos is at a newline: an `E   ` line right after it is found too, and no needle holds a
-        # newline but first, so none is cut at the piece's end
-        end = data.find(b"\n", pos + _PIECE_BYTES) if pos + _PIECE_BYTES < n else -1
-        end, base = n if end < 0 else end, pos
+    for base, end in _pieces(data, pos):   # pos is at a newline: an `E   ` line right after it is found too
         for _, start, _ in hits(view[base:end]):
             start += base
             if start < pos:   # in a line already tried
@@ -179,8 +177,18 @@ def _scan(data: bytes, strong: tuple[str, ...], pos: int, limit: int) -> tuple[t
             _try(data, start, pos, found, hinted)
             if len(found) >= limit:
                 return tuple(found), pos
+    return tuple(found), n
+
+
+def _pieces(data: bytes, pos: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of the pieces `data` is searched in from `pos` on, each ending at a newline (or the
+    end) some _PIECE_BYTES on: no needle holds a newline but first, so none is cut at a piece's end."""
+    n = len(data)
+    while pos < n:
+        end = data.find(b"\n", pos + _PIECE_BYTES) if pos + _PIECE_BYTES < n else -1
+        end = n if end < 0 else end
+        yield pos, end
         pos = end
-    return tuple(found), pos
 
 
 _PIECE_BYTES = 1 << 16
@@ -234,7 +242,13 @@ def _try(data: bytes, start: int, end: int, found: list[str], hinted: bool) -> N
 
 def _mention(text: str) -> tuple[str, ...]:
     """`error_lines(text, limit=1)`, asked only of a text that may hold an error word."""
-    return tuple(error_lines(text, limit=1)) if _MENTION.search(utf8(text)) else ()
+    return tuple(error_lines(text, limit=1)) if _may_mention(text) else ()
+
+
+def _may_mention(text: str) -> bool:
+    data = utf8(text).lower()   # bytes: only the ASCII letters change
+    view = memoryview(data)
+    return any(_MENTION.find_matches_as_indexes(view[start:end]) for start, end in _pieces(data, 0))
 
 
 def _line_end(data: bytes, start: int) -> int:
