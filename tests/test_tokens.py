@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from breakwater.core import message
 from breakwater.core.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
 from breakwater.core.tokens import (Calibration, TokenCounter, encoding_for_model, heuristic_message,
                                     heuristic_text)
@@ -29,7 +30,8 @@ def test_a_long_text_is_counted_and_measured_as_short_texts_are():
 
     rnd = random.Random(11)
     alphabet = ["a", " ", "\n", "é", "ß", "中", "连接", "✓", "😀", "\ud800", "\udfff", "\x7f", "\x80"]
-    texts = ["x" * 4095 + "中" + "y" * 5000, "x" * 4094 + "é" + "y" * 5000, "x" * 4093 + "😀" + "y" * 5000,
+    edge = message._SPAN   # the characters astride the first span's edge
+    texts = ["x" * (edge - 1) + "中" + "y" * 5000, "x" * (edge - 2) + "é" + "y" * 5000, "x" * (edge - 3) + "😀" + "y" * 5000,
              "中" * (LONG_TEXT + 1), "\ud800" * (LONG_TEXT + 1), "a" * LONG_TEXT + "é"]
     texts += ["".join(rnd.choice(alphabet) * rnd.randrange(1, 3000) for _ in range(rnd.randrange(1, 12)))
               for _ in range(300)]
