@@ -64,22 +64,30 @@ ERROR_LINE_CHARS = 160      # enough to identify an error; a stack of them is no
 
 def exit_status(result: Message) -> int | None:
     """The exit status recorded with a tool result (tier 1's metadata), else the last one its output reports."""
-    meta = result.meta or {}
-    source = meta.get("source")
-    for where in (meta, source if isinstance(source, dict) else {}):
-        code = where.get("exit_code")
-        if isinstance(code, int) and not isinstance(code, bool):
-            return code
-    return _reported_exit(result.content[-EXIT_TAIL_CHARS:])
+    meta = result.meta
+    if meta:
+        source = meta.get("source")
+        for where in (meta, source if isinstance(source, dict) else {}):
+            code = where.get("exit_code")
+            if isinstance(code, int) and not isinstance(code, bool):
+                return code
+    code = _EXITS.get(result.content)
+    if code is None:
+        code = _reported_exit(result.content[-EXIT_TAIL_CHARS:])
+        _EXITS.put(result.content, code)
+    return None if code is _UNREPORTED else code
 
 
-# asked of each result by masking, microcompact and the summary; keyed by the tail alone, which is
-# all it reads: hashing a whole long output would cost more than the search
-@lru_cache(maxsize=1 << 16)
-def _reported_exit(tail: str) -> int | None:
+# asked of each result by masking, microcompact and the summary: kept by the output's identity, which
+# costs less than slicing its tail and hashing that for every ask
+_EXITS = TextCache(1 << 16)
+_UNREPORTED = object()
+
+
+def _reported_exit(tail: str) -> int | object:
     if not _may_report_exit(tail):
-        return None
-    found = None
+        return _UNREPORTED
+    found = _UNREPORTED
     for m in _EXIT.finditer(tail):
         found = int(next(g for g in m.groups() if g is not None))
     return found
