@@ -97,13 +97,14 @@ def test_a_scan_goes_on_after_the_right_one_of_lines_that_read_alike():
 
 @contextmanager
 def pieces_of(size: int):
-    """The scan searching `size` bytes at a time (and up to the next newline), so that the texts
-    of a test cross many pieces' ends."""
-    was, outcome._PIECE_BYTES = outcome._PIECE_BYTES, size
+    """The scan searching `size` bytes first, then twice as many each time up to four times (each
+    piece going on to the next newline), so that the texts of a test cross many pieces' ends."""
+    was = outcome._FIRST_PIECE_BYTES, outcome._PIECE_BYTES
+    outcome._FIRST_PIECE_BYTES, outcome._PIECE_BYTES = size, 4 * size
     try:
         yield
     finally:
-        outcome._PIECE_BYTES = was
+        outcome._FIRST_PIECE_BYTES, outcome._PIECE_BYTES = was
 
 
 @settings(max_examples=400, deadline=None)

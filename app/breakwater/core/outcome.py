@@ -190,16 +190,19 @@ def _scan(data: bytes, strong: tuple[str, ...], pos: int, limit: int) -> tuple[t
 
 def _pieces(data: bytes, pos: int) -> Iterator[tuple[int, int]]:
     """(start, end) of the pieces `data` is searched in from `pos` on, each ending at a newline (or the
-    end) some _PIECE_BYTES on: no needle holds a newline but first, so none is cut at a piece's end."""
-    n = len(data)
+    end) some bytes on: no needle holds a newline but first, so none is cut at a piece's end."""
+    n, width = len(data), _FIRST_PIECE_BYTES
     while pos < n:
-        end = data.find(b"\n", pos + _PIECE_BYTES) if pos + _PIECE_BYTES < n else -1
+        end = data.find(b"\n", pos + width) if pos + width < n else -1
         end = n if end < 0 else end
         yield pos, end
-        pos = end
+        pos, width = end, min(2 * width, _PIECE_BYTES)
 
 
-_PIECE_BYTES = 1 << 16
+# the first piece is small, the next ones each twice the last up to the largest: most scans stop at
+# the first error line, which most outputs that hold one hold early (on the bench session 6 MB of
+# the 29 MB scanned that way were needed)
+_FIRST_PIECE_BYTES, _PIECE_BYTES = 1 << 12, 1 << 16
 
 
 def _scan_on(text: str, strong: tuple[str, ...], pos: int, limit: int) -> tuple[tuple[str, ...], int]:
