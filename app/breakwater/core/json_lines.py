@@ -54,9 +54,9 @@ DIGITS_LIMIT = sys.get_int_max_str_digits() or 4300
 
 
 def shallow(obj: Any) -> bool:
-    """Whether `obj` nests containers fewer than _BRACKETS deep. Asked of what msgspec read from a long
-    line, in place of counting its brackets: a tool output of 15 KB is one string, a walk of one level,
-    where counting reads every byte twice."""
+    """Whether `obj` nests containers fewer than _BRACKETS deep. Asked of what msgspec read (of a line
+    too long to be shallow anyway, or of a message's meta), in place of counting its brackets: a tool
+    output of 15 KB is one string, a walk of one level, where counting reads every byte twice."""
     level = [obj]
     for _ in range(_BRACKETS):
         inner = []
