@@ -28,26 +28,15 @@ class NextPlan:
         soft, hard = self._soft_limit, self._hard_limit
         cut = self._cut()
         jh, js, joined, kept_fu, head_h = framed
-        ledger = self.ledger
-        rank, saved = ledger.rank, ledger.saved
+        tokens = self.ledger.tokens   # the parts of the request, as `_measure` adds them up
         apply = self.calibration.apply
         exact = self.mode == "exact"
         levels = self._stage_levels
-
-        def off(level: int, x: int) -> int:
-            """What stage `level` takes off out[:x] (a ledger level: NEAR for working memory)."""
-            r = rank[level]
-            return saved[level][r[x]] if r is not None else 0
-
-        near = self._near_start(2, js, n)   # working memory, from masking up
-        body = head_h + ledger.prefix[n] - ledger.prefix[js]
-        near_off = off(NEAR, n) - off(NEAR, near)
+        near = self._near_start(2, js, n)   # working memory, from masking up: one form whatever the level
+        near_h = head_h + tokens(NEAR, near, n)
         wholes = []   # (calibrated, plain) of the request at each stage level throughout
         for lv in levels:
-            if lv < 2:
-                h = body - off(lv, n) + off(lv, js)
-            else:
-                h = body - off(lv, near) + off(lv, js) - near_off
+            h = head_h + tokens(lv, js, n) if lv < 2 else near_h + tokens(lv, js, near)
             t = apply(h)
             if exact and self._in_band(t):
                 return None   # tiktoken counts it
@@ -67,8 +56,8 @@ class NextPlan:
                 if kept < ns:
                     # before the kept boundary at `lv`, after it at `below`; working memory too, but at
                     # its own form when `below` masks
-                    h = body - off(lv, kept) + off(lv, js) + off(below, kept)
-                    h -= off(below, ns) + near_off if below >= 2 else off(below, n)
+                    h = tokens(lv, js, kept) + (near_h + tokens(below, kept, ns) if below >= 2
+                                                else head_h + tokens(below, kept, n))
                     sent = apply(h)
                     if sent > soft or (exact and self._in_band(sent)):
                         return None   # the boundary moves
