@@ -174,8 +174,7 @@ def test_each_message_is_entered_with_the_counts_of_the_forms_the_stages_build(p
         pipe = Pipeline(policy)
         for i, (msg, call) in enumerate(_varied_results(policy)):
             pipe.calls = {"c1": call} if call else {}
-            pipe.ledger.add(heuristic_message(msg), True)
-            pipe.ledger.add_forms(i, heuristic_message(msg), pipe._form_tokens(msg, call))
+            pipe.ledger.add(heuristic_message(msg), True, pipe._form_tokens(msg, call))
             assert _entered(pipe.ledger, i) == _built_counts(pipe, msg), (policy, msg.id)
 
 
@@ -189,18 +188,14 @@ def test_the_ledger_sums_what_each_level_makes_of_each_message():
             forms = {1: ("snipped", t0 // 2), 2: ("masked", 7), 3: ("microcompacted", 4), NEAR: ("snipped", t0 - 1)}
         elif i % 5 == 0:
             forms = {2: ("folded", 9), 3: ("folded", 9)}
-        ledger.add(t0, i % 4 != 1)
-        if forms:
-            ledger.add_forms(i, t0, [(L, k, t) for L, (k, t) in forms.items()])
+        ledger.add(t0, i % 4 != 1, [(L, k, t) for L, (k, t) in forms.items()])
         if i % 7 == 0:
             ledger.add_truncated(i)
         rows.append((t0, forms))
     ledger.truncate(250)   # what the sanitizer changed is entered again
     for i in range(250, 300):
         t0, forms = rows[i]
-        ledger.add(t0, i % 4 != 1)
-        if forms:
-            ledger.add_forms(i, t0, [(L, k, t) for L, (k, t) in forms.items()])
+        ledger.add(t0, i % 4 != 1, [(L, k, t) for L, (k, t) in forms.items()])
         if i % 7 == 0:
             ledger.add_truncated(i)
     for a, b in ((0, 300), (17, 17), (3, 251), (249, 250), (120, 299)):
@@ -293,10 +288,8 @@ def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
     pipe = Pipeline(PRESETS["breakwater"])
     for i in range(40):
         t0 = 5 + (i * 37) % 90
-        pipe.ledger.add(t0, True)
-        if i % 3 == 0:
-            pipe.ledger.add_forms(i, t0, [(1, "snipped", t0 // 2), (2, "masked", 3), (3, "microcompacted", 2),
-                                          (NEAR, "snipped", t0 - 1)])
+        pipe.ledger.add(t0, True, [(1, "snipped", t0 // 2), (2, "masked", 3), (3, "microcompacted", 2),
+                                   (NEAR, "snipped", t0 - 1)] if i % 3 == 0 else ())
     for level, lower, boundary, near_start in product(range(4), range(4), range(0, 41, 3), range(0, 41, 4)):
         plan = Plan(1, 40, 0, 0, level, near_start, None, [], 0, 0, 0, "soft", "estimate", True,
                     lower=lower, boundary=boundary)

@@ -89,17 +89,16 @@ class Ledger:
         for arr in (self.truncated, self.group_starts):
             del arr[bisect_left(arr, d):]
 
-    def add(self, t0: int, group_start: bool) -> None:
-        """Enter the next message, its heuristic tokens as logged; then what changes it, if anything."""
+    def add(self, t0: int, group_start: bool, forms: Iterable[tuple[int, str, int]] = ()) -> None:
+        """Enter the next message: its heuristic tokens as logged, and (level, kind, tokens) for each
+        level that changes it, in level order."""
+        i = len(self.tok0)
         if group_start:
-            self.group_starts.append(len(self.tok0))
+            self.group_starts.append(i)
         self.tok0.append(t0)
         self.prefix.append(self.prefix[-1] + t0)
         for r in self._ranks:
             r.append(r[-1])
-
-    def add_forms(self, i: int, t0: int, forms) -> None:
-        """Message i (the last entered): (level, kind, tokens) for each level that changes it."""
         for L, kind, tokens in forms:
             changed, cums = self.changed[L], self.kinds[L]
             for k, arr in cums:
@@ -115,7 +114,7 @@ class Ledger:
             saved.append(saved[-1] + t0 - tokens)
             r = self.rank[L]
             if r is None:   # the level's first: none below any position up to i
-                r = self.rank[L] = array("i", bytes(4 * (len(self.tok0) + 1)))
+                r = self.rank[L] = array("i", bytes(4 * (i + 2)))
                 self._ranks.append(r)
             r[-1] += 1
 

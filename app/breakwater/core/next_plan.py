@@ -14,7 +14,7 @@ from breakwater.core.plan import Plan
 
 
 class NextPlan:
-    def _plan_next(self, n: int, framed: tuple, base: int, plain: int) -> Plan | None:
+    def _plan_next(self, n: int, cut: int, framed: tuple, base: int, plain: int) -> Plan | None:
         """The plan of a request over the soft limit with nothing pending (no trigger, no compaction
         just made or undone), when the general path would neither compact nor search a boundary nor
         shape the history: the first stage level whose whole request is under the soft limit,
@@ -26,7 +26,6 @@ class NextPlan:
         if n < p.fast_path_min_messages or self._last_failure:
             return None   # too short for the soft zone to be searched; a note to give
         soft, hard = self._soft_limit, self._hard_limit
-        cut = self._cut()
         jh, js, joined, kept_fu, head_h = framed
         tokens = self.ledger.tokens   # the parts of the request, as `_measure` adds them up
         apply = self.calibration.apply

@@ -221,7 +221,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             self._indexed = d
         fresh = self._fresh
         pins, fold_min = self.pins, self.policy.fold_min_chars
-        add = ledger.add
+        add, shared_forms = ledger.add, self._shared_forms
         for i in range(d, len(out)):
             entry = out[i]
             msg = entry.message
@@ -229,18 +229,16 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if t0 is None:
                 t0 = heuristic_message(msg)
             role = msg.role
-            add(t0, role != "tool")
             # the soft-zone stages change tool results and assistant text only (SPEC §4), the text
             # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
-            if not (role == "user" or role == "system" or (role == "assistant" and len(msg.content) <= fold_min)
-                    or (pins and any(s in pins for s in entry.sources))):
-                changed = self._shared_forms(msg)
-                if changed:
-                    ledger.add_forms(i, t0, changed)
-            if role == "tool" and msg.meta:
-                src = msg.meta.get("source")
-                if isinstance(src, dict) and src.get("dropped_lines"):
-                    ledger.add_truncated(i)
+            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min):
+                add(t0, role != "tool", () if pins and any(s in pins for s in entry.sources) else shared_forms(msg))
+                if role == "tool" and msg.meta:
+                    src = msg.meta.get("source")
+                    if isinstance(src, dict) and src.get("dropped_lines"):
+                        ledger.add_truncated(i)
+            else:
+                add(t0, True)
 
     def _index_of(self, mid: str, look: bool = True) -> int | None:
         """Index of the sanitized message that stands for log message `mid` (the last, if several do).
@@ -286,16 +284,18 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         p = self.policy
         n = len(self.san.out)
 
-        def base_of() -> tuple[tuple, tuple[int, str, int]]:
-            framed = self._frame(self._cut(), n)
+        def base_of(cut: int) -> tuple[tuple, tuple[int, str, int]]:
+            framed = self._frame(cut, n)
             return framed, self._measure(framed[0], 0, framed[1], n, n, None, None, framed[4])
 
         # the whole request from the cut at no stage: the zone, and the soft zone's first shape
-        framed, measured = base_of()
+        cut = self._cut()
+        framed, measured = base_of(cut)
         base, counted = measured[0], measured[1]
         if counted == "estimate" and not (force_deep or self.triggers or self._compacted_since_view
                                           or self._undone_since_view):
-            plan = self._plan_safe(n, framed, base, measured[2]) or self._plan_next(n, framed, base, measured[2])
+            plan = self._plan_safe(n, cut, framed, base, measured[2]) \
+                or self._plan_next(n, cut, framed, base, measured[2])
             if plan is not None:
                 return self._finish(plan)
         notes: list[str] = []
@@ -317,7 +317,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
-            framed, measured = base_of()
+            framed, measured = base_of(self._cut())
             base, counted = measured[0], measured[1]
         else:
             base_reported = base
@@ -336,7 +336,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             self._compacted_since_view = False
             shape = self._fit(n, trigger_level, fast)
         if new_comp is not None:
-            new_comp = replace(new_comp, tokens_after=base_of()[1][0])
+            new_comp = replace(new_comp, tokens_after=base_of(self._cut())[1][0])
             self.active[-1].comp = new_comp
         if self._last_failure:
             notes.append(f"summary rejected ({self._last_failure}); the extractive summary stands in")
@@ -352,14 +352,13 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                     shape.head_heuristic)
         return self._finish(plan)
 
-    def _plan_safe(self, n: int, framed: tuple, est: int, h: int) -> Plan | None:
+    def _plan_safe(self, n: int, cut: int, framed: tuple, est: int, h: int) -> Plan | None:
         """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
         under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
         short messages): what the general path decides then, in a few lookups. None otherwise.
         `est` and `h`: the request at no stage by the calibrated and the plain heuristic, an estimate
         (not near the limits, where tiktoken counts); `framed`: `_frame` of the cut."""
         p = self.policy
-        cut = self._cut()
         jh, js, joined, kept_fu, head_h = framed
         if est <= self._soft_limit:
             zone, level, near_start = "safe", 0, n

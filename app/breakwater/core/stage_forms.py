@@ -20,7 +20,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.snip import head_tail, snip_marker
-from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, ascii_chars, heuristic_message, heuristic_text
+from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
 
 # The counts of the far forms of long messages, shared by every pipeline of the same policy (a
 # re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry
@@ -41,7 +41,10 @@ def _head_tail_tokens(text: str, head: int, tail: int, marker) -> int:
     mark = len(marker(end - head))   # ASCII
     if text.isascii():
         return (head + mark + tail) // 4 + 1
-    kept = ascii_chars(text[:head]) + ascii_chars(text[end:])   # new slices: no cache would find them again
+    # new slices, which no cache would find again; `ascii_chars` inlined (two calls for each long result)
+    a, b = text[:head], text[end:]
+    kept = (len(a) if a.isascii() else len(a.encode("ascii", "ignore"))) \
+        + (len(b) if b.isascii() else len(b.encode("ascii", "ignore")))
     return (kept + mark) // 4 + (head + tail - kept) // 2 + 1
 
 
@@ -72,33 +75,45 @@ class StageForms:
         extra = MESSAGE_OVERHEAD
         for c in msg.tool_calls:
             extra += heuristic_text(c.name) + heuristic_text(c.arguments) + TOOL_CALL_OVERHEAD
-        tool = role == "tool"
-        snipped = masked = near = None   # (kind, tokens) at each level
-        if tool and p.snip and size > p.snip_threshold_chars:
-            snipped = masked = near = ("snipped", _head_tail_tokens(text, p.snip_head_chars, p.snip_tail_chars,
-                                                                     snip_marker) + extra)
+        if role != "tool":
+            if role != "assistant" or size <= p.fold_min_chars or not (p.mask or p.microcompact):
+                return ()
+            # folded from masking up (microcompact folds as masking does)
+            line = fold_placeholder(text)   # ASCII
+            folded = len(line) // 4 + 1 + extra
+            return ((2, "folded", folded), (3, "folded", folded)) if p.mask else ((3, "folded", folded),)
+        snipped = masked = near = None   # tokens at each level
+        if p.snip and size > p.snip_threshold_chars:
+            snipped = masked = near = _head_tail_tokens(text, p.snip_head_chars, p.snip_tail_chars,
+                                                        snip_marker) + extra
+        masked_kind = near_kind = "snipped"
         facts = None
         if p.mask:
-            if tool and size > p.mask_min_chars:
+            if size > p.mask_min_chars:
                 facts = outcome_facts(msg)
-                masked = ("masked", heuristic_text(mask_stage.masked_text(msg, facts)) + extra)
-            elif role == "assistant" and size > p.fold_min_chars:
-                masked = ("folded", heuristic_text(fold_placeholder(text)) + extra)
-            if tool and size > p.working_memory_max_chars:
-                near = ("snipped", _head_tail_tokens(text, p.working_memory_head_chars, p.working_memory_tail_chars,
-                                                     middle_marker) + extra)
-        micro = masked
+                line = mask_stage.masked_text(msg, facts)
+                masked, masked_kind = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra, "masked"
+            if size > p.working_memory_max_chars:
+                near = _head_tail_tokens(text, p.working_memory_head_chars, p.working_memory_tail_chars,
+                                         middle_marker) + extra
+        micro, micro_kind = masked, masked_kind
         if p.microcompact:
-            if tool:
-                line = micro_stage.skeleton(msg, call, facts)
-                if len(line) < size:
-                    micro = ("microcompacted", heuristic_text(line) + extra)
-            elif role == "assistant" and size > p.fold_min_chars:
-                micro = ("folded", heuristic_text(fold_placeholder(text)) + extra)
+            line = micro_stage.skeleton(msg, call, facts)
+            if len(line) < size:
+                micro = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra
+                micro_kind = "microcompacted"
         if micro is None and near is None:   # level 3 changes whatever 1 and 2 do
             return ()
-        return tuple((L, *form) for L, form in ((1, snipped), (2, masked), (3, micro), (NEAR, near))
-                     if form is not None)
+        forms = []
+        if snipped is not None:
+            forms.append((1, "snipped", snipped))
+        if masked is not None:
+            forms.append((2, masked_kind, masked))
+        if micro is not None:
+            forms.append((3, micro_kind, micro))
+        if near is not None:
+            forms.append((NEAR, near_kind, near))
+        return tuple(forms)
 
     def _pinned(self, i: int) -> bool:
         return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
