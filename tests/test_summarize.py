@@ -1,4 +1,5 @@
 import json
+import re
 
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.policy import Policy
@@ -141,3 +142,70 @@ def test_commands_run_are_listed_with_their_exit_status_most_recent_first_within
     assert f"({60 - len(ran)} earlier commands run, not listed)" in body
     later = ExtractiveSummarizer().summarize([Message("v", "user", "go on")], body, P).text
     assert f"({60 - len(ran)} earlier commands run, not listed)" in later and ran[-1] in later
+
+
+# the hand-written patterns the word lists replaced
+SEED_DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
+                           r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
+SEED_CONSTRAINT = re.compile(
+    r"(?i)\b(?:don't|do not|never|must|always|keep|only|avoid|without|make sure|instead|rather than|"
+    r"no longer|stop|shouldn't|should not|not allowed|prefer|leave)\b|不要|别|必须|只能|不能|保持|避免|而不是|"
+    r"改成|改用|不许|禁止|务必|符合|规范|注意|保留")
+
+
+SEED_WORDS = {SEED_DECISION: ("decided", "decide", "will use", "instead", "because", "switched to", "switch to", "let's",
+                              "plan is", "i'll", "we'll", "should", "决定", "改用", "选择", "因为", "打算"),
+              SEED_CONSTRAINT: ("don't", "do not", "never", "must", "always", "keep", "only", "avoid", "without",
+                                "make sure", "instead", "rather than", "no longer", "stop", "shouldn't", "should not",
+                                "not allowed", "prefer", "leave", "不要", "别", "必须", "只能", "不能", "保持", "避免",
+                                "而不是", "改成", "改用", "不许", "禁止", "务必", "符合", "规范", "注意", "保留")}
+
+
+def _spellings(word: str) -> list[str]:
+    """A word as a text may write it: in every case, and with the characters (?i) takes for i, s and k."""
+    alike = word.replace("i", "\u0130").replace("s", "\u017f").replace("k", "\u212a")
+    return [word, word.upper(), word.title(), word.swapcase(), alike, word.replace("i", "\u0131"),
+            word[:-1] + word[-1:].upper(), word[1:], word[:-1]]
+
+
+def _texts_around(words: tuple[str, ...]) -> list[str]:
+    """Texts holding each word, or a near miss of it, at either end of a sentence, inside a word, after a
+    bullet or a Chinese full stop, among non-ASCII text, across a line break; and texts holding none."""
+    texts = ["", "ok", "   \n\n  ", "一二三四五六七八九十一二三", "nothing to report here at all.", "\r\n".join(["x"] * 30)]
+    for word in words:
+        for w in _spellings(word):
+            texts += [w, f"{w} the parser now, it was too slow.", f"Then we {w}.", f"x{w} the thing here",
+                      f"the thing here {w}x", f"- {w} keep the old config around", f"1. {w} use the new cache",
+                      f"完成了。{w} the retry loop is gone", f"我们{w}这样做比较好吧", f"ça va, {w} — déjà vu, naïve",
+                      f"first line\n{w}\nlast line of it", f"{w}'s meaning unclear here", f"a? {w}? b?",
+                      f"long enough text\t{w}\ttabbed"]
+    return texts
+
+
+def test_the_words_patterns_find_what_the_seed_patterns_found():
+    from breakwater.core.summarize import _DECISION, USER_CONSTRAINT
+
+    for pattern, seed in ((_DECISION, SEED_DECISION), (USER_CONSTRAINT, SEED_CONSTRAINT)):
+        for text in _texts_around(SEED_WORDS[seed] + ("switchedto", "plan  is", "do  not")):
+            assert bool(pattern.search(text)) == bool(seed.search(text)), text
+
+
+def test_a_text_may_say_holds_every_sentence_the_patterns_find():
+    """`may_say` spares the sentence split of a text that holds none of the words: it must never miss one,
+    and the decisions and instructions found must be those of every sentence tried."""
+    from breakwater.core.summarize import (_DECISION, CONSTRAINT_CJK, CONSTRAINT_WORDS, DECISION_CJK, DECISION_WORDS,
+                                           USER_CONSTRAINT, _clip, decision_lines, may_say, sentences)
+
+    for pattern, words, cjk in ((_DECISION, DECISION_WORDS, DECISION_CJK),
+                                (USER_CONSTRAINT, CONSTRAINT_WORDS, CONSTRAINT_CJK)):
+        texts = _texts_around(words + cjk)
+        texts += [" ".join(texts[k:k + 7]) for k in range(0, len(texts), 5)]
+        for text in texts:
+            if pattern.search(text):
+                assert may_say(text, words, cjk), text
+        assert any(not may_say(t, words, cjk) for t in texts)   # the short cut is taken
+    for text in _texts_around(DECISION_WORDS + DECISION_CJK):
+        assert decision_lines(text) == tuple(_clip(s, 220) for s in sentences(text) if _DECISION.search(s)), text
+    for text in _texts_around(CONSTRAINT_WORDS + CONSTRAINT_CJK):
+        want = [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
+        assert user_instructions(text) == want, text

@@ -129,17 +129,30 @@ def garbled(text: str) -> str | None:
 
 # -- the offline extractive summarizer -----------------------------------------------------------
 _PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w@.-]+/)*[\w@-][\w.@-]*\.[A-Za-z][\w]{0,9})(?![\w/])")
-_DECISION = re.compile(r"(?i)\b(decided|decide|will use|instead|because|switch(?:ed)? to|let's|plan is|"
-                       r"i'll|we'll|should)\b|决定|改用|选择|因为|打算")
+# the words of a decision (as whole words, in any case) and their Chinese counterparts
+DECISION_WORDS = ("decided", "decide", "will use", "instead", "because", "switched to", "switch to", "let's",
+                  "plan is", "i'll", "we'll", "should")
+DECISION_CJK = ("决定", "改用", "选择", "因为", "打算")
+
+
+def _words_pattern(words: tuple[str, ...], cjk: tuple[str, ...]) -> re.Pattern:
+    return re.compile(r"(?i)\b(?:" + "|".join(map(re.escape, words)) + r")\b|" + "|".join(cjk))
+
+
+_DECISION = _words_pattern(DECISION_WORDS, DECISION_CJK)
 _SECTION_LINE = re.compile(r"^- (.*)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s+|(?<=[。！？；])|\n+")
 _BULLET = re.compile(r"^(?:[-*•>#]+|\d+[.)])\s+")
 MIN_SENTENCE_CHARS = 12
 # what a user says to keep doing, stop doing or never do: corrections, limits, preferences
-USER_CONSTRAINT = re.compile(
-    r"(?i)\b(?:don't|do not|never|must|always|keep|only|avoid|without|make sure|instead|rather than|"
-    r"no longer|stop|shouldn't|should not|not allowed|prefer|leave)\b|不要|别|必须|只能|不能|保持|避免|而不是|"
-    r"改成|改用|不许|禁止|务必|符合|规范|注意|保留")
+CONSTRAINT_WORDS = ("don't", "do not", "never", "must", "always", "keep", "only", "avoid", "without", "make sure",
+                    "instead", "rather than", "no longer", "stop", "shouldn't", "should not", "not allowed", "prefer",
+                    "leave")
+CONSTRAINT_CJK = ("不要", "别", "必须", "只能", "不能", "保持", "避免", "而不是", "改成", "改用", "不许", "禁止", "务必",
+                  "符合", "规范", "注意", "保留")
+USER_CONSTRAINT = _words_pattern(CONSTRAINT_WORDS, CONSTRAINT_CJK)
+# the characters outside ASCII that (?i) takes for an ASCII letter: İ and ı for i, ſ for s, the Kelvin sign for k
+_CASE_ALIKE = "\u0130\u0131\u017f\u212a"
 
 MAX_ITEMS = {"Key decisions": 8, "Errors and resolutions": 10}
 MAX_READ_PATHS = 40  # every changed path is kept; read ones up to this many, the most recent
@@ -172,15 +185,33 @@ def sentences(text: str) -> Iterator[str]:
             yield found
 
 
+def may_say(text: str, words: tuple[str, ...], cjk: tuple[str, ...]) -> bool:
+    """False when `_words_pattern(words, cjk)` cannot find anything in `text`: none of the words is in
+    it lowered, and none of the Chinese ones, and no character (?i) would take for an ASCII letter
+    (a handful of substring searches, where the pattern tries its words at every character)."""
+    if not text.isascii() and (any(c in text for c in cjk) or any(c in text for c in _CASE_ALIKE)):
+        return True
+    low = text.lower()
+    return any(w in low for w in words)
+
+
+# a sentence is a piece of its text, so a text `may_say` nothing of has no sentence to find: most of
+# the replies and messages a summary covers are not split at all
 @lru_cache(maxsize=1 << 14)   # a compaction redone further, every simulation of a session: the same replies
 def decision_lines(text: str) -> tuple[str, ...]:
     """The sentences of an assistant reply that state a decision, each cut to a readable length."""
-    return tuple(_clip(s, 220) for s in sentences(text) if _DECISION.search(s))
+    if not may_say(text, DECISION_WORDS, DECISION_CJK):
+        return ()
+    return tuple(_clip(s, 220) for s in sentences(text)
+                 if may_say(s, DECISION_WORDS, DECISION_CJK) and _DECISION.search(s))
 
 
 def user_instructions(text: str) -> list[str]:
     """The sentences of a user message that correct, constrain or state a preference (not questions)."""
-    return [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
+    if not may_say(text, CONSTRAINT_WORDS, CONSTRAINT_CJK):
+        return []
+    return [s for s in sentences(text) if may_say(s, CONSTRAINT_WORDS, CONSTRAINT_CJK) and USER_CONSTRAINT.search(s)
+            and not s.endswith(("?", "？"))]
 
 
 def _parse_previous(previous: str | None) -> dict[str, list[str]]:
