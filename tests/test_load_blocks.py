@@ -179,3 +179,25 @@ def test_thousands_of_short_lines_taken_a_batch_at_a_time(tmp_path):
     assert len(reference.issues) == 5
     same(loaded(path, 1 << 20, short_lines=session_log._SHORT_LINES), reference)
     same(loaded(path, 1 << 16, short_lines=-1), reference)
+
+
+@pytest.mark.parametrize("padding", [0, 200])
+def test_a_line_nested_near_the_json_limit_reads_the_same_whoever_reads_it_and_wherever(tmp_path, monkeypatch, padding):
+    """The json module's nesting limit depends on how deep the stack is: every line not taken as a
+    message meets it at the same depth, in the first block or after it, whether msgspec decoded it
+    (and it was not a message the fast way takes) or refused it."""
+    m = '{"type": "message", "id": "x", "turn": 2, "role": "assistant", "content": "c"'
+    deep = [m + ', "meta": {"x": ' + "[" * d + "]" * d + "}}" for d in range(600, 1000)]
+    plain = [msg(k, content=f"padding {k}") for k in range(padding)]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(text + "\n" for text in [line(HEADER), *plain, *deep]), encoding="utf-8")
+
+    def read(block):
+        got = loaded(path, block, short_lines=8)
+        return [e.to_record() for e in got.entries], [(i.line, i.reason) for i in got.issues]
+
+    fast = read(4096)
+    assert any("nested too deeply" in reason for _, reason in fast[1])   # the limit is within the range
+    monkeypatch.setattr(session_log, "_DECODE_MESSAGE", lambda raw: json.loads("[1, }"))   # refuse every line
+    assert read(4096) == fast
+    assert read(1 << 20) == fast

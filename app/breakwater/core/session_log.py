@@ -12,6 +12,7 @@ model, it never edits this file.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import re
 import threading
@@ -263,19 +264,17 @@ class _Loader:
         if not first:
             return
         self.line(1, first)
-        lineno, rest = self.blocks(fh, 1)
+        lineno, pending, rest = self.blocks(fh, 1)
         if rest:
-            lineno += 1
-            self.line(lineno, rest + fh.readline())
-        # line by line: the message lines decoded one at a time but taken a batch at a time (a million
-        # short lines: no call for each)
+            pending.append(rest + fh.readline())
+        # line by line from there, the rest of the last block first: the message lines decoded one at
+        # a time but taken a batch at a time (a million short lines: no call for each)
         decode, items, raws = _DECODE_MESSAGE, [], []
-        for raw in fh:
+        for raw in itertools.chain(pending, fh):
             try:
                 items.append(decode(raw))
             except (ValueError, RecursionError):   # msgspec.ValidationError is a ValueError
-                lineno = self.batch(items, raws, lineno) + 1
-                self.general(lineno, raw)
+                lineno = self.batch([], [raw], self.batch(items, raws, lineno))
                 continue
             raws.append(raw)
             if len(raws) == 1024:
@@ -283,20 +282,23 @@ class _Loader:
         self.batch(items, raws, lineno)
 
     def batch(self, items: list[_MessageLine], raws: list[bytes], lineno: int) -> int:
-        """Take lines lineno + 1, ... (`raws`, decoded as `items`); empty both; the lines read."""
+        """Take lines lineno + 1, ... (`raws`, the first of them decoded as `items`); empty both; the
+        lines read. Every line not taken as a message is read by `line`, from here: the json module's
+        nesting limit depends on how deep the stack is, so each meets it at the same depth, whichever
+        lines are around it or whichever block it came in."""
         taken = self.take(items, lineno)
         for k in range(taken, len(raws)):
-            (self.general if k == taken else self.line)(lineno + k + 1, raws[k])
+            self.line(lineno + k + 1, raws[k])
         lineno += len(raws)
         items.clear()
         raws.clear()
         return lineno
 
-    def blocks(self, fh, lineno: int) -> tuple[int, bytes]:
+    def blocks(self, fh, lineno: int) -> tuple[int, list[bytes], bytes]:
         """Take blocks of long message lines, each decoded in one call, from line lineno + 1 on: until
         one is not all message lines or its lines are short (one call each costs little; finding them
-        in Python would cost more), then its lines one by one. Returns the lines read and the start
-        of the next one."""
+        in Python would cost more). Returns the lines taken, the whole lines of the last block not
+        taken, and the start of the line after them."""
         buf = bytearray(BLOCK)
         view = memoryview(buf)
         have = 0     # the start of buf: a line not ended yet
@@ -322,14 +324,13 @@ class _Loader:
             start = 0
             for _ in range(taken):
                 start = buf.find(b"\n", start, cut) + 1
-            lineno += taken
+            pending = []
             while start < cut:
                 nl = buf.find(b"\n", start, cut) + 1
-                lineno += 1
-                self.line(lineno, bytes(view[start:nl]))
+                pending.append(bytes(view[start:nl]))
                 start = nl
-            return lineno, bytes(view[cut:end])
-        return lineno, bytes(view[:have])
+            return lineno + taken, pending, bytes(view[cut:end])
+        return lineno, [], bytes(view[:have])
 
     def messages(self, block: memoryview, lines: int, lineno: int) -> int:
         """How many of `block`'s first lines were taken as messages, decoded all in one call. Each
