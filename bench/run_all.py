@@ -6,15 +6,25 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-for name in ("bench_core", "bench_cli", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats",
-             "bench_fidelity", "bench_ui", "bench_scale", "bench_tune"):
-    path = HERE / f"{name}.py"
-    if not path.exists():
-        continue
-    print(f"== {name}", flush=True)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    mod.main()
-    print(flush=True)
+NAMES = ("bench_core", "bench_cli", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats",
+         "bench_fidelity", "bench_ui", "bench_scale", "bench_tune")
+
+
+def main(names=NAMES) -> None:
+    for name in names:
+        path = HERE / f"{name}.py"
+        if not path.exists():
+            continue
+        print(f"== {name}", flush=True)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        mod.main()
+        print(flush=True)
+
+
+# dask's LocalCluster (bench_fidelity) starts its workers by spawning, and a spawned process imports
+# this script again as its main module: only a run from the command line runs the benchmarks.
+if __name__ == "__main__":
+    main(tuple(sys.argv[1:]) or NAMES)
