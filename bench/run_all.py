@@ -13,8 +13,6 @@ NAMES = ("bench_core", "bench_cli", "bench_tools", "bench_memory", "bench_agent"
 def main(names=NAMES) -> None:
     for name in names:
         path = HERE / f"{name}.py"
-        if not path.exists():
-            continue
         print(f"== {name}", flush=True)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
@@ -27,4 +25,7 @@ def main(names=NAMES) -> None:
 # dask's LocalCluster (bench_fidelity) starts its workers by spawning, and a spawned process imports
 # this script again as its main module: only a run from the command line runs the benchmarks.
 if __name__ == "__main__":
+    unknown = [name for name in sys.argv[1:] if name not in NAMES]
+    if unknown:
+        sys.exit(f"run_all.py: no benchmark {', '.join(unknown)}; the benchmarks: {', '.join(NAMES)}")
     main(tuple(sys.argv[1:]) or NAMES)

@@ -23,3 +23,10 @@ def test_importing_the_runner_as_a_spawned_process_runs_no_benchmark():
 def test_the_runner_names_every_benchmark_in_the_folder():
     names = runpy.run_path(str(BENCH / "run_all.py"), run_name="run_all")["NAMES"]
     assert set(names) == {p.stem for p in BENCH.glob("bench_*.py")}
+
+
+def test_a_benchmark_name_the_runner_does_not_know_is_refused_by_name():
+    done = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "bench_core", "bench_nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "no benchmark bench_nope" in done.stderr and done.stdout == ""
