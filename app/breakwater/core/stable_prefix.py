@@ -29,6 +29,7 @@ class StablePrefix:
             plan.stable_prefix_tokens = self._stable_prefix(plan)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
+        plan.changed_from = self._changed_from
         self._previous, self._changed_from = plan, plan.n
         return plan
 
