@@ -144,7 +144,8 @@ async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path
             area.text = "## Original goal\n- EDITED BY THE USER"
             # the user's text keeps none of them: the list says so before it is accepted
             await until(pilot, lambda: len(dialog.query_one(WouldLose).lost) == len(dialog.at_risk))
-            assert f"Would lose {len(dialog.at_risk)} of {len(dialog.at_risk)} facts" in screen_text(app)
+            n = len(dialog.at_risk)
+            assert f"Would lose {n} of {n} fact{'' if n == 1 else 's'}" in screen_text(app)
             await pilot.press("ctrl+s")
             await until(pilot, lambda: events(app.agent.log, "compaction"))
             await idle(pilot)

@@ -212,7 +212,7 @@ class ChatScreen(ReplayScreen):
 
     async def _review(self, proposal: SummaryProposal) -> SummaryDecision:
         before = self.detail.view if self.detail is not None else None
-        at_risk = await self.facts_at_risk(proposal.covered, before, before.turn) if before is not None else None
+        at_risk = await self.facts_at_risk(proposal, before, before.turn) if before is not None else None
         return await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
 
     # -- control by hand: the agent logs it --------------------------------------------------------

@@ -449,7 +449,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
-        at_risk = await self.facts_at_risk(proposal.covered, before, turn)
+        at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":
             self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)
