@@ -232,3 +232,31 @@ async def test_errors_are_notifications_and_the_app_goes_on(tmp_path):
             assert app.is_running
             assert "after the retry" in screen_text(app)
             await pilot.press("ctrl+q")
+
+
+async def test_a_deep_compaction_undone_before_the_next_request_is_not_counted(tmp_path):
+    steps = [step for k in range(3) for step in (bash(f"seq {k} 400"), Reply(text=f"round {k}"))]
+    with serve(Script(steps), window=4000) as server:
+        app = chat_app(server, tmp_path, window=4000)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            for k in range(3):
+                await say(pilot, f"part {k}")
+                await idle(pilot)
+            screen = app.screen
+            counted = [line for line in screen_text(app).splitlines() if "deep compaction" in line and "▼" in line]
+            screen.query_one(MessageList).focus()
+            await pilot.press("D")
+            await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: events(app.agent.log, "compaction"))
+            await idle(pilot)
+            await pilot.press("u")
+            await until(pilot, lambda: events(app.agent.log, "undo"))
+            await until(pilot, lambda: screen.replay.log.events[-1].type == "undo")
+            await idle(pilot)
+            await until(pilot, lambda: not screen.replay.simulation.recorded)
+            assert [line for line in screen_text(app).splitlines()
+                    if "deep compaction" in line and "▼" in line] == counted
+            assert "recorded in the transcript" not in screen_text(app)
+            await pilot.press("ctrl+q")

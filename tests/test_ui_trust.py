@@ -83,3 +83,31 @@ async def test_the_deep_compaction_preview_shows_the_request_and_the_losses_it_w
         assert screen.query_one(Gauges).detail.view.sent_tokens == proposal.tokens_after
         assert f"sent ≈{proposal.tokens_after:,}" in screen_text(app)
         assert missing(screen, turn) - missing_now == lost
+
+
+def compaction_line(app) -> str:
+    return next(line for line in screen_text(app).splitlines() if "deep compaction" in line and "▼" in line)
+
+
+async def test_an_undone_deep_compaction_is_no_longer_counted_nor_after_reopening(tmp_path):
+    path = recording(tmp_path)
+    turn = 60
+    app = open_app(path, turn=turn)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, turn)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        await until(pilot, lambda: screen.fidelity is not None, 180)
+        counted = compaction_line(app)
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        await pilot.press("ctrl+s")
+        await settled(pilot, turn, 1, path, screen.fidelity)
+        assert "by this policy, 1 recorded" in compaction_line(app)
+        await press_and_settle(pilot, "u", turn, path)
+        assert compaction_line(app) == counted
+        assert screen.replay.simulation.recorded == []
+    again = open_app(path, turn=turn)
+    async with again.run_test(size=SIZE) as pilot:
+        await ready(pilot, turn)
+        assert compaction_line(again) == counted
