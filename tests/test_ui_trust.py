@@ -3,6 +3,7 @@ shows the new one, and a preview promises what the action really does."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from ui_support import ready, screen_text, until
@@ -111,3 +112,62 @@ async def test_an_undone_deep_compaction_is_no_longer_counted_nor_after_reopenin
     async with again.run_test(size=SIZE) as pilot:
         await ready(pilot, turn)
         assert compaction_line(again) == counted
+
+
+async def test_the_overlay_is_shown_listed_and_cleared_one_or_all(tmp_path):
+    from breakwater.core.simulate import view_at
+    from breakwater.ui.screens.overlay import OverlayScreen
+
+    path = recording(tmp_path)
+    turn = 40
+    policy = preset("breakwater").with_changes(window=32000)
+    app = open_app(path, turn=turn)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, turn)
+        app.screen.query_one(MessageList).focus()
+        assert "applied" not in screen_text(app).splitlines()[0]
+        for key in "SM":
+            await press_and_settle(pilot, key, turn, path)
+        assert "✎ 2 edits applied" in screen_text(app).splitlines()[0]
+
+    recorded = view_at(read_session(path), policy, turn, counter="heuristic").sent_tokens
+    again = open_app(path, turn=turn)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await ready(pilot, turn)
+        screen = again.screen
+        top = screen_text(again).splitlines()[0]
+        assert "✎ 2 edits applied" in top                          # at 100 columns too
+        assert screen.detail.view.sent_tokens != recorded
+        assert any(str(overlay_path(path)) in str(n.message) for n in again._notifications)
+        titles = [c.title for c in again.get_system_commands(screen)]
+        assert "Overlay: show the 2 edits applied" in titles and "Overlay: clear every edit" in titles
+        await screen.run_action("show_overlay")
+        await until(pilot, lambda: isinstance(again.screen, OverlayScreen))
+        await pilot.pause()
+        listed = screen_text(again)
+        assert "mask triggered by hand from turn 40" in listed and "snip triggered by hand from turn 40" in listed
+        assert "kept in" in listed and str(overlay_path(path)) in again.screen._what().plain
+        await pilot.press("enter")                                  # clears the first: the snip
+        await until(pilot, lambda: len(overlay_events(path)) == 1)
+        await until(pilot, lambda: "✎ 1 edit applied" in screen_text(again).splitlines()[0])
+        assert [e.get("stage") for e in overlay_events(path)] == ["mask"]
+        await screen.run_action("show_overlay")
+        await until(pilot, lambda: isinstance(again.screen, OverlayScreen))
+        await pilot.press("a")
+        await until(pilot, lambda: not overlay_events(path))
+        await until(pilot, lambda: "applied" not in screen_text(again).splitlines()[0])
+        await until(pilot, lambda: screen.detail is not None and screen.detail.view.sent_tokens == recorded)
+
+
+def test_clearing_an_overlay_edit_keeps_every_other_line_as_it_was(tmp_path):
+    path = tmp_path / "s.overlay.jsonl"
+    pin = {"type": "pin", "id": "o00001", "at": 3, "message_id": "m1"}
+    lines = [json.dumps(pin), "{not json", json.dumps({"type": "trigger", "at": 4, "stage": "mask"}),
+             json.dumps({"type": "undo", "id": "o00009", "at": 5, "target": "o00001"})]
+    path.write_text("\n".join(lines) + "\n")
+    overlay = OverlayFile(path)
+    assert [e.id for e in overlay.events] == ["o00001", "o00002", "o00009"]
+    removed = overlay.remove(["o00001"])        # the undo naming it goes with it
+    assert [e.id for e in removed] == ["o00001", "o00009"]
+    assert path.read_text() == "{not json\n" + lines[2] + "\n"
+    assert [e.get("stage") for e in OverlayFile(path).events] == ["mask"] == [e.get("stage") for e in overlay.events]

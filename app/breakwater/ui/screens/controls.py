@@ -44,7 +44,9 @@ def describe_event(e: Event) -> str:
         return f"deep compaction {e.id} ({e.get('trigger') or 'auto'}, turn {e.get('turn')})"
     if e.type == "trigger":
         return f"{e.get('stage')} triggered by hand ({e.id})"
-    return f"pin of {e.get('message_id')} ({e.id})"
+    if e.type == "undo":
+        return f"undo of {e.get('target')} ({e.id})"
+    return f"{e.type} of {e.get('message_id')} ({e.id})"
 
 
 class ControlsMixin:

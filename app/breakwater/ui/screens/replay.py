@@ -26,8 +26,10 @@ from breakwater.core.review import SummaryProposal
 from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.core.session_log import SessionLog
-from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
+from breakwater.core.words import plural
+from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, describe_event
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
+from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
@@ -138,7 +140,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one("#timeline").border_title = "Timeline — tokens per turn"
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
+        self._show_overlay_note()
+        if self.overlay is not None and self.overlay.events:
+            self.notify(f"{edits_note(self.overlay)[2:]} from {self.overlay.path} (ctrl+p: Overlay… to list or "
+                        f"clear them)", title="Your edits of this recording", timeout=8)
         self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
+
+    def _show_overlay_note(self) -> None:
+        self.query_one(ReplayControls).update_state(overlay=edits_note(self.overlay))
 
     # -- workers ----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="simulate")
@@ -420,6 +429,36 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
                     title="Recorded in the overlay", timeout=4)
         self.reload(self._with_overlay(), event)
 
+    def overlay_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) for the palette: the overlay's edits, listed and cleared."""
+        o = self.overlay
+        if o is None or not o.events:
+            return []
+        return [(f"Overlay: show the {edits_note(o)[2:]}", f"Kept in {o.path}", "show_overlay"),
+                ("Overlay: clear every edit", f"Show the recording as recorded ({o.path} is emptied)",
+                 f"clear_overlay({ALL!r})"),
+                *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
+                   f"clear_overlay({ev.id!r})") for ev in reversed(o.events))]
+
+    def action_show_overlay(self) -> None:
+        if self.overlay is None:
+            self.notify("No overlay: this session has no edits of yours.", timeout=4)
+            return
+        self.app.push_screen(OverlayScreen(self.overlay, self.recording), self.action_clear_overlay)
+
+    def action_clear_overlay(self, target: str | None) -> None:
+        if not target or self.overlay is None:
+            return
+        ids = [ev.id for ev in self.overlay.events] if target == ALL else [target]
+        try:
+            removed = self.overlay.remove(ids)
+        except OSError as exc:
+            self.notify(f"Could not rewrite {self.overlay.path}: {exc}", title="Nothing cleared", severity="error")
+            return
+        self.notify(f"Cleared {plural(len(removed), 'edit')} from {self.overlay.path.name}; "
+                    f"{plural(len(self.overlay.events), 'edit')} left.", title="Overlay", timeout=5)
+        self.reload(self._with_overlay())
+
     def _with_overlay(self) -> Replay:
         r = self.replay
         return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
@@ -435,6 +474,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Inspector).set_messages(self.messages)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
         self.query_one(ReplayControls).update_state(pending=True)
+        self._show_overlay_note()
         self._simulate()
 
     @work(exclusive=True, group="compact")
