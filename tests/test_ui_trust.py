@@ -65,7 +65,7 @@ async def test_the_deep_compaction_preview_shows_the_request_and_the_losses_it_w
         await ready(pilot, turn)
         screen = app.screen
         screen.query_one(MessageList).focus()
-        for key in "SMC":       # stages run by hand first: the preview starts from them
+        for key in "SM":       # stages run by hand first: the preview starts from them
             await press_and_settle(pilot, key, turn, path)
         sent_now = screen.detail.view.sent_tokens
         missing_now = missing(screen, turn)
@@ -79,7 +79,7 @@ async def test_the_deep_compaction_preview_shows_the_request_and_the_losses_it_w
         text = screen_text(app)
         assert f"request {sent_now:,} → {proposal.tokens_after:,} tokens" in text
         await pilot.press("ctrl+s")
-        await settled(pilot, turn, 4, path, dialog and screen.fidelity)
+        await settled(pilot, turn, 3, path, dialog and screen.fidelity)
         # the request sent is the one the preview showed, and it lost exactly what the preview listed
         assert screen.query_one(Gauges).detail.view.sent_tokens == proposal.tokens_after
         assert f"sent ≈{proposal.tokens_after:,}" in screen_text(app)
@@ -119,7 +119,7 @@ async def test_the_overlay_is_shown_listed_and_cleared_one_or_all(tmp_path):
     from breakwater.ui.screens.overlay import OverlayScreen
 
     path = recording(tmp_path)
-    turn = 40
+    turn = 60
     policy = preset("breakwater").with_changes(window=32000)
     app = open_app(path, turn=turn)
     async with app.run_test(size=SIZE) as pilot:
@@ -145,7 +145,7 @@ async def test_the_overlay_is_shown_listed_and_cleared_one_or_all(tmp_path):
         await until(pilot, lambda: isinstance(again.screen, OverlayScreen))
         await pilot.pause()
         listed = screen_text(again)
-        assert "mask triggered by hand from turn 40" in listed and "snip triggered by hand from turn 40" in listed
+        assert "mask triggered by hand from turn 60" in listed and "snip triggered by hand from turn 60" in listed
         assert "kept in" in listed and str(overlay_path(path)) in again.screen._what().plain
         await pilot.press("enter")                                  # clears the first: the snip
         await until(pilot, lambda: len(overlay_events(path)) == 1)
@@ -171,3 +171,23 @@ def test_clearing_an_overlay_edit_keeps_every_other_line_as_it_was(tmp_path):
     assert [e.id for e in removed] == ["o00001", "o00009"]
     assert path.read_text() == "{not json\n" + lines[2] + "\n"
     assert [e.get("stage") for e in OverlayFile(path).events] == ["mask"] == [e.get("stage") for e in overlay.events]
+
+
+async def test_a_stage_run_by_hand_that_would_enlarge_the_request_is_not_run(tmp_path):
+    path = recording(tmp_path)
+    turn = 60
+    app = open_app(path, turn=turn)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, turn)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        for key in "SM":
+            await press_and_settle(pilot, key, turn, path)
+        masked = screen.detail.view.sent_tokens
+        await pilot.press("C")      # microcompact after mask: ≈12,988 → ≈13,125 on this sample
+        await until(pilot, lambda: any("nothing was done" in str(n.message) for n in app._notifications))
+        note = next(str(n.message) for n in app._notifications if "nothing was done" in str(n.message))
+        assert note.startswith(f"Microcompact now would make the request at turn 60 larger ({masked:,} → ")
+        await pilot.pause(0.5)
+        assert [e.get("stage") for e in overlay_events(path)] == ["snip", "mask"]
+        assert screen.detail.view.sent_tokens == masked and f"sent ≈{masked:,}" in screen_text(app)

@@ -24,7 +24,10 @@ from textual.widgets import Footer, Input, Static
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
 from breakwater.agent.session import AgentError, AgentSession
+from breakwater.core.edits import View
 from breakwater.core.message import ToolCall
+from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.tools.workspace import Workspace, WorkspaceError
@@ -221,6 +224,14 @@ class ChatScreen(ReplayScreen):
             self.notify(HOW_TO_CONFIGURE, severity="warning")
             return
         self._control(type, data)
+
+    def request_with(self, event: Event) -> View | None:
+        """The next request were `event` logged now (in a thread)."""
+        log = self.replay.log
+        if self.agent is None or log is None:
+            return None
+        r = self.replay
+        return view_at(SessionLog(log.header, [*log.entries, event]), r.policy, r.turns + 1, r.counter, r.model)
 
     @work(group="control")
     async def _control(self, type: str, data: dict) -> None:

@@ -23,9 +23,12 @@ from textual.widgets import Footer, Input
 
 from breakwater.core.compare import counterpart
 from breakwater.core.review import SummaryProposal
-from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
+from breakwater.core.edits import View
+from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
+                                     position_of_turn)
+from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.session_log import SessionLog
+from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.words import plural
 from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, describe_event
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
@@ -458,6 +461,16 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.notify(f"Cleared {plural(len(removed), 'edit')} from {self.overlay.path.name}; "
                     f"{plural(len(self.overlay.events), 'edit')} left.", title="Overlay", timeout=5)
         self.reload(self._with_overlay())
+
+    def request_with(self, event: Event) -> View | None:
+        """The request at the current turn were `event` added to the overlay there (in a thread)."""
+        if self.turn is None:
+            return None
+        at = position_of_turn(self.recording, self.turn)
+        event = Event(event.type, event.id, {**event.data, "at": at})
+        log = apply_overlay(self.recording, [*(self.overlay.events if self.overlay else ()), event])
+        r = self.replay
+        return view_at(log, r.policy, self.turn, r.counter, r.model)
 
     def _with_overlay(self) -> Replay:
         r = self.replay
