@@ -189,7 +189,22 @@ async def test_without_a_model_the_chat_says_how_to_configure_and_the_rest_works
         await until(pilot, lambda: hasattr(app.screen, "agent") and app.screen.detail is not None)
         text = screen_text(app)
         assert "No model is configured" in text and "--base-url" in text
-        assert app.screen.query_one("#chat-input", Input).disabled
+        screen = app.screen
+        chat = screen.query_one("#chat-input", Input)
+        turn, shown = screen.turn, screen_text(app)
+        # typing goes into the input, not to the shortcuts behind it (h steps back, e filters, D compacts)
+        for key in "hello Done":
+            await pilot.press("space" if key == " " else key)
+        await pilot.pause()
+        assert chat.value == "hello Done" and app.focused is chat
+        assert screen.turn == turn and screen.query_one(MessageList).filter.kind is None
+        assert not isinstance(app.screen, SummaryReviewScreen)
+        await pilot.press("enter")                  # says how to configure a model, and keeps the text
+        await until(pilot, lambda: sum("No model is configured" in str(n.message) for n in app._notifications) >= 2)
+        assert chat.value == "hello Done"
+        assert shown.splitlines()[0] == screen_text(app).splitlines()[0]
+        chat.value = ""
+        screen.query_one(MessageList).focus()
         await pilot.press("f1")
         await until(pilot, lambda: "keys and colours" in screen_text(app))
         await asyncio.sleep(0)

@@ -71,7 +71,9 @@ class ChatScreen(ReplayScreen):
         for widget in super().compose():
             if isinstance(widget, Footer):
                 yield Static(id="chat-stream")
-                yield Input(id="chat-input", placeholder=self._placeholder(), disabled=self.agent is None)
+                # without a model it still takes the focus and the keys (enter says how to configure one):
+                # a disabled input left them to the list, where "hello" stepped back and "D" compacted
+                yield Input(id="chat-input", placeholder=self._placeholder())
             yield widget
 
     def _placeholder(self) -> str:
@@ -88,7 +90,7 @@ class ChatScreen(ReplayScreen):
             self.notify(self.problem or HOW_TO_CONFIGURE, title="Chat is off", severity="warning", timeout=15)
         else:
             stream.update(Text(f"session {self.agent.path} · workspace {self.agent.workspace}", style="dim"))
-            self.query_one("#chat-input", Input).focus()
+        self.query_one("#chat-input", Input).focus()
 
     # -- following the live session -----------------------------------------------------------------
     def turn_to_show(self, turns: int) -> int:
