@@ -191,3 +191,35 @@ async def test_a_stage_run_by_hand_that_would_enlarge_the_request_is_not_run(tmp
         await pilot.pause(0.5)
         assert [e.get("stage") for e in overlay_events(path)] == ["snip", "mask"]
         assert screen.detail.view.sent_tokens == masked and f"sent ≈{masked:,}" in screen_text(app)
+
+
+def footer(app) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
+async def test_the_footer_says_which_keys_the_focused_part_took(tmp_path):
+    from breakwater.ui.spill.view import SpillView
+
+    workspace = tmp_path / "ws"
+    (workspace / ".agent" / "spill").mkdir(parents=True)
+    app = make_app(read_session(sample_path(SAMPLE)), preset("breakwater"), turn=12, counter="heuristic",
+                   settings=UISettings(), workspace=workspace)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await ready(pilot, 12)
+        screen = app.screen
+        await pilot.pause(0.2)
+        assert "→ Next" in footer(app) and "replay:" not in footer(app)
+        await pilot.press("s")
+        spill_file = screen.query_one(SpillView)
+        spill_file.focus()
+        await pilot.pause(0.2)
+        line = footer(app)
+        # the spill file's keys under its name, then the replay's that still work: → and end are its now
+        assert line.index("spill file:") < line.index("Tail") < line.index("replay:") < line.index("Deep compact")
+        assert "→ Next" not in line and "end Last" not in line and "Lost facts" not in line
+        await pilot.press("right")
+        await pilot.pause(0.2)
+        assert screen.turn == 12
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        assert "→ Next" in footer(app) and "spill file:" not in footer(app)

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from breakwater.core.compare import counterpart
 from breakwater.core.review import SummaryProposal
@@ -39,6 +39,7 @@ from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationP
                                     ViewReady)
 from breakwater.ui.widgets.badges import ROLES
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
+from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import ListFilter, MessageList
@@ -72,6 +73,7 @@ PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
+    KEYS_NAME = "replay"   # in the footer, before the screen's keys that still work where the focus is
     BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
         Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
@@ -132,7 +134,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         # full width under the list and inspector, in the timeline's place: log lines are wide
         yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Input(id="prompt")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         p = self.replay.policy

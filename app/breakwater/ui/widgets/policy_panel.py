@@ -41,6 +41,8 @@ def show_value(value) -> str:
 class PolicyTable(DataTable):
     """The rows of the panel; its bindings are the panel's keys (they win while it has the focus)."""
 
+    KEYS_NAME = "policy"
+
     BINDINGS = [
         Binding("right,plus,equals_sign", "step(1)", "Value +", key_display="→/+", id="policy.up",
                 tooltip="Raise the selected value by one step (or switch it on / to the next choice)"),
