@@ -275,3 +275,29 @@ async def test_a_deep_compaction_undone_before_the_next_request_is_not_counted(t
                     if "deep compaction" in line and "▼" in line] == counted
             assert "recorded in the transcript" not in screen_text(app)
             await pilot.press("ctrl+q")
+
+
+async def test_a_smaller_provider_window_is_learnt_said_and_shown(tmp_path):
+    from test_agent_loop import SmallerProvider, tool_steps
+
+    provider = SmallerProvider(5000, [*tool_steps(14, 300), Reply(text="Fits now.")])
+    with serve(provider) as server:
+        app = chat_app(server, tmp_path)
+        said = []
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            screen = app.screen
+            show = screen._show_stream
+            screen._show_stream = lambda text, style="": (said.append(text), show(text, style))
+            await say(pilot, "go")
+            await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))   # the forced compaction
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: app.screen is screen)
+            await idle(pilot)
+            assert len(provider.rejected) == 1
+            assert any("context window is 5,000 tokens, not 128,000" in line for line in said)
+            # the status line moved on to the retried request, and the gauge shows the window kept to
+            retry = next(k for k, line in enumerate(said) if "5,000 tokens, not 128,000" in line)
+            assert any("sending" in line for line in said[retry:])
+            assert "of window 5,000" in screen_text(app)
+            await pilot.press("ctrl+q")

@@ -139,6 +139,7 @@ class ChatScreen(ReplayScreen):
             await self.agent.send(text)
         except AgentError as exc:
             self.notify(str(exc), title="The agent stopped", severity="error", timeout=20)
+            self._show_stream(f"stopped: {exc}", "bold")   # not the "sending …" of the request that failed
         except asyncio.CancelledError:
             self.notify("Request cancelled; the partial reply is logged and never sent again.", timeout=5)
             self._show_stream("cancelled")
@@ -189,6 +190,7 @@ class ChatScreen(ReplayScreen):
             action = "compacting and retrying" if ev.event is not None and ev.event.get("kind") == "context_length" \
                 else ("retrying" + ("" if wait is None else f" in {wait} s"))
             self.notify(f"{ev.text} — {action}", title="Request failed", severity="warning", timeout=8)
+            self._show_stream(f"turn {ev.turn}: {ev.text} — {action}…", "bold")
         elif ev.kind == "error" and ev.event is not None:
             self.notify(ev.text, title="Error", severity="error", timeout=12)
         elif ev.kind == "final":
