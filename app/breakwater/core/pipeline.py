@@ -135,6 +135,10 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if ev.type == "pin":
                 self.pin_events[ev.id] = mid
             self._set_pin(mid, ev.type == "pin")
+        elif ev.type == "config":
+            window = ev.get("window")
+            if isinstance(window, int) and not isinstance(window, bool) and 0 < window != self.policy.window:
+                self._retune(self.policy.with_changes(window=window))
         elif ev.type == "usage":
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
@@ -142,6 +146,16 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 est = ev.get("estimate")
                 if isinstance(est, int):
                     self.calibration.observe(prompt, est)
+
+    def _retune(self, policy: Policy) -> None:
+        """From here on, plan under `policy` (a live session learnt the model's real window)."""
+        self.policy = policy
+        self._policy_id = _POLICY_IDS.setdefault(policy, next(_NEXT_POLICY_ID))
+        self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
+        # what was measured against the old limits
+        self._measured.clear()
+        self._soft_boundary.clear()
+        self._near_cache.clear()
 
     def applied(self, compaction_id: str) -> bool:
         """Whether a compaction of the log is in effect (one of another policy is not)."""

@@ -124,7 +124,7 @@ class Simulation:
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)   # empty when `simulate(on_turn=...)` took them
     compactions: list[Compaction] = field(default_factory=list)   # decided by this run
-    recorded: list[str] = field(default_factory=list)   # ids of the log's compactions applied (its agent's)
+    recorded: list[str] = field(default_factory=list)   # the log's compactions applied, less those undone before any request
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
     # totals over every turn, kept as they go so that a simulation need not keep its turns
@@ -227,12 +227,15 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
     keep, feed = on_turn is None, pipe.feed
+    shaped: set[str] = set()   # the log's compactions some request was built with
     t0 = time.perf_counter()
     for i, entry in enumerate(log.entries):
         if isinstance(entry, Event):
             feed(entry)
             if entry.type == "compaction" and pipe.applied(entry.id):
                 sim.recorded.append(entry.id)
+            elif entry.type == "undo" and entry.get("target") in sim.recorded and entry.get("target") not in shaped:
+                sim.recorded.remove(entry.get("target"))   # taken back before any request: it never happened
             continue
         if entry.role == "assistant":
             if until_turn is not None and pipe.turn + 1 > until_turn:
@@ -247,6 +250,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 sim.compactions.append(plan.new_compaction)
             recorded = plan.recorded_compaction
             if recorded:
+                shaped.add(recorded.id)
                 if comp is None:
                     comp, source = recorded, "recorded"
             stats = TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
