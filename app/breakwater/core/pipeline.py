@@ -229,9 +229,10 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if t0 is None:
                 t0 = heuristic_message(msg)
             role = msg.role
-            # the soft-zone stages change tool results and assistant text only (SPEC §4), the text
+            # the soft-zone stages change observations and assistant text only (SPEC §4), the text
             # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
-            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min):
+            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min) \
+                    or (role == "user" and msg.is_observation):
                 add(t0, role != "tool", () if pins and any(s in pins for s in entry.sources) else shared_forms(msg))
                 if role == "tool" and msg.meta:
                     src = msg.meta.get("source")

@@ -46,7 +46,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.core.overlay import OverlayFile, overlay_path
 
     try:
-        log = read_session(args.session)
+        log = read_session(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
         named = getattr(args, "overlay", None)
         if named and not Path(named).is_file():
             return fail(f"--overlay {named}: no such file")
