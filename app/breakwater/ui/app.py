@@ -40,8 +40,9 @@ class BreakwaterApp(App):
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
                  settings: UISettings | None = None, compare: Policy | None = None,
-                 overlay: OverlayFile | None = None):
+                 overlay: OverlayFile | None = None, follower=None):
         super().__init__()
+        self.follower = follower   # formats.follow.Follower: the transcript is still being written
         self.replay = replay
         self.compare = compare
         self.overlay = overlay
@@ -55,8 +56,14 @@ class BreakwaterApp(App):
             self.set_keymap(dict(self.settings.keymap))
 
     def on_mount(self) -> None:
-        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
-                                      overlay=self.overlay))
+        if self.follower is not None:
+            from breakwater.ui.screens.follow import FollowScreen
+
+            self.push_screen(FollowScreen(self.replay, self.follower, turn=self.start_turn, workspace=self.workspace,
+                                          play_interval=self.settings.play_interval))
+        else:
+            self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
+                                          overlay=self.overlay))
         if self.compare is not None:
             from breakwater.ui.screens.compare import CompareScreen
 
@@ -126,12 +133,13 @@ def _runner(node, action: str):
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
              settings: UISettings | None = None, compare: Policy | None = None,
-             overlay: OverlayFile | None = None) -> BreakwaterApp:
+             overlay: OverlayFile | None = None, follower=None) -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
     `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
-    and undos on this recording (merged on top)."""
+    and undos on this recording (merged on top); `follower` (formats.follow) follows a transcript still
+    being written."""
     if workspace is None and isinstance(log.header.get("workspace"), str):
         workspace = Path(log.header["workspace"])
     replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
     return BreakwaterApp(replay, turn=turn, workspace=workspace, settings=settings, compare=compare,
-                         overlay=overlay)
+                         overlay=overlay, follower=follower)

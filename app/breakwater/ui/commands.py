@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overlay", metavar="FILE",
                    help="pins, triggers and undos made on this recording (default: SESSION.overlay.jsonl beside it)")
     p.add_argument("--compare", metavar="P2", help="open beside a second policy: a preset name or a policy file")
+    p.add_argument("--follow", action="store_true",
+                   help="the agent is still writing SESSION: show each new turn as it is appended")
     p.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("chat", help="open the workbench chatting with a live agent",
@@ -45,8 +47,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from breakwater.core.overlay import OverlayFile, overlay_path
 
+    follower = None
     try:
-        log = read_session(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
+        if getattr(args, "follow", False):
+            from breakwater.formats.follow import Follower
+
+            follower = Follower(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
+            log = follower.read()
+            if log is None:
+                return fail(f"{args.session}: nothing complete to show yet")
+        else:
+            log = read_session(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
         named = getattr(args, "overlay", None)
         if named and not Path(named).is_file():
             return fail(f"--overlay {named}: no such file")
@@ -65,7 +76,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.app import make_app
 
     app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
-                   settings=settings, compare=other, overlay=overlay)
+                   settings=settings, compare=other, overlay=None if follower else overlay, follower=follower)
     app.run()
     return app.return_code or 0
 
