@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the agent is still writing SESSION: show each new turn as it is appended")
     p.set_defaults(func=cmd_replay)
 
+    b = sub.add_parser("browse", help="list the sessions of Claude Code, Codex, pi and this workspace; open one",
+                       description="The sessions found in ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions "
+                                   "and ./.agent/sessions, grouped by project, newest first; enter opens one.")
+    b.set_defaults(func=cmd_browse)
+
     c = sub.add_parser("chat", help="open the workbench chatting with a live agent",
                        description="Chat with the agent while watching its context: the same list, gauges, "
                                    "inspector, timeline and spill pane as replay, growing as the agent works.")
@@ -81,8 +86,38 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
+def cmd_browse(args: argparse.Namespace) -> int:
+    from breakwater.formats.sessions import find_sessions
+
+    sessions = find_sessions()
+    if not sessions:
+        return fail("no sessions found in ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions or "
+                    "./.agent/sessions; `breakwater replay FILE` opens any transcript")
+    return _browse(sessions)
+
+
+def _browse(sessions) -> int:
+    from breakwater.ui.config import UISettings, UISettingsError
+
+    try:
+        settings = UISettings.load()
+    except UISettingsError as exc:
+        return fail(str(exc))
+    from breakwater.ui.app import browse_app
+
+    app = browse_app(sessions, settings)
+    app.run()
+    return app.return_code or 0
+
+
 def default(args: argparse.Namespace) -> int:
-    """`breakwater` with no command: the workbench on the bundled sample, offline."""
+    """`breakwater` with no command: the sessions the user's agents left, else the workbench on the
+    bundled sample, offline."""
+    from breakwater.formats.sessions import find_sessions
+
+    sessions = find_sessions()
+    if sessions:
+        return _browse(sessions)
     ns = argparse.Namespace(session=str(sample_path()), preset=None, policy=None, window=None, counter="exact",
                             model=None, turn=None, workspace=None, overlay=None, compare=None)
     return cmd_replay(ns)
