@@ -11,7 +11,7 @@ from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex,
                                        looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
                                        looks_like_pi, looks_like_swe_agent)
 
-__all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", "FORMATS"]
+__all__ = ["load_session", "load_sessions", "detect_format", "pick_session", "holds", "SessionLogError", "FORMATS"]
 
 FORMATS = ("native", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 
@@ -33,6 +33,8 @@ def _sniff(path: Path) -> tuple[object | None, bool]:
             return None, True
         return (data[0] if isinstance(data, list) and data else None), True
     first_line = text.split("\n", 1)[0]
+    if "\n" not in text and len(head) == 65536:   # a long first line (an eval output's instance): all of it
+        first_line = _first_line(path)
     try:  # the first line; several objects glued on it: the first one decides
         return json.JSONDecoder().raw_decode(first_line)[0], False
     except (ValueError, RecursionError):
@@ -43,6 +45,30 @@ def _sniff(path: Path) -> tuple[object | None, bool]:
         except (ValueError, RecursionError):
             return None, False
     return None, False
+
+
+def _first_line(path: Path) -> str:
+    with open_session_file(path) as fh:
+        line = fh.readline(MAX_DOCUMENT_BYTES)
+    return line.decode("utf-8", errors="replace").strip()
+
+
+def readers_that_load(path: Path, tried: str) -> list[str]:
+    """The formats other than `tried` whose reader finds messages in `path`: what to suggest when
+    detection guessed wrong. Only asked after a failure, and only for a file small enough to read."""
+    if path.stat().st_size >= MAX_DOCUMENT_BYTES:
+        return []
+    found = []
+    for fmt in FORMATS:
+        if fmt == tried:
+            continue
+        try:
+            logs = load_sessions(path, fmt)
+        except (SessionLogError, OSError, ValueError, RecursionError):
+            continue
+        if any(log.messages for log in logs):
+            found.append(fmt)
+    return found
 
 
 def detect_format(path: Path) -> str:
@@ -77,16 +103,29 @@ def _importer(fmt: str):
     elif fmt == "openhands":
         from breakwater.formats.openhands import load_openhands as load
     else:
-        raise SessionLogError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise SessionLogError(f"unknown format {fmt!r} (one of auto, {', '.join(FORMATS)})")
     return load
 
 
 def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
     """Every session the file holds (a Claude Code main file and its subagents, an eval
-    output with one session per instance); the principal one first."""
+    output with one session per instance); the principal one first. A file that detection
+    cannot read says which `--format` would."""
     path = Path(path)
     if fmt == "auto":
         fmt = detect_format(path)
+        try:
+            return _load(path, fmt)
+        except SessionLogError as exc:
+            others = readers_that_load(path, fmt) if path.is_file() else []
+            if not others:
+                raise
+            raise SessionLogError(f"{exc}; read as {fmt} (detected); it loads with "
+                                  f"{' or '.join(f'--format {o}' for o in others)}") from None
+    return _load(path, fmt)
+
+
+def _load(path: Path, fmt: str) -> list[SessionLog]:
     if fmt == "native":
         return [load_native(path)]
     if fmt == "openai":
@@ -105,10 +144,25 @@ def load_session(path: str | Path, fmt: str = "auto", session: str | None = None
     logs = load_sessions(path, fmt)
     if session is None:
         if len(logs) > 1:
-            logs[0].issues.append(LoadIssue(str(path), 0, f"the file holds {len(logs)} sessions; this is "
-                                            f"{logs[0].id} (`breakwater import --session ID` picks another)"))
+            logs[0].issues.append(LoadIssue(str(path), 0, f"{holds(logs)}; this is {logs[0].id} "
+                                            f"(--session ID picks another)"))
         return logs[0]
+    return pick_session(path, logs, session)
+
+
+def holds(logs: list[SessionLog], shown: int = 8) -> str:
+    """What a file of several sessions holds, in a few words: their ids and sizes."""
+    named = ", ".join(f"{log.id} ({len(log.messages):,} messages)" for log in logs[:shown])
+    more = f" and {len(logs) - shown:,} more" if len(logs) > shown else ""
+    return f"the file holds {len(logs):,} sessions: {named}{more}"
+
+
+def pick_session(path: str | Path, logs: list[SessionLog], session: str) -> SessionLog:
+    """The session named `session` (its id, or the end of it: `sidechain-sys1`)."""
     for log in logs:
-        if log.id == session or log.id.endswith(session):
+        if log.id == session:
             return log
-    raise SessionLogError(f"{path}: no session {session!r} (it holds {', '.join(log.id for log in logs)})")
+    for log in logs:
+        if log.id.endswith(session):
+            return log
+    raise SessionLogError(f"{path}: no session {session!r}; {holds(logs)}")
