@@ -84,6 +84,26 @@ def lenient_loads(text: str) -> Any:
     return _LENIENT.decode(text)
 
 
+def _refused_int(digits: str) -> int:
+    if len(digits) > DIGITS_LIMIT:
+        raise ValueError(f"a number of {len(digits)} digits (at most {DIGITS_LIMIT})")
+    return int(digits)
+
+
+_CHECKED = json.JSONDecoder(parse_int=_refused_int)
+
+
+def checked_loads(text: str) -> Any:
+    """json.loads for text from outside (a model's tool-call arguments): every way it fails is a
+    ValueError that says why, a nesting too deep for the stack and a number too long included."""
+    try:
+        return _CHECKED.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any | None, str | None]]:
     """Yield (line number, parsed object or None, problem or None) for every non-blank line.
 
