@@ -126,12 +126,13 @@ def _runner(node, action: str):
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
              settings: UISettings | None = None, compare: Policy | None = None,
-             overlay: OverlayFile | None = None) -> BreakwaterApp:
+             overlay: OverlayFile | None = None, window_source: str = "policy") -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
     `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
     and undos on this recording (merged on top)."""
     if workspace is None and isinstance(log.header.get("workspace"), str):
         workspace = Path(log.header["workspace"])
-    replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
+    replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log,
+                    window_source=window_source)
     return BreakwaterApp(replay, turn=turn, workspace=workspace, settings=settings, compare=compare,
                          overlay=overlay)
