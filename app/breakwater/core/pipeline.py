@@ -47,7 +47,8 @@ from breakwater.core.stable_prefix import StablePrefix
 from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
-from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.accounting import Calibration
+from breakwater.core.tokens import TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
@@ -124,7 +125,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
                 self._sync()
+                applied = self.compactions_applied
                 self._apply(comp)
+                if self.compactions_applied > applied and comp.policy != self.policy.fingerprint():
+                    # another agent's summary, sent under every policy: part of the history without ours
+                    self.raw_tokens += heuristic_message(self.active[-1].message)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
@@ -468,11 +473,12 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         return build.materialize(self, plan)
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
-        """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""
-        h = self.calibration.apply(sum(heuristic_message(m) for m in msgs))
+        """Tokens of a request as this pipeline counts (core/accounting.py): the fitted heuristic, or
+        near the limits tiktoken's count plus the unseen overhead."""
+        h = sum(heuristic_message(m) for m in msgs)
         if self._in_band(h):
-            return self.counter.exact_messages(msgs), "exact"
-        return h, "estimate"
+            return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
+        return self.calibration.apply(h), "estimate"
 
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)
