@@ -154,7 +154,7 @@ class _State:
         if m.content.startswith(SUMMARY_HEADER) or meta.get("is_demo") or is_wrapper(m.content):
             return
         task = task_statement(m)
-        if task is None and meta.get("message_type") == "observation":
+        if task is None and (meta.get("message_type") == "observation" or m.is_observation):
             return
         if self.goal is None:
             self.goal = _clip(task if task is not None else m.content, GOAL_CHARS)

@@ -313,7 +313,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
     instruction of the user's own messages; a framework's observations state none."""
     meta = msg.meta or {}
     task = task_statement(msg)
-    if meta.get("is_demo") or (task is None and meta.get("message_type") == "observation") \
+    if meta.get("is_demo") or (task is None and (meta.get("message_type") == "observation" or msg.is_observation)) \
             or is_wrapper(msg.content):
         return goal_seen
     goal = None
