@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 from ahocorasick_rs import AhoCorasick
 
 from breakwater.core.message import Message
+from breakwater.core.summarize import SUMMARY_HEADER
 from breakwater.fidelity.probes import (PREFIX, Probe, at_boundary, lead_of, matches, message_text, normalise,
                                        satisfied)
 
@@ -156,9 +157,8 @@ class Tracker:
             on[p] = state
 
     def _update_head(self, head: Sequence[Message]) -> None:
-        key = tuple(map(id, head))
-        if key == self._head:
-            return
+        if len(head) == len(self._head) and all(a is b for a, b in zip(head, self._head)):
+            return   # the same messages (held here, so no other message can come to have their ids)
         for hits in self._head_hits:
             self._add(hits, -1)
         commands = {c.id: c for m in head if m.tool_calls for c in m.tool_calls}
@@ -169,7 +169,7 @@ class Tracker:
             self._head_hits.append(self.scorer.hits(m, lead_of(call, m)))
         for hits in self._head_hits:
             self._add(hits, 1)
-        self._head = key
+        self._head = tuple(head)
 
     def _update_region(self, segments: list[tuple[int, int, tuple[int, bool]]], changed: int) -> None:
         old, applied = self._segments, self._applied
@@ -248,9 +248,16 @@ def at_risk(scorer: Scorer, before: Sequence[Message], after: Sequence[Message],
     once a deep compaction is made) carries only if its new summary (the message marked with
     `summary_id`) says them: what the compaction loses unless the summary keeps it, by the very
     measure the fidelity gauge applies to whole requests (an earlier summary it folds in counts too)."""
-    rest = [m for m in after if not (m.meta and m.meta.get("compaction") == summary_id)]
+    rest = [_without_summary(m) if m.meta and m.meta.get("compaction") == summary_id else m for m in after]
     gone = scorer.carried(before) - scorer.carried(rest)
     return [scorer.probes[i] for i in sorted(gone) if scorer.probes[i].live_at(turn)]
+
+
+def _without_summary(msg: Message) -> Message:
+    """The message that holds the new summary without it: the first user message the request keeps
+    may be joined with it, and still says what it said."""
+    at = msg.content.find(SUMMARY_HEADER)
+    return msg.with_content(msg.content[:at] if at >= 0 else "")
 
 
 def not_carried(probes: Sequence[Probe], text: str) -> list[Probe]:
