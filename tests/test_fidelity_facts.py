@@ -191,9 +191,10 @@ def labelled_session() -> SessionLog:
         Message("m2", "assistant", "", (call("c1", "read_file", path="src/client.py"),), turn=1),
         Message("m3", "tool", "import httpx\n", tool_call_id="c1", turn=2),
         Message("m4", "assistant", "", (call("c2", "bash", command="pytest -q tests/test_client.py"),), turn=2),
-        Message("m5", "tool", "E       ConnectionError: retry budget exhausted after 3 attempts\n1 failed\n[exit code: 1]",
-                tool_call_id="c2", turn=3),
-        Message("m6", "assistant", "I decided to use tenacity instead of a hand-written loop, because it handles jitter.",
+        Message("m5", "tool", "E       ConnectionError: retry budget exhausted after 3 attempts\n1 failed\n"
+                              "[exit code: 1]", tool_call_id="c2", turn=3),
+        Message("m6", "assistant",
+                "I decided to use tenacity instead of a hand-written loop, because it handles jitter.",
                 (call("c3", "bash", command="sed -i 's/loop/tenacity/' src/client.py"),), turn=3),
         Message("m7", "tool", "", tool_call_id="c3", turn=4),
         Message("m8", "user", "Keep the timeout at 30 seconds.", turn=4),

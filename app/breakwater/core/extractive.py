@@ -19,7 +19,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import command_of, exit_status, reports_errors
 from breakwater.core.policy import Policy
 from breakwater.core.summarize import (MIN_SENTENCE_CHARS, SECTIONS, SUMMARY_HEADER, SummaryResult, decision_lines,
-                                       is_wrapper, pretruncate, sentences, task_statement)
+                                       is_wrapper, pretruncate, sentences, task_statement, user_text)
 
 GOAL_CHARS = 600
 INSTRUCTION_CHARS = 400
@@ -42,7 +42,8 @@ _MORE_INSTRUCTIONS = re.compile(r"^\((\d+) earlier user instructions? left out\)
 _MORE_COMMANDS = re.compile(r"^\((\d+) earlier commands? run, not listed\)$")
 _MORE_PATHS = re.compile(r"^\((\d+) more files? read, not listed\)$")
 _ERROR_LINE = re.compile(r"^(.*) — (open|resolved)(?: \(from `(.*)`\))?$")
-_PLAN = re.compile(r"(?i)\b(?:next|then|will|i'll|we'll|let me|let's|plan|todo|remaining|going to|need to)\b|接下来|然后|计划")
+_PLAN = re.compile(r"(?i)\b(?:next|then|will|i'll|we'll|let me|let's|plan|todo|remaining|going to|need to)\b"
+                   r"|接下来|然后|计划")
 _SECTION_LINE = re.compile(r"^- (.*)$")
 
 
@@ -156,15 +157,16 @@ class _State:
         task = task_statement(m)
         if task is None and (meta.get("message_type") == "observation" or m.is_observation):
             return
+        text = user_text(m.content)
         if self.goal is None:
-            self.goal = _clip(task if task is not None else m.content, GOAL_CHARS)
+            self.goal = _clip(task if task is not None else text, GOAL_CHARS)
             return
-        if task is not None or len(m.content.strip()) < MIN_SENTENCE_CHARS:
+        if task is not None or len(text) < MIN_SENTENCE_CHARS:
             return
-        line = _INSTRUCTION + _clip(m.content, INSTRUCTION_CHARS)
+        line = _INSTRUCTION + _clip(text, INSTRUCTION_CHARS)
         if line not in self.said:
             self.said.append(line)
-        self.latest = _LATEST + _clip(m.content, LATEST_REQUEST_CHARS)
+        self.latest = _LATEST + _clip(text, LATEST_REQUEST_CHARS)
 
     def _file(self, path: str, how: str) -> None:
         if how == MODIFIED:

@@ -189,13 +189,22 @@ TASK_META = "task"   # a user message's meta: [start, end] of the task statement
 
 
 # what an agent's harness puts in a user message: a slash command and its output, its caveat, the
-# environment or project instructions it prepends (Claude Code, Codex): no instruction of the user
-_WRAPPED = re.compile(r"\s*(?:Caveat: The messages below were generated|<command-name>|<command-message>|"
-                      r"<local-command-std|<environment_context>|<user_instructions>|<system-reminder>|# AGENTS\.md)")
+# environment or project instructions it prepends, reminders (Claude Code, Codex): no instruction of
+# the user, and a user message may hold both (the sanitizer joins user messages in a row)
+_WRAPPERS = re.compile(
+    r"Caveat: The messages below were generated[^\n]*(?:\n|$)|<(command-name|command-message|command-args|"
+    r"local-command-stdout|local-command-stderr|system-reminder|environment_context|user_instructions)>.*?"
+    r"(?:</\1>|$)", re.DOTALL)
+
+
+def user_text(text: str) -> str:
+    """A user message without what the agent's harness wrapped into it."""
+    return _WRAPPERS.sub("", text).strip() if "<" in text or "Caveat" in text else text
 
 
 def is_wrapper(text: str) -> bool:
-    return _WRAPPED.match(text) is not None
+    """Whether a user message holds nothing but the harness's wrapping."""
+    return not user_text(text)
 
 
 def task_statement(msg: Message) -> str | None:

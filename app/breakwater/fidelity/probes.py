@@ -22,7 +22,8 @@ from breakwater.core.file_effects import MODIFIED, command_head, file_effects, i
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.summarize import USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement
+from breakwater.core.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
+                                       user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -60,7 +61,8 @@ _CHOICE = re.compile(r"(?i)\b(?:decided|decide|will use|instead|because|switch(?
 # what says a file was changed: past tenses and participles, and the tools that change files (the
 # bare verbs are instructions and nouns as often: "change", "fix", "update")
 CHANGE_WORDS = ("modified", "modifies", "modifying", "changed", "changing", "edited", "edits", "editing", "wrote",
-                "writes", "written", "created", "creates", "updated", "updates", "patched", "fixed", "fixes", "replaced",
+                "writes", "written", "created", "creates", "updated", "updates", "patched", "fixed", "fixes",
+                "replaced",
                 "rewrote", "rewritten", "added", "removed", "deleted", "inserted", "sed -i", "str_replace",
                 "apply_patch", "tee", "refactored", "renamed", "(m)", "(new)", "(a)")
 
@@ -105,16 +107,20 @@ class Probe:
             yield from part
 
 
+def _word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
 def at_boundary(text: str, start: int, end: int, prefix: bool = False) -> bool:
     """Whether text[start:end] stands on token boundaries: not inside a word, a dotted name or a path
     (a `prefix` may end inside a word)."""
     if start > 0:
         c = text[start - 1]
-        if c.isalnum() or c == "_" or (c in ".-" and start > 1 and (text[start - 2].isalnum() or text[start - 2] == "_")):
+        if _word(c) or (c in ".-" and start > 1 and _word(text[start - 2])):
             return False
     if end < len(text) and not prefix:
         c = text[end]
-        if c.isalnum() or c == "_" or (c in "./-" and end + 1 < len(text) and (text[end + 1].isalnum() or text[end + 1] == "_")):
+        if _word(c) or (c in "./-" and end + 1 < len(text) and _word(text[end + 1])):
             return False
     return True
 
@@ -318,7 +324,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
         return goal_seen
     goal = None
     if not goal_seen and (task is not None or msg.content.strip()):
-        goal = next(sentences(_prose(task if task is not None else msg.content)), None)
+        goal = next(sentences(_prose(task if task is not None else user_text(msg.content))), None)
         shaped = _text_parts(goal) if goal else None
         if shaped:
             col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
@@ -326,7 +332,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
     if task is not None:
         return goal_seen
     found = 0
-    for s in sentences(_prose(msg.content)):
+    for s in sentences(_prose(user_text(msg.content))):
         if found >= MAX_INSTRUCTIONS_PER_MESSAGE:
             break
         if s == goal or s.endswith(("?", "？")) or _code_like(s):
@@ -339,7 +345,8 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
 
 
 _FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-_CODE_LINE = re.compile(r"^\s*(?:>>>|\.\.\.|\$ |\d+:|[#/]{2}|[{}()\[\]<>]|def |class |import |from \S+ import |return )")
+_CODE_LINE = re.compile(r"^\s*(?:>>>|\.\.\.|\$ |\d+:|[#/]{2}|[{}()\[\]<>]|def |class |import |from \S+ import "
+                        r"|return )")
 
 
 def _prose(text: str) -> str:

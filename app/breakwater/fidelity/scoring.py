@@ -95,6 +95,7 @@ class Tracker:
         self._segments: list[tuple[int, int, tuple[int, bool]]] = []
         self._applied: dict[int, frozenset[int]] = {}   # position -> the hits counted for it
         self._forms: dict[int, dict[tuple[int, bool], frozenset[int]]] = {}
+        self._formed = 0                 # positions below it are the only ones with forms
         self._head: tuple = ()
         self._head_hits: list[frozenset[int]] = []
         self._touched: set[int] = set()
@@ -112,6 +113,7 @@ class Tracker:
         by_key = self._forms.get(i)
         if by_key is None:
             by_key = self._forms[i] = {}
+            self._formed = max(self._formed, i + 1)
         hit = by_key.get(key)
         if hit is None:
             pipe = self.pipe
@@ -126,8 +128,9 @@ class Tracker:
     def update(self, plan: Plan, built: Sequence[Message] | None = None) -> None:
         """Follow the pipeline to request `plan.turn` (`built`: its messages, when planning built it)."""
         changed = plan.changed_from
-        for i in [k for k in self._forms if k >= changed]:
-            del self._forms[i]
+        for i in range(changed, self._formed):   # the forms of messages changed since (new ones have none)
+            self._forms.pop(i, None)
+        self._formed = min(self._formed, changed)
         self._update_head(plan.head)
         self._update_region(_segments(plan), changed)
         turn = plan.turn

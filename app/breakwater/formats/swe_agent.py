@@ -142,7 +142,7 @@ def load_mini_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
             b.warn(i + 1, f"message {i} is not a chat message, skipped")
             continue
         extra = _returncode(rec)
-        if replied and rec["role"] == "user":   # v1 (text): every user message after the first reply is the environment's answer
+        if replied and rec["role"] == "user":   # v1 (text): a user message after the first reply is an observation
             extra["observation"] = True
         marked = _first_task(extra, rec, marked)
         turn = feed_chat_message(b, rec, i + 1, extra or None)
