@@ -416,13 +416,21 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
             heads_failed.setdefault(command_head(command), []).append(len(col.probes) - 1)
 
 
+_QUOTED = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"")
+
+
 def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
+    """An error's matcher: its head (exception type, test id, file:line) and what its message names —
+    quoted values first (`No module named 'erfa'` is not `... 'numpy'`), then identifiers — are
+    required; of its key words, WORD_SHARE."""
     head = normalise(sig.head)
     if sig.kind == "line":
         return _text_parts(sig.detail)
+    quoted = [normalise(a or b) for a, b in _QUOTED.findall(sig.detail)]
     idents, words = key_terms(sig.detail) if sig.detail else ([], [])
-    words = words[:KEY_WORDS]
-    required = ((head,),) + tuple((i,) for i in idents[:2] if i != head)
+    named = list(dict.fromkeys(q for q in [*quoted, *idents] if q and q != head))[:2]
+    words = [w for w in words[:KEY_WORDS] if w.rstrip(PREFIX) not in " ".join(named)]
+    required = ((head,),) + tuple((n,) for n in named)
     return required + tuple((w,) for w in words), len(required), math.ceil(WORD_SHARE * len(words))
 
 
