@@ -47,7 +47,8 @@ from breakwater.core.stable_prefix import StablePrefix
 from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
 from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
-from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.accounting import Calibration
+from breakwater.core.tokens import TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
@@ -124,7 +125,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
                 self._sync()
+                applied = self.compactions_applied
                 self._apply(comp)
+                if self.compactions_applied > applied and comp.policy != self.policy.fingerprint():
+                    # another agent's summary, sent under every policy: part of the history without ours
+                    self.raw_tokens += heuristic_message(self.active[-1].message)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
@@ -136,6 +141,10 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if ev.type == "pin":
                 self.pin_events[ev.id] = mid
             self._set_pin(mid, ev.type == "pin")
+        elif ev.type == "config":
+            window = ev.get("window")
+            if isinstance(window, int) and not isinstance(window, bool) and 0 < window != self.policy.window:
+                self._retune(self.policy.with_changes(window=window))
         elif ev.type == "usage":
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
@@ -143,6 +152,16 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 est = ev.get("estimate")
                 if isinstance(est, int):
                     self.calibration.observe(prompt, est)
+
+    def _retune(self, policy: Policy) -> None:
+        """From here on, plan under `policy` (a live session learnt the model's real window)."""
+        self.policy = policy
+        self._policy_id = _POLICY_IDS.setdefault(policy, next(_NEXT_POLICY_ID))
+        self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
+        # what was measured against the old limits
+        self._measured.clear()
+        self._soft_boundary.clear()
+        self._near_cache.clear()
 
     def applied(self, compaction_id: str) -> bool:
         """Whether a compaction of the log is in effect (one of another policy is not)."""
@@ -454,11 +473,12 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         return build.materialize(self, plan)
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
-        """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""
-        h = self.calibration.apply(sum(heuristic_message(m) for m in msgs))
+        """Tokens of a request as this pipeline counts (core/accounting.py): the fitted heuristic, or
+        near the limits tiktoken's count plus the unseen overhead."""
+        h = sum(heuristic_message(m) for m in msgs)
         if self._in_band(h):
-            return self.counter.exact_messages(msgs), "exact"
-        return h, "estimate"
+            return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
+        return self.calibration.apply(h), "estimate"
 
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)

@@ -76,12 +76,12 @@ class BreakwaterApp(App):
             self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
         self._report_issues()
 
-    def open_session(self, log: SessionLog, policy: Policy) -> None:
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy") -> None:
         """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it."""
         from breakwater.core.overlay import overlay_path
 
         overlay = OverlayFile(overlay_path(log.path)) if log.path is not None else None
-        self.replay, self.overlay = replay_of(log, policy, overlay=overlay), overlay
+        self.replay, self.overlay = replay_of(log, policy, overlay=overlay, window_source=window_source), overlay
         self.workspace = workspace_of(log, None)
         self.push_screen(ReplayScreen(self.replay, None, self.workspace, self.settings.play_interval,
                                       overlay=self.overlay))
@@ -139,6 +139,9 @@ class BreakwaterApp(App):
         if hasattr(screen, "undo_commands"):
             for title, help, target in screen.undo_commands():
                 yield SystemCommand(title, help, _runner(screen, f"undo({target!r})"))
+        if hasattr(screen, "overlay_commands"):
+            for title, help, action in screen.overlay_commands():
+                yield SystemCommand(title, help, _runner(screen, action))
 
 
 def _runner(node, action: str):
@@ -150,19 +153,20 @@ def _runner(node, action: str):
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
              settings: UISettings | None = None, compare: Policy | None = None,
-             overlay: OverlayFile | None = None, follower=None) -> BreakwaterApp:
+             overlay: OverlayFile | None = None, follower=None, window_source: str = "policy") -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
     `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
     and undos on this recording (merged on top); `follower` (formats.follow) follows a transcript still
     being written."""
-    replay = replay_of(log, policy, counter, model, overlay)
+    replay = replay_of(log, policy, counter, model, overlay, window_source)
     return BreakwaterApp(replay, turn=turn, workspace=workspace_of(log, workspace), settings=settings, compare=compare,
                          overlay=overlay, follower=follower)
 
 
 def replay_of(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
-              overlay: OverlayFile | None = None) -> Replay:
-    return Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
+              overlay: OverlayFile | None = None, window_source: str = "policy") -> Replay:
+    return Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log,
+                  window_source=window_source)
 
 
 def workspace_of(log: SessionLog, workspace: Path | None) -> Path | None:

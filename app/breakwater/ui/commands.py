@@ -81,7 +81,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.app import make_app
 
     app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
-                   settings=settings, compare=other, overlay=None if follower else overlay, follower=follower)
+                   settings=settings, compare=other, overlay=None if follower else overlay, follower=follower,
+                   window_source=args.window_source)
     app.run()
     return app.return_code or 0
 

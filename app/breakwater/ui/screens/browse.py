@@ -96,8 +96,9 @@ class BrowseScreen(Screen):
         self.query_one("#browse-title", Static).update(f"opening {path.name}…")
         try:
             log = await asyncio.to_thread(load_session, path)
-            policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
+            args = argparse.Namespace(policy=None, preset=None, window=None)
+            policy = resolve_policy(args, log)
         except (SessionLogError, PolicyError) as exc:
             self.notify(str(exc), title="This session cannot be opened", severity="error", timeout=10)
             return
-        self.app.open_session(log, policy)
+        self.app.open_session(log, policy, args.window_source)
