@@ -74,8 +74,10 @@ class ContextCategories:
                 ("tool results", self.results, f"{self.results_n:,} results, {self.results_compacted:,} compacted")]
         if self.summaries:
             rows.append(("summaries", self.summaries, share(self.summaries)))
-        rows += [("unseen overhead", self.overhead, "the API's count minus the transcript's heuristic one: tool schemas, a system prompt "
-                  "not logged, the estimate's error" if self.overhead is not None else "unknown: no API figure for this request as logged"),
+        unseen = ("the API's count minus the transcript's heuristic one: tool schemas, a system prompt not "
+                  "logged, the estimate's error") if self.overhead is not None \
+            else "unknown: no API figure for this request as logged"
+        rows += [("unseen overhead", self.overhead, unseen),
                  ("free space", self.free, f"before the hard limit {self.hard_limit:,}"),
                  ("reserve", self.reserve, "window − hard limit: the reply and the estimate's error")]
         return rows

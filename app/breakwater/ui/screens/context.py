@@ -35,7 +35,8 @@ class ContextScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         c = self.categories
         self.query_one("#context-body").border_title = (
-            f"Context at turn {self.turn}: {c.used:,} of {c.window:,} tokens ({100 * c.used / c.window:.0f}%) — esc closes")
+            f"Context at turn {self.turn}: {c.used:,} of {c.window:,} tokens ({100 * c.used / c.window:.0f}%)"
+            " — esc closes")
 
     def _table(self) -> Table:
         c = self.categories
