@@ -210,3 +210,19 @@ def test_import_to_a_directory_never_writes_two_sessions_to_one_file(tmp_path):
     named = [line.split(":")[0] for line in r.stderr.splitlines() if "messages" in line]
     assert sorted(named) == sorted(str(p) for p in written)
     assert r.stderr.count("already taken") == 2, r.stderr
+
+
+async def test_the_inspector_says_a_user_message_is_an_observation(tmp_path):
+    from breakwater.ui.app import make_app
+    from breakwater.ui.config import UISettings
+    from ui_support import ready, screen_text, select_row
+
+    log = load_session(text_mode_swe_agent(tmp_path))
+    app = make_app(log, preset("seed-001").with_changes(window=3_000), counter="heuristic", settings=UISettings())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        row = next(i for i, m in enumerate(log.messages) if m.is_observation)
+        await select_row(pilot, row)
+        assert f"#{row} user (observation)" in screen_text(app)
+        await select_row(pilot, 1)   # the task
+        assert "#1 user (observation)" not in screen_text(app) and "#1 user" in screen_text(app)
