@@ -67,11 +67,11 @@ class BrowseScreen(Screen):
         yield Static(f"{len(self.sessions):,} sessions in {len(groups):,} projects — enter opens one, F follows it",
                      id="browse-title")
         now = time.time()
+        index = {id(s): i for i, s in enumerate(self.sessions)}
         options: list[Option | None] = []
         for project, found in groups:
             options.append(Option(Text(f"{project}  ({len(found)})", style="bold underline"), disabled=True))
-            options.extend(Option(row(s, now), id=str(i)) for s in found
-                           for i in (self.sessions.index(s),))
+            options.extend(Option(row(s, now), id=str(index[id(s)])) for s in found)
         yield OptionList(*options, id="sessions")
         yield Footer()
 
