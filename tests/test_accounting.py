@@ -195,3 +195,15 @@ def test_eval_reports_billed_against_predicted_per_format():
         assert row["requests"] >= 100
         assert row["median_abs_error"] <= 0.02 and row["p90_abs_error"] <= 0.05, (fmt, row)
         assert row["cache_reads"]["requests"] >= 100 and row["cache_reads"]["median_abs_error"] <= 0.02
+
+
+def test_model_lookups_are_kept_so_the_source_loads_once(tmp_path):
+    """genai-prices costs 0.25-0.4 s to load: a name asked before is answered from the cache."""
+    import os
+
+    code = ("import sys; from breakwater.core.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
+            "print(i.window, i.cache_read, 'genai_prices' in sys.modules)")
+    env = {**os.environ, "BREAKWATER_CACHE_DIR": str(tmp_path)}
+    first, again = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                   timeout=60).stdout.split() for _ in range(2))
+    assert first == ["200000", "0.5", "True"] and again == ["200000", "0.5", "False"]
