@@ -59,11 +59,12 @@ def sample_path(name: str = DEFAULT_SAMPLE) -> Path:
     return Path(str(resources.files("breakwater.sample_sessions") / name))
 
 
-def read_session(path: str | Path) -> SessionLog:
-    """Load any supported session; report skipped lines on stderr, one line each."""
+def read_session(path: str | Path, fmt: str = "auto", session: str | None = None) -> SessionLog:
+    """Load any supported session (of a file holding several, the principal one or `session`);
+    report skipped lines on stderr, one line each."""
     from breakwater.formats import load_session
 
-    log = load_session(path)
+    log = load_session(path, fmt, session)
     for issue in log.issues[:50]:
         print(f"breakwater: warning: {issue}", file=sys.stderr)
     if len(log.issues) > 50:
@@ -111,6 +112,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
                         "heuristic: never tiktoken")
     p.add_argument("--model", help=f"model name that picks the tokenizer, the window and the prices (default: the "
                                    f"session's, else {DEFAULT_MODEL} for the tokenizer)")
+    # the formats are named by the reader (an unknown one is refused there): importing it here would
+    # load every command's start-up with it
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help="the session file's format: claude-code, codex, pi, openai, swe-agent, mini-swe-agent, "
+                        "openhands or native (default: detected from the content)")
+    p.add_argument("--session", dest="session_id", metavar="ID",
+                   help="of a file holding several sessions (sidechains, an eval output), the one to open "
+                        "(its id or the end of it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -188,7 +197,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
 
     args.model = args.model or None
     try:
-        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
+        log = with_overlay(read_session(args.session, args.format, args.session_id), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
         other = compare_policy(args, log) if getattr(args, "compare", None) else None
     except (SessionLogError, PolicyError) as exc:

@@ -41,6 +41,9 @@ class Policy:
 
     mask: bool = True                     # seed 001 observation masking
     working_memory_messages: int = 6
+    # > 0: working memory is the last this many observations instead (SWE-agent's LastNObservations,
+    # the rule of "The Complexity Trap", arXiv 2508.21433); 0: the last `working_memory_messages`
+    mask_keep_observations: int = 0
     mask_min_chars: int = 200
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000

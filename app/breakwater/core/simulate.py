@@ -143,7 +143,7 @@ class Simulation:
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)   # empty when `simulate(on_turn=...)` took them
     compactions: list[Compaction] = field(default_factory=list)   # decided by this run
-    recorded: list[str] = field(default_factory=list)   # ids of the log's compactions applied (its agent's)
+    recorded: list[str] = field(default_factory=list)   # the log's compactions applied, less those undone before any request
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
     # totals over every turn, kept as they go so that a simulation need not keep its turns
@@ -269,6 +269,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name, model=named, window_source=window_source,
                      calibration=pipe.calibration, prices=info if info is not None and info.input is not None else None)
     keep, feed = on_turn is None, pipe.feed
+    shaped: set[str] = set()   # the log's compactions some request was built with
     pending: TurnStats | None = None
     raw_h: int | None = None   # the whole log before the last request, by the heuristic (what it cached)
 
@@ -283,6 +284,8 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             feed(entry)
             if entry.type == "compaction" and pipe.applied(entry.id):
                 sim.recorded.append(entry.id)
+            elif entry.type == "undo" and entry.get("target") in sim.recorded and entry.get("target") not in shaped:
+                sim.recorded.remove(entry.get("target"))   # taken back before any request: it never happened
             elif entry.type == "usage" and pending is not None and entry.get("turn") == pending.turn:
                 billed, cached = entry.get("prompt_tokens"), entry.get("cached_tokens")
                 pending.billed_tokens = billed if isinstance(billed, int) else None
@@ -304,6 +307,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 sim.compactions.append(plan.new_compaction)
             recorded = plan.recorded_compaction
             if recorded:
+                shaped.add(recorded.id)
                 if comp is None:
                     comp, source = recorded, "recorded"
             stats = TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,

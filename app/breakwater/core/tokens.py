@@ -57,6 +57,8 @@ def heuristic_message(msg: Message) -> int:
     total = (len(text) // 4 + 1 if text.isascii() else heuristic_text(text)) + MESSAGE_OVERHEAD
     for call in msg.tool_calls:
         total += heuristic_text(call.name) + heuristic_text(call.arguments) + TOOL_CALL_OVERHEAD
+    if msg.meta is not None and msg.role == "assistant":   # reasoning it sent back is part of the request
+        total += heuristic_text(msg.resent_reasoning) - 1
     return total
 
 
@@ -198,6 +200,8 @@ class TokenCounter:
         total = self.exact_text(msg.content) + MESSAGE_OVERHEAD
         for call in msg.tool_calls:
             total += self.exact_text(call.name) + self.exact_text(call.arguments) + TOOL_CALL_OVERHEAD
+        if msg.meta is not None and msg.role == "assistant":
+            total += self.exact_text(msg.resent_reasoning)
         return total
 
     def exact_messages(self, msgs: Iterable[Message]) -> int:
