@@ -10,7 +10,6 @@ modals the agent awaits: nothing ever waits on a prompt nobody can see.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import Footer, Input, Static
 
+from breakwater.core.json_lines import checked_loads
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
 from breakwater.agent.session import AgentError, AgentSession
@@ -210,7 +210,7 @@ class ChatScreen(ReplayScreen):
         if call.name != "write_file":
             return None
         try:
-            path = json.loads(call.arguments or "{}").get("path")
+            path = checked_loads(call.arguments or "{}").get("path")
             fd = Workspace(self.agent.workspace).open(path, os.O_RDONLY)
         except (ValueError, AttributeError, TypeError, OSError, WorkspaceError):
             return None

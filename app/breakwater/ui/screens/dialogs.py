@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
+from breakwater.core.json_lines import checked_loads
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.core.message import ToolCall
 from breakwater.core.words import plural
@@ -76,7 +77,7 @@ class ApprovalScreen(ModalScreen[str]):
 
     def _args(self) -> dict:
         try:
-            args = json.loads(self.call.arguments or "{}")
+            args = checked_loads(self.call.arguments or "{}")
         except ValueError:
             return {}
         return args if isinstance(args, dict) else {}

@@ -490,7 +490,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def _with_overlay(self) -> Replay:
         r = self.replay
         return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
-                      recording=self.recording, tokens=r.tokens)
+                      recording=self.recording, tokens=r.tokens, window_source=r.window_source)
 
     def reload(self, replay: Replay, cause=None) -> None:
         """Show another simulation of the session (its log grew, an overlay event, another policy)."""
