@@ -62,3 +62,19 @@ async def test_the_comparison_keeps_its_list_and_figures_at_100_columns():
         assert len(rows) == 3 and not any("…" in row.split("%)")[0] for row in rows)
         c = totals.comparison
         assert f"{c.totals[0].billed_sent:,}" in rows[0] and f"{c.totals[1].billed_sent:,}" in rows[1]
+
+
+async def test_the_palette_screenshot_is_saved_under_the_state_directory_and_says_where(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))            # no ~/Downloads
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    (tmp_path / "home").mkdir()
+    app = app_for(turn=40)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot, 40)
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot")
+        command.callback()
+        await until(pilot, lambda: any(n.title == "Screenshot" for n in app._notifications), 10)
+        note = next(n for n in app._notifications if n.title == "Screenshot")
+        saved = list((tmp_path / "state" / "breakwater" / "screenshots").glob("*.svg"))
+        assert len(saved) == 1 and str(saved[0]) in str(note.message) and note.severity == "information"
+        assert "<svg" in saved[0].read_text()
