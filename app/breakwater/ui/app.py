@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
-from breakwater.core.overlay import OverlayFile
+from breakwater.core.overlay import OverlayFile, state_dir
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
 from breakwater.core.session_log import SessionLog
@@ -102,6 +102,24 @@ class BreakwaterApp(App):
                     severity="warning", timeout=20)
 
     # -- actions ----------------------------------------------------------------------------------
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: saved under the state directory (Textual's default, ~/Downloads,
+        may not exist: it then said only "Failed to save screenshot"), else the current one; the
+        notification says where, or why not."""
+        tried: list[str] = []
+        for folder in ([Path(path)] if path else [state_dir() / "screenshots", Path.cwd()]):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                saved = self.save_screenshot(filename, str(folder), time_format)
+            except OSError as exc:
+                tried.append(f"{folder}: {exc.strerror or exc}")
+                continue
+            self.notify(f"Saved to {saved}", title="Screenshot", timeout=10)
+            return None
+        self.notify("Could not save it — " + "; ".join(tried), title="Screenshot", severity="error", timeout=15)
+        return None
+
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT if self.theme == DARK else DARK
 

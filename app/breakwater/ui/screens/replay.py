@@ -52,6 +52,9 @@ from breakwater.ui.widgets.timeline import Timeline
 
 
 
+STEP = Binding.Group("Step")
+
+
 class Superseded(Exception):
     """The simulation in progress is for a policy that is no longer the current one."""
 
@@ -70,6 +73,7 @@ def pins_of(replay: Replay) -> set[str]:
     return pins
 
 
+SHORT_ROWS = 48        # a terminal with fewer rows lays the screen out for them (see breakwater.tcss)
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
 PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
@@ -77,25 +81,29 @@ PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     KEYS_NAME = "replay"   # in the footer, before the screen's keys that still work where the focus is
-    BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
-        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
-        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
-        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
-        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
-        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+    # in the order of importance: a narrow footer offers them in this order while they fit
+    BINDINGS = [
+        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back",
+                group=STEP),
+        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward",
+                group=STEP),
         Binding("space", "play", "Play", id="replay.play", tooltip="Step through the turns automatically"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
+        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+        Binding("p", "toggle_policy", "Policy", id="policy.show",
+                tooltip="Show the policy panel: change any value and the session is re-simulated"),
+        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
+        Binding("c", "compare", "A/B", id="compare.open",
+                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
+        *CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("slash", "prompt('search')", "Search", id="list.search", tooltip="Show only messages containing text"),
         Binding("r", "cycle_role", "Role", id="filter.role", tooltip="Filter the list by role (cycles)"),
         Binding("e", "cycle_kind", "Kind", id="filter.kind", tooltip="Filter the list by edit kind (cycles)"),
+        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
+        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="filter.clear",
                 tooltip="Show every message again"),
-        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
-        Binding("p", "toggle_policy", "Policy", id="policy.show",
-                tooltip="Show the policy panel: change any value and the session is re-simulated"),
-        Binding("c", "compare", "A/B", id="compare.open",
-                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
         Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
                 tooltip="Move the focus to the inspector (scroll the texts)"),
         Binding("x", "context", "Context", show=False, id="context.show",
@@ -402,9 +410,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
         self._simulate()
 
+    def on_resize(self, event) -> None:
+        # a short terminal: the timeline gives rows to the list, and the policy panel the inspector's
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
+
     def action_toggle_policy(self) -> None:
         panel = self.query_one(PolicyPanel)
         panel.display = not panel.display
+        self.query_one("#side").set_class(panel.display, "-policy")
         if panel.display:
             panel.table.focus()
         else:
