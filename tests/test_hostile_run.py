@@ -58,3 +58,59 @@ def test_hostile_arguments_become_an_error_result(dirs, arguments, why, tool):
     (result,) = [m for m in log.messages if m.role == "tool"]
     assert result.content.startswith("Error: ") and why in result.content, result.content[:300]
     assert len(done.stdout) + len(done.stderr) < 5000
+
+
+# -- item 1: Breakwater's own writes never follow what a command planted -----------------------------
+def bash_then_answer(command: str) -> Script:
+    return Script([Reply.calls(ScriptedToolCall("bash", {"command": command})), Reply(text="done")])
+
+
+def test_a_planted_link_at_project_memory_is_refused_not_appended_to(dirs, tmp_path):
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the user's shell\n")
+    done, log = run(dirs, bash_then_answer(f"ln -s {victim} PROJECT_MEMORY.md; ln -s {victim} .agent/MEMORY.md"),
+                    "--yes")
+    assert victim.read_text() == "# the user's shell\n"
+    errors = [e.data["message"] for e in log.entries if getattr(e, "type", None) == "error"]
+    assert any("PROJECT_MEMORY.md: refused, a symbolic link" in m for m in errors), errors
+
+
+def test_agent_folder_linked_outside_is_refused_with_a_clear_message(dirs, tmp_path):
+    workspace, home = dirs
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workspace / ".agent").symlink_to(elsewhere)
+    with serve(Script([Reply(text="hi")])) as server:
+        done = subprocess.run([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                               str(workspace), "--base-url", server.base_url, "--yes"],
+                              env=cli_env(home), capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "refused, a symbolic link" in done.stderr, done.stderr
+    assert list(elsewhere.iterdir()) == []          # no log, memory or lock created through the link
+
+
+def test_a_link_planted_at_the_redaction_temp_file_is_not_written_through(dirs, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # the spill file is made before the command starts; the old temporary name was fixed
+    command = (f"for f in .agent/spill/*/*.log; do ln -s {victim} \"$f.redact-tmp\"; done; "
+               f"seq 100000; printf '%s' {KEY[::-1]} | rev")
+    done, log = run(dirs, bash_then_answer(command), "--yes")
+    assert victim.read_text() == "precious\n"
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert result.meta["source"].get("redacted") == 1, result.meta
+    spill = dirs[0] / result.meta["source"]["spill"]
+    assert KEY.encode() not in spill.read_bytes()
+
+
+def test_read_and_write_treat_an_absolute_link_inside_the_same(tmp_path):
+    from breakwater.tools.read_file import read_file
+    from breakwater.tools.write_file import write_file
+
+    (tmp_path / "real.txt").write_text("real\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    read, write = read_file(tmp_path, "link.txt"), write_file(tmp_path, "link.txt", "changed\n")
+    assert read.is_error and write.is_error
+    assert read.content == write.content.replace("write_file", "read_file")
+    assert "symbolic link with an absolute target" in read.content
+    assert (tmp_path / "real.txt").read_text() == "real\n"

@@ -41,6 +41,7 @@ from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
 from breakwater.core.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
+from breakwater.core.beneath import OwnedDir
 from breakwater.core.edits import View
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Compaction, Pipeline
@@ -206,7 +207,7 @@ class AgentSession:
                   "preset": self.policy.preset, "policy": self.policy.to_dict()}
         path = root / SESSIONS_DIR / session_file_name(self.session_id)
         try:
-            self.log = SessionLog.create(path, header)
+            self.log = SessionLog.create(path, header, anchor=root)
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
@@ -635,7 +636,8 @@ class AgentSession:
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
             try:
-                found = self.redact.scrub_file(self._workspace.root / spill)
+                folder, _, name = spill.rpartition("/")
+                found = self.redact.scrub_file(OwnedDir(self._workspace.root, folder), name)
             except OSError as exc:
                 return ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
             if found:
