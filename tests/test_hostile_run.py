@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -114,3 +115,16 @@ def test_read_and_write_treat_an_absolute_link_inside_the_same(tmp_path):
     assert read.content == write.content.replace("write_file", "read_file")
     assert "symbolic link with an absolute target" in read.content
     assert (tmp_path / "real.txt").read_text() == "real\n"
+
+
+# -- item 5: a FIFO or a device where Breakwater reads -----------------------------------------------
+@pytest.mark.parametrize("swap", ["mkfifo \"$f\"", "ln -s /dev/zero \"$f\""], ids=["fifo", "dev-zero"])
+def test_a_spill_swapped_for_a_fifo_or_device_does_not_hang_the_run(dirs, swap):
+    # the key in the output makes the run reopen its spill file to redact it
+    command = (f"seq 100000; printf '%s\\n' {KEY[::-1]} | rev; "
+               f"for f in .agent/spill/*/*.log; do rm \"$f\"; {swap}; done")
+    started = time.monotonic()
+    done, log = run(dirs, bash_then_answer(command), "--yes")
+    assert time.monotonic() - started < 60
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert "refused" in result.meta["source"]["redaction_error"]

@@ -14,7 +14,9 @@ what they return.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
+import stat
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -82,8 +84,13 @@ def _subdirs(root: Path) -> list[Path]:
 
 
 def open_spill(path: Path) -> int:
-    """A read-only descriptor for `path`; a symlink is refused (ELOOP) rather than followed."""
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    """A read-only descriptor for `path`; a symlink is refused (ELOOP) rather than followed, and anything
+    but a regular file (a FIFO the command left there would block the open and every read) is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def scan_line_ends(fd: int, start: int, stop: int, *, chunk: int = SCAN_CHUNK,

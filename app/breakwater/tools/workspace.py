@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import weakref
 from pathlib import Path
 
@@ -70,6 +71,15 @@ class Workspace:
             return open_beneath(self.fd, rel, flags, mode)
         except OSError as exc:
             raise self._refusal(exc, path) from None
+
+    def read_regular(self, path: str | os.PathLike, limit: int) -> bytes:
+        """At most `limit` bytes of the regular file at `path`. A FIFO or device there (a command may
+        have left one) is refused without blocking: opened O_NONBLOCK and checked by fstat."""
+        fd = self.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WorkspaceError(f"{os.fspath(path)!r} is not a regular file")
+            return fh.read(limit)
 
     def open_dir(self, path: str | os.PathLike, create: bool = False, follow: bool = True) -> int:
         """A directory descriptor (O_PATH) for `path`; with `create`, missing directories are made.

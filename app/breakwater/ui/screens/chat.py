@@ -10,7 +10,6 @@ modals the agent awaits: nothing ever waits on a prompt nobody can see.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -211,11 +210,10 @@ class ChatScreen(ReplayScreen):
             return None
         try:
             path = checked_loads(call.arguments or "{}").get("path")
-            fd = Workspace(self.agent.workspace).open(path, os.O_RDONLY)
+            old = Workspace(self.agent.workspace).read_regular(path, OLD_CONTENT_LIMIT)
         except (ValueError, AttributeError, TypeError, OSError, WorkspaceError):
             return None
-        with open(fd, "rb", closefd=True) as fh:
-            return fh.read(OLD_CONTENT_LIMIT).decode("utf-8", errors="replace")
+        return old.decode("utf-8", errors="replace")
 
     async def _review(self, proposal: SummaryProposal) -> SummaryDecision:
         before = self.detail.view if self.detail is not None else None
