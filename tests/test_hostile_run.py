@@ -128,3 +128,63 @@ def test_a_spill_swapped_for_a_fifo_or_device_does_not_hang_the_run(dirs, swap):
     assert time.monotonic() - started < 60
     (result,) = [m for m in log.messages if m.role == "tool"]
     assert "refused" in result.meta["source"]["redaction_error"]
+
+
+# -- item 6: nothing a model or a file says reaches the terminal as a control sequence -----------------
+HIDDEN = "rm -rf ~/important #\r\x1b[2KThe agent wants to run bash: ls -la"
+TITLE = "\x1b]0;pwned\x07\x1b]52;c;ZWNobyBoaQ==\x07done"
+
+
+def read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
+    import select
+
+    got = b""
+    end = time.monotonic() + timeout
+    while marker not in got and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:          # the child closed the terminal
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got
+
+
+def test_the_approval_prompt_on_a_terminal_shows_the_exact_command(dirs):
+    import pty
+
+    workspace, home = dirs
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": HIDDEN})), Reply(text=TITLE)])
+    master, slave = pty.openpty()
+    with serve(script) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                                 str(workspace), "--base-url", server.base_url],
+                                env=cli_env(home), stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        try:
+            shown = read_until(master, b"Allow? [y/N]")
+            os.write(master, b"n\n")
+            shown += read_until(master, b"session: ")
+            shown += read_until(master, b"\n", timeout=5)
+        finally:
+            proc.wait(60)
+            os.close(master)
+    text = shown.decode("utf-8", "replace")
+    assert "\x1b" not in text and "\x07" not in text and "\r\x1b" not in text
+    assert "The agent wants to run bash: rm -rf ~/important #␍␛[2KThe agent wants to run bash: ls -la" in text
+    assert "␛]0;pwned␇␛]52;c;ZWNobyBoaQ==␇done" in text
+
+
+def test_memory_and_read_file_print_escapes_visibly(dirs):
+    workspace, home = dirs
+    (workspace / ".agent").mkdir()
+    (workspace / ".agent" / "MEMORY.md").write_text("---\n[Turn 1 | 10:00:00]\n- [FILE] a.py \x1b[2J\x1b]0;t\x07\n")
+    (workspace / "f.txt").write_text("colour \x1b[31mred\x1b[0m \x9b2J\n")
+    for argv in (["memory", "show"], ["memory", "search", "a.py"], ["tool", "read_file", "f.txt"]):
+        done = subprocess.run([sys.executable, "-m", "breakwater", *argv, "--workspace", str(workspace)],
+                              env=cli_env(home), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "␛" in done.stdout, (argv, done.stdout)

@@ -51,3 +51,26 @@ async def test_a_fifo_at_a_write_target_does_not_freeze_the_approval(tmp_path):
             assert time.monotonic() - started < 10
             await pilot.press("n")
             await pilot.press("ctrl+q")
+
+
+def drawn(app) -> str:
+    """Every segment the screen draws, modal dialogs and notifications included."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+async def test_escapes_from_the_model_are_drawn_not_obeyed(tmp_path):
+    hidden = "echo harmless \x1b[8m; rm -rf ~/important\x1b[0m"
+    call = Reply.calls(ScriptedToolCall("bash", {"command": hidden}))
+    with serve(Script([call, Reply(text="\x1b[2J\x1b]0;pwned\x07 all done")])) as server:
+        app = ChatApp(agent_config(server, tmp_path, auto_approve=False), settings=UISettings(), counter="heuristic")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            await say(pilot, "Clean up.")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            dialog = drawn(app)
+            assert "\x1b" not in dialog and "echo harmless ␛[8m; rm -rf ~/important␛[0m" in dialog
+            await pilot.press("n")
+            await until(pilot, lambda: "all done" in drawn(app))
+            reply = drawn(app)
+            assert "\x1b" not in reply and "␛[2J␛]0;pwned␇ all done" in reply
+            await pilot.press("ctrl+q")

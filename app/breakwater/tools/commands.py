@@ -11,6 +11,7 @@ import argparse
 import sys
 import uuid
 
+from breakwater.core.visible import visible
 from breakwater.tools import sandbox
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
@@ -121,9 +122,9 @@ def _write_file(args) -> int:
 
 def _show(result: ToolResult) -> int:
     if result.is_error:
-        print(f"breakwater tool: {result.meta['error']}", file=sys.stderr)
+        print(f"breakwater tool: {visible(result.meta['error'])}", file=sys.stderr)
         return 1
     sys.stdout.flush()
-    sys.stdout.buffer.write((result.content + "\n").encode("utf-8"))
+    sys.stdout.buffer.write((visible(result.content) + "\n").encode("utf-8", "replace"))
     sys.stdout.flush()
     return 0

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from breakwater.core.visible import visible
 from breakwater.tools.spill import SPILL_DIR, SUFFIX, safe_component
 
 SCAN_CHUNK = 16 << 20
@@ -233,13 +234,6 @@ def read_lines(fd: int, index: LineIndex, first: int, count: int, *, cap: int = 
     return rows
 
 
-_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c != 0x09}
-_CONTROLS[0x7F] = 0x2421
-_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
-# Bidirectional overrides and isolates reorder what follows them on the terminal.
-_CONTROLS.update({c: 0xFFFD for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-
-
 def human_size(size: int) -> str:
     """`size` bytes for a person: 512 B, 3.4 KB, 1.0 GB (powers of 1024)."""
     if size < 1024:
@@ -260,4 +254,4 @@ def display_text(data: bytes, *, complete: bool = True) -> str:
     is left out instead of shown as garbage.
     """
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=complete)
-    return text.translate(_CONTROLS)
+    return visible(text)
