@@ -13,6 +13,8 @@ import uuid
 
 from breakwater.core.visible import visible
 from breakwater.tools import sandbox
+from breakwater.core.policy import Policy
+from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult
@@ -99,9 +101,11 @@ def _bash(args) -> int:
         return 2
     sandbox.say_once(box, prefix="breakwater tool bash")
     env, _ = Redactor(config.api_key).tool_environment()
+    policy = Policy()       # the same bounds as the agent's bash by default
     result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
                       session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
-                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box)
+                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box,
+                      bounds=Bounds.from_policy(policy), max_spill_bytes=policy.tool_max_spill_mb * MB)
     return _show(result)
 
 
