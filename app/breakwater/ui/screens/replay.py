@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Input
 
+from breakwater.core.visible import visible
 from breakwater.core.compare import counterpart
 from breakwater.core.context_categories import for_turn
 from breakwater.core.review import SummaryProposal
@@ -134,7 +135,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")
@@ -245,7 +246,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
-        self.notify(message.reason, title="Simulation failed", severity="error", timeout=30)
+        self.notify(visible(message.reason), title="Simulation failed", severity="error", timeout=30)
 
     @on(ViewReady)
     def _view_ready(self, message: ViewReady) -> None:

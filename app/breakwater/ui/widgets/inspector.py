@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
+from breakwater.core.visible import visible
 from breakwater.core.edits import Edit
 from breakwater.core.message import Message
 from breakwater.core.replay import TurnDetail
@@ -24,7 +25,7 @@ STACK_BELOW = 76   # columns
 
 
 def _call_line(call) -> str:
-    return f"→ {call.name}({call.arguments})"
+    return visible(f"→ {call.name}({call.arguments})")
 
 
 class InspectorHead(Drawn):
