@@ -39,7 +39,9 @@ def test_limits_and_small_window_buffer_rule():
     small = Policy(window=32_000)          # 0.7 W >= W - 13k: the buffer is capped at 15% of W
     assert small.soft_limit == 22_400 and small.hard_limit == 27_200
     assert small.soft_limit < small.hard_limit
-    assert Policy(window=44_000).hard_limit == 31_000  # above ~43k the 13k buffer stands
+    # the smaller buffer of the two: 15% up to ~86.7k, then 13k; the hard limit never jumps down
+    assert Policy(window=44_000).hard_limit == 37_400
+    assert Policy(window=100_000).hard_limit == 87_000
 
 
 def test_policy_from_toml(tmp_path):

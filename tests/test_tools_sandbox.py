@@ -241,3 +241,56 @@ def test_sandbox_flag_demanding_bwrap_fails_in_one_line_where_it_cannot_run(dirs
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"breakwater {' '.join(command)}: sandbox = bwrap, but bubblewrap cannot run here: bwrap is not installed"]
+
+
+# -- issue 27: what even root cannot do inside -------------------------------------------------------
+@needs_bwrap
+def test_proc_sys_is_read_only_inside_even_as_root(tmp_path):
+    # a real value in core_pattern would make the kernel run a workspace file as root at the next crash
+    r = run_bash(Workspace(tmp_path), "for f in /proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches; do "
+                                      "(cat $f > $f) 2>/dev/null && echo WROTE $f || echo refused; done; "
+                                      "(echo h > /proc/sysrq-trigger) 2>/dev/null && echo WROTE sysrq || echo refused",
+                 sandbox=BWRAP)
+    assert r.content.split("\n")[:3] == ["refused"] * 3, r.content
+
+
+UNIX_CLIENT = ("import socket,sys\n"
+               "try:\n s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'hi'); print('ANSWER', s.recv(9).decode())\n"
+               "except OSError as e: print('refused', e.errno)\n")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [False, True])
+def test_host_unix_sockets_are_unreachable_without_network(tmp_path, network):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "client.py").write_text(UNIX_CLIENT)
+    # a host folder outside the workspace and outside /tmp (which the sandbox replaces)
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    path = str(folder / "s")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        server.settimeout(30)
+
+        def answer():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"host:" + conn.recv(9))
+
+        import threading
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        box = sandbox.resolve("bwrap", network=network)
+        r = run_bash(Workspace(ws), f"python3 client.py {path}; python3 -c 'import socket; "
+                                    "a,b=socket.socketpair(); a.send(b\"p\"); print(\"pair\", b.recv(1))'",
+                     sandbox=box)
+        server.close()
+    os.unlink(path)
+    folder.rmdir()
+    first, second = r.content.split("\n")[:2]
+    assert first == ("ANSWER host:hi" if network else "refused 13"), r.content
+    assert second == "pair b'p'"        # a socket pair between the command's own processes still works

@@ -160,7 +160,8 @@ async def test_the_summary_review_lists_the_facts_the_compaction_would_lose(tmp_
         review = app.screen
         log = read_session(path)
         before = view_at(log, app.replay.policy, turn)
-        risky = at_risk(Scorer(extract(log)), before.messages, review.proposal.covered, turn)
+        risky = at_risk(Scorer(extract(log)), before.messages, review.proposal.view.messages,
+                        review.proposal.compaction.id, turn)
         lost = not_carried(risky, review.proposal.summary)
         assert review.at_risk == risky and 0 < len(lost) < len(risky)
         assert f"Would lose {len(lost)} of {len(risky)} facts" in screen_text(app)

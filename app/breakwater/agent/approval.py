@@ -9,11 +9,11 @@ user can allow it.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from typing import Awaitable, Callable, TextIO
 
+from breakwater.core.json_lines import checked_loads
 from breakwater.core.message import ToolCall
 from breakwater.tools.result import ToolResult
 
@@ -32,7 +32,7 @@ def denied_result(call: ToolCall, why: str) -> ToolResult:
 def describe(call: ToolCall, limit: int = 2000) -> str:
     """The call as a person should read it before saying yes."""
     try:
-        args = json.loads(call.arguments) if call.arguments else {}
+        args = checked_loads(call.arguments) if call.arguments else {}
     except ValueError:
         args = None
     if isinstance(args, dict) and call.name == "bash" and isinstance(args.get("command"), str):

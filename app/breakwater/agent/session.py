@@ -376,17 +376,24 @@ class AgentSession:
             except openai.APIError as exc:
                 failure = classify(exc)
                 if failure.kind == CONTEXT_LENGTH:
+                    # the provider names its window: smaller than the session's, it is the one to keep to
+                    learned = failure.window if failure.window and failure.window < view.window else None
                     event = self._error({"kind": "context_length", "turn": turn, "status": failure.status,
                                          "code": failure.code, "message": failure.message,
                                          "sent_tokens": view.sent_tokens, "window": view.window,
+                                         **({"provider_window": learned} if learned else {}),
                                          "action": "retry after a deep compaction" if not forced else "give up"})
                     if forced:
                         raise AgentError(f"the provider rejected the request as too long even after a deep "
                                          f"compaction ({failure.message})") from None
                     forced = True
-                    self._emit("retry", event=event, text=f"{failure.message}; compacting", turn=turn)
+                    rejected = view.sent_tokens
+                    said = f"{failure.message}; compacting"
+                    if learned:
+                        said = self._learn_window(learned, view.window, failure.message)
+                    self._emit("retry", event=event, text=said, turn=turn)
                     view, comp = await self._prepare("context_length")
-                    if comp is None:
+                    if comp is None and not (learned and view.sent_tokens < rejected):
                         why = ("the summary was declined" if self.last_review is not None
                                else "there is nothing left to compact")
                         raise AgentError(f"the provider rejected the request as too long and {why} "
@@ -396,6 +403,15 @@ class AgentSession:
                 await self._retry_or_raise(failure, failures, turn)
                 continue
             return reply, self._record_reply(reply, sent, turn)
+
+    def _learn_window(self, window: int, was: int, message: str) -> str:
+        """Keep to the window the provider named from here on: logged as a `config` event, which the
+        pipeline (live and replayed) plans under; what to tell the user."""
+        self._append(Event("config", self.log.next_event_id(),
+                           {"window": window, "was": was, "reason": f"the provider's context-length error: {message}"}))
+        if getattr(self.summarizer, "model", None) == self.model and hasattr(self.summarizer, "window"):
+            self.summarizer.window = min(self.summarizer.window, window)   # the same model summarizes
+        return f"the provider's context window is {window:,} tokens, not {was:,}: the session keeps to it from now on"
 
     def request_params(self) -> dict[str, Any]:
         """Extra chat-completions parameters for the next request (None values are left out)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from breakwater.core.models import DEFAULT_MODEL, counting_model, resolve_window
 from breakwater.core.policy import (DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError, from_mapping,
                                     load_toml, preset)
 
@@ -18,7 +19,6 @@ if TYPE_CHECKING:  # the heavy modules load in the commands that use them, so st
     from breakwater.core.simulate import Simulation
 
 DEFAULT_SAMPLE = "long-refactor.jsonl"
-DEFAULT_MODEL = "gpt-4o"   # picks the tokenizer (o200k_base) when neither --model nor the session names one
 
 
 def plural(n: int, word: str) -> str:
@@ -52,11 +52,12 @@ def sample_path(name: str = DEFAULT_SAMPLE) -> Path:
     return Path(str(resources.files("breakwater.sample_sessions") / name))
 
 
-def read_session(path: str | Path) -> SessionLog:
-    """Load any supported session; report skipped lines on stderr, one line each."""
+def read_session(path: str | Path, fmt: str = "auto", session: str | None = None) -> SessionLog:
+    """Load any supported session (of a file holding several, the principal one or `session`);
+    report skipped lines on stderr, one line each."""
     from breakwater.formats import load_session
 
-    log = load_session(path)
+    log = load_session(path, fmt, session)
     for issue in log.issues[:50]:
         print(f"breakwater: warning: {issue}", file=sys.stderr)
     if len(log.issues) > 50:
@@ -66,7 +67,8 @@ def read_session(path: str | Path) -> SessionLog:
 
 def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
     """--policy, else --preset, else the policy the session was recorded under, else the default;
-    then --window (or the session's window when no policy file was given)."""
+    then the window: --window, else (no policy file given) the session's, else its model's
+    (core/models.py). Where the window came from is left in `args.window_source`."""
     header = log.header if log else {}
     if getattr(args, "policy", None):
         policy = load_toml(Path(args.policy))
@@ -80,7 +82,11 @@ def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
     else:
         recorded = header.get("preset")
         policy = preset(recorded if recorded in PRESETS else DEFAULT_PRESET)
-    window = getattr(args, "window", None) or (None if getattr(args, "policy", None) else header.get("window"))
+    if getattr(args, "policy", None) and not getattr(args, "window", None):
+        window, source = None, "policy file"   # a file's window is part of the policy it states
+    else:
+        window, source = resolve_window(header, getattr(args, "model", None), getattr(args, "window", None))
+    args.window_source = source
     if isinstance(window, int) and window != policy.window:
         policy = policy.with_changes(window=window)
     return policy
@@ -96,6 +102,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
     p.add_argument("--model", help=f"model name that picks the tokenizer (default: the session's, else {DEFAULT_MODEL})")
+    # the formats are named by the reader (an unknown one is refused there): importing it here would
+    # load every command's start-up with it
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help="the session file's format: claude-code, codex, pi, openai, swe-agent, mini-swe-agent, "
+                        "openhands or native (default: detected from the content)")
+    p.add_argument("--session", dest="session_id", metavar="ID",
+                   help="of a file holding several sessions (sidechains, an eval output), the one to open "
+                        "(its id or the end of it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -142,7 +156,10 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 
     try:
         other = resolve(args.compare)
-        window = args.window or (log.header.get("window") if args.compare in PRESETS else None)
+        if args.compare in PRESETS:
+            window, args.compare_window_source = resolve_window(log.header, args.model, args.window)
+        else:
+            window, args.compare_window_source = args.window, "--window" if args.window else "policy file"
         if isinstance(window, int) and window != other.window:
             other = other.with_changes(window=window)
     except PolicyError as exc:
@@ -170,20 +187,19 @@ def _simulate_command(args: argparse.Namespace) -> int:
 
     args.model = args.model or None
     try:
-        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
+        log = with_overlay(read_session(args.session, args.format, args.session_id), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
         other = compare_policy(args, log) if getattr(args, "compare", None) else None
     except (SessionLogError, PolicyError) as exc:
         return fail(str(exc))
-    if args.counter == "exact" and not args.model and not log.header.get("model"):
-        args.model = DEFAULT_MODEL
     turns = log.turn_count()
     if other is not None:
         if args.view is not None and not 1 <= args.view <= turns:
             return fail(f"--view {args.view} with --compare: the session has turns 1..{turns}")
         from breakwater.core.compare import compare
 
-        comparison = compare(log, policy, other, args.counter, args.model, args.view)
+        comparison = compare(log, policy, other, args.counter, args.model, args.view,
+                             (args.window_source, args.compare_window_source))
         loops = {side: of_simulation(sim, log) for side, sim in (("a", comparison.a), ("b", comparison.b))}
         if args.json:
             out = comparison.to_json()
@@ -212,11 +228,11 @@ def _simulate_command(args: argparse.Namespace) -> int:
         from breakwater.fidelity.loops import file_reads, find
 
         writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
-        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
+        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn, window_source=args.window_source)
         loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
         writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})
     else:
-        sim = simulate(log, policy, args.counter, args.model)
+        sim = simulate(log, policy, args.counter, args.model, window_source=args.window_source)
         print_table(sim, log)
         print_loops(of_simulation(sim, log))
     over = sim.over_window
@@ -308,7 +324,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         if text is None:
             return fail(str(exc))
         log = None
-    model = args.model or (log.header.get("model") if log else None) or DEFAULT_MODEL
+    model = counting_model(log.header if log else {}, args.model)
     enc = encoding_for_model(model)
     counter = TokenCounter(enc)
     try:

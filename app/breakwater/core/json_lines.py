@@ -84,6 +84,26 @@ def lenient_loads(text: str) -> Any:
     return _LENIENT.decode(text)
 
 
+def _refused_int(digits: str) -> int:
+    if len(digits) > DIGITS_LIMIT:
+        raise ValueError(f"a number of {len(digits)} digits (at most {DIGITS_LIMIT})")
+    return int(digits)
+
+
+_CHECKED = json.JSONDecoder(parse_int=_refused_int)
+
+
+def checked_loads(text: str) -> Any:
+    """json.loads for text from outside (a model's tool-call arguments): every way it fails is a
+    ValueError that says why, a nesting too deep for the stack and a number too long included."""
+    try:
+        return _CHECKED.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def decode_document(raw: bytes, where: object, notes: list[str] | None = None) -> Any:
     """One JSON document (a whole file) as `json.loads` reads it, by msgspec where that reads the same
     (as `read_line` does a line): three times as fast, and a reader that sniffed the format first no

@@ -131,6 +131,30 @@ class OverlayFile:
     def apply(self, log: SessionLog) -> SessionLog:
         return apply_overlay(log, self.events)
 
+    def remove(self, ids: Iterable[str]) -> list[Event]:
+        """Take events out of the file (and the undos naming them), every other line kept as it
+        was, bad ones included; the events removed. The file is replaced whole, never half written."""
+        gone = set(ids)
+        gone |= {ev.id for ev in self.events if ev.type == "undo" and str(ev.get("target")) in gone}
+        drop: set[int] = set()
+        valid = 0
+        for lineno, obj, _ in iter_json_lines(self.path):
+            if obj is None or _invalid(obj):
+                continue
+            valid += 1   # the id load_overlay gives an event written without one
+            if str(obj.get("id") or f"o{valid:05d}") in gone:
+                drop.add(lineno)
+        with open(self.path, "rb") as fh:
+            lines = list(fh)   # split as iter_json_lines numbers them
+        kept = b"".join(line for n, line in enumerate(lines, 1) if n not in drop)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_bytes(kept)
+        os.replace(tmp, self.path)
+        removed = [ev for ev in self.events if ev.id in gone]
+        # read back: an event written without an id is named by its place, which may have moved
+        self.events, self.issues = load_overlay(self.path)
+        return removed
+
 
 def manual_compaction(log: SessionLog, policy: Policy, turn: int, counter: str = "exact",
                       model: str | None = None) -> tuple[Compaction | None, View]:

@@ -25,7 +25,7 @@ class Policy:
     window: int = 128_000
     buffer_tokens: int = 13_000          # seed 000: room for the next reply + estimator error
     soft_ratio: float = 0.70              # seed 000: soft limit = 70% of the window
-    small_window_buffer_ratio: float = 0.15  # buffer cap when soft and hard would collide
+    small_window_buffer_ratio: float = 0.15  # buffer cap for small windows (soft and hard stay apart)
     precise_ratio: float = 0.9            # seed 000 §8.6: exact count once estimate > 0.9 x soft
     fast_path_min_messages: int = 4       # seed 003: too few messages -> send as is
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
@@ -41,6 +41,9 @@ class Policy:
 
     mask: bool = True                     # seed 001 observation masking
     working_memory_messages: int = 6
+    # > 0: working memory is the last this many observations instead (SWE-agent's LastNObservations,
+    # the rule of "The Complexity Trap", arXiv 2508.21433); 0: the last `working_memory_messages`
+    mask_keep_observations: int = 0
     mask_min_chars: int = 200
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000
@@ -93,9 +96,10 @@ class Policy:
     # -- derived limits --------------------------------------------------------------------------
     @property
     def effective_buffer(self) -> int:
-        if self.soft_ratio * self.window >= self.window - self.buffer_tokens:
-            return int(self.small_window_buffer_ratio * self.window)
-        return self.buffer_tokens
+        """The buffer, capped at `small_window_buffer_ratio` of a window too small for it. The smaller
+        of the two, never a switch at the window where soft and hard would collide: that switch made
+        the hard limit jump down as the window grew (43,333 -> hard 36,834; 43,334 -> 30,334)."""
+        return min(self.buffer_tokens, int(self.small_window_buffer_ratio * self.window))
 
     @property
     def soft_limit(self) -> int:

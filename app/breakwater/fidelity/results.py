@@ -161,6 +161,36 @@ class PresetSummary:
 
 
 @dataclass(slots=True)
+class BilledCheck:
+    """The accounting model against what the provider billed (issue 23): the agent's own history
+    replayed, each request after the first predicted from the usage recorded before it only."""
+
+    input_errors: list[float] = field(default_factory=list)   # |predicted - billed| / billed, per request
+    cache_errors: list[float] = field(default_factory=list)   # the same for cache reads, where recorded
+    input_signed: list[float] = field(default_factory=list)   # (predicted - billed) / billed: the bias
+
+    def merge(self, other: "BilledCheck") -> None:
+        self.input_errors += other.input_errors
+        self.cache_errors += other.cache_errors
+        self.input_signed += other.input_signed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": len(self.input_errors), **spread(self.input_errors),
+                "bias": median(self.input_signed),
+                "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)}}
+
+
+def median(xs: list[float]) -> float | None:
+    return sorted(xs)[len(xs) // 2] if xs else None
+
+
+def spread(xs: list[float]) -> dict[str, float | None]:
+    """The median and 90th percentile (nearest rank) of absolute relative errors."""
+    s = sorted(xs)
+    return {"median_abs_error": median(s), "p90_abs_error": s[min(len(s) - 1, -(-9 * len(s) // 10) - 1)] if s else None}
+
+
+@dataclass(slots=True)
 class SessionSummary:
     path: str
     title: str = ""
@@ -168,12 +198,17 @@ class SessionSummary:
     probes: dict[str, int] = field(default_factory=dict)   # per category
     presets: dict[str, PresetSummary] = field(default_factory=dict)
     error: str | None = None     # why the session could not be evaluated
+    format: str = ""
+    billed: BilledCheck | None = None   # when the session records usage
 
     def to_json(self) -> dict[str, Any]:
         if self.error:
             return {"path": self.path, "error": self.error}
-        return {"path": self.path, "title": self.title, "turns": self.turns, "probes": dict(self.probes),
-                "presets": {name: s.to_json() for name, s in self.presets.items()}}
+        out = {"path": self.path, "title": self.title, "format": self.format, "turns": self.turns,
+               "probes": dict(self.probes), "presets": {name: s.to_json() for name, s in self.presets.items()}}
+        if self.billed is not None:
+            out["billed_vs_predicted"] = self.billed.to_json()
+        return out
 
 
 def saving(raw: int, sent: int) -> float:

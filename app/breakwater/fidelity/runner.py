@@ -17,21 +17,42 @@ from typing import Callable, Iterable, Iterator, Sequence
 from breakwater.core.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
 from breakwater.core.session_log import SessionLog, SessionLogError
-from breakwater.core.simulate import make_pipeline
+from breakwater.core.accounting import own_history_policy
+from breakwater.core.models import resolve_window
+from breakwater.core.simulate import make_pipeline, simulate
 from breakwater.core.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
-from breakwater.fidelity.results import FidelityRun, PresetSummary, SessionSummary, Tally, totals_json
+from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
+                                         totals_json)
 from breakwater.fidelity.scoring import Scorer
 
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
-    """The named preset at `window`, else at the session's own window, else the preset's."""
+    """The named preset at `window`, else the session's own window, else its model's (as `simulate`:
+    core/models.py), else the preset's."""
     policy = preset(name)
-    w = window or log.header.get("window")
+    w = resolve_window(log.header, None, window)[0]
     if isinstance(w, int) and not isinstance(w, bool) and w != policy.window:
         policy = policy.with_changes(window=w)
     return policy
+
+
+def billed_check(log: SessionLog, counter: str = "exact") -> BilledCheck | None:
+    """Each request of the agent's own history, predicted by the accounting model from the usage
+    recorded before it, against the usage recorded for it; None when the session records none."""
+    check = BilledCheck()
+    recorded = False
+    for t in simulate(log, own_history_policy(), counter).turns:
+        if t.billed_tokens is None:
+            continue
+        if recorded:   # the first request has no earlier usage to fit: nothing is predicted
+            check.input_errors.append(abs(t.sent_tokens - t.billed_tokens) / t.billed_tokens)
+            check.input_signed.append((t.sent_tokens - t.billed_tokens) / t.billed_tokens)
+            if t.billed_cached:
+                check.cache_errors.append(abs(t.stable_prefix_tokens - t.billed_cached) / t.billed_cached)
+        recorded = True
+    return check if recorded else None
 
 
 class Stopped(Exception):
@@ -97,6 +118,7 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     scorer = _scorer(log) if reuse else Scorer(extract(log))
     probes = scorer.probes
     out.title = str(log.header.get("title") or Path(path).name)
+    out.format = log.source_format or "native"
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
     for name, policy in zip(presets, policies):
@@ -106,6 +128,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
             out.error = f"{name}: {type(exc).__name__}: {exc}"
             out.presets.clear()
             break
+    else:
+        out.billed = billed_check(log, counter)
     return out
 
 
@@ -333,8 +357,16 @@ class Corpus:
         rank = {p: i for i, p in enumerate(order)}
         return sorted(self.sessions, key=lambda s: rank.get(s.path, len(rank)))
 
+    def billed_by_format(self) -> dict[str, BilledCheck]:
+        out: dict[str, BilledCheck] = {}
+        for s in self.sessions:
+            if s.billed is not None:
+                out.setdefault(s.format, BilledCheck()).merge(s.billed)
+        return dict(sorted(out.items()))
+
     def to_json(self, order: Iterable[str]) -> dict:
         sessions = self.ordered(order)
         return {"presets": {name: t.to_json() for name, t in self.totals().items()},
+                "billed_vs_predicted": {fmt: c.to_json() for fmt, c in self.billed_by_format().items()},
                 "sessions": [s.to_json() for s in sessions if not s.error],
                 "skipped": [s.to_json() for s in sessions if s.error]}

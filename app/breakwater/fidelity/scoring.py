@@ -7,7 +7,7 @@ hit, so a request costs a few set operations per unit rather than a search per p
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import Sequence
 
 from ahocorasick_rs import AhoCorasick
 
@@ -65,14 +65,15 @@ class Scorer:
         return out
 
 
-def at_risk(scorer: Scorer, request: Sequence[Message], replaced: Collection[str], turn: int) -> list[Probe]:
-    """The probes live at `turn` that `request` carries only in the messages a compaction would
-    replace (`replaced`: message ids; a replaced assistant message takes its tool results along)."""
-    gone = set(replaced)
-    calls = {c.id for m in request if m.id in gone for c in m.tool_calls}
-    kept = [m for m in request if m.id not in gone and not (m.role == "tool" and m.tool_call_id in calls)]
-    elsewhere = scorer.carried(kept)
-    return [scorer.probes[i] for i in sorted(scorer.carried(request) - elsewhere) if scorer.probes[i].live_at(turn)]
+def at_risk(scorer: Scorer, before: Sequence[Message], after: Sequence[Message], summary_id: str,
+            turn: int) -> list[Probe]:
+    """The probes live at `turn` that request `before` carries and request `after` (the same turn
+    once a deep compaction is made) carries only if its new summary (the message marked with
+    `summary_id`) says them: what the compaction loses unless the summary keeps it, by the very
+    measure the fidelity gauge applies to whole requests (an earlier summary it folds in counts too)."""
+    rest = [m for m in after if not (m.meta and m.meta.get("compaction") == summary_id)]
+    gone = scorer.carried(before) - scorer.carried(rest)
+    return [scorer.probes[i] for i in sorted(gone) if scorer.probes[i].live_at(turn)]
 
 
 def not_carried(probes: Sequence[Probe], text: str) -> list[Probe]:

@@ -12,7 +12,7 @@ from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex,
                                        looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
                                        looks_like_pi, looks_like_swe_agent)
 
-__all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", "FORMATS"]
+__all__ = ["load_session", "load_sessions", "detect_format", "pick_session", "holds", "SessionLogError", "FORMATS"]
 
 FORMATS = ("native", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 
@@ -67,6 +67,24 @@ def _document(path: Path, raw: bytes, is_list: bool) -> _Sniffed:
     return _Sniffed(first, is_list, data, tuple(notes))
 
 
+def readers_that_load(path: Path, tried: str) -> list[str]:
+    """The formats other than `tried` whose reader finds messages in `path`: what to suggest when
+    detection guessed wrong. Only asked after a failure, and only for a file small enough to read."""
+    if path.stat().st_size >= MAX_DOCUMENT_BYTES:
+        return []
+    found = []
+    for fmt in FORMATS:
+        if fmt == tried:
+            continue
+        try:
+            logs = load_sessions(path, fmt)
+        except (SessionLogError, OSError, ValueError, RecursionError):
+            continue
+        if any(log.messages for log in logs):
+            found.append(fmt)
+    return found
+
+
 def detect_format(path: Path) -> str:
     """The format of a session file, from its content (never its name)."""
     return _detected(_sniff(Path(path)))
@@ -103,20 +121,32 @@ def _importer(fmt: str):
     elif fmt == "openhands":
         from breakwater.formats.openhands import load_openhands as load
     else:
-        raise SessionLogError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise SessionLogError(f"unknown format {fmt!r} (one of auto, {', '.join(FORMATS)})")
     return load
 
 
 def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
     """Every session the file holds (a Claude Code main file and its subagents, an eval
-    output with one session per instance); the principal one first."""
+    output with one session per instance); the principal one first. A file that detection
+    cannot read says which `--format` would."""
     path = Path(path)
-    document: _Sniffed | None = None
-    if fmt == "auto":
-        document = _sniff(path)
-        fmt = _detected(document)
-        if document.document is None:
-            document = None
+    if fmt != "auto":
+        return _load(path, fmt)
+    document: _Sniffed | None = _sniff(path)
+    fmt = _detected(document)
+    if document.document is None:
+        document = None
+    try:
+        return _load(path, fmt, document)
+    except SessionLogError as exc:
+        others = readers_that_load(path, fmt) if path.is_file() else []
+        if not others:
+            raise
+        raise SessionLogError(f"{exc}; read as {fmt} (detected); it loads with "
+                              f"{' or '.join(f'--format {o}' for o in others)}") from None
+
+
+def _load(path: Path, fmt: str, document: _Sniffed | None = None) -> list[SessionLog]:
     if fmt == "native":
         return [load_native(path)]
     if fmt == "openai":
@@ -143,10 +173,25 @@ def load_session(path: str | Path, fmt: str = "auto", session: str | None = None
     logs = load_sessions(path, fmt)
     if session is None:
         if len(logs) > 1:
-            logs[0].issues.append(LoadIssue(str(path), 0, f"the file holds {len(logs)} sessions; this is "
-                                            f"{logs[0].id} (`breakwater import --session ID` picks another)"))
+            logs[0].issues.append(LoadIssue(str(path), 0, f"{holds(logs)}; this is {logs[0].id} "
+                                            f"(--session ID picks another)"))
         return logs[0]
+    return pick_session(path, logs, session)
+
+
+def holds(logs: list[SessionLog], shown: int = 8) -> str:
+    """What a file of several sessions holds, in a few words: their ids and sizes."""
+    named = ", ".join(f"{log.id} ({len(log.messages):,} messages)" for log in logs[:shown])
+    more = f" and {len(logs) - shown:,} more" if len(logs) > shown else ""
+    return f"the file holds {len(logs):,} sessions: {named}{more}"
+
+
+def pick_session(path: str | Path, logs: list[SessionLog], session: str) -> SessionLog:
+    """The session named `session` (its id, or the end of it: `sidechain-sys1`)."""
     for log in logs:
-        if log.id == session or log.id.endswith(session):
+        if log.id == session:
             return log
-    raise SessionLogError(f"{path}: no session {session!r} (it holds {', '.join(log.id for log in logs)})")
+    for log in logs:
+        if log.id.endswith(session):
+            return log
+    raise SessionLogError(f"{path}: no session {session!r}; {holds(logs)}")

@@ -16,23 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.accounting import recount_usage
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import RECORDED
 from breakwater.core.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
-from breakwater.core.summarize import summary_message_text
-from breakwater.core.tokens import heuristic_message
 
 MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
-
-
-def _count(since: list[list], start: int, end: int) -> int:
-    """The heuristic tokens of since[start:end], each message counted once and kept in its row."""
-    total = 0
-    for row in since[start:end]:
-        if not row[2]:
-            row[2] = heuristic_message(row[1])
-        total += row[2]
-    return total
 
 
 def blocks_text(content: Any, counts: dict[str, int]) -> str:
@@ -256,10 +245,7 @@ class SessionBuilder:
                       f"{'s' if self.skipped[kind] != 1 else ''})")
         entries: list[Message | Event] = []
         n_msg = n_ev = assistants = 0
-        # the messages the original agent's context held, each with its heuristic tokens once a usage
-        # estimate needs them (counted then, not for every message of a file that records no usage)
-        since: list[list] = []
-        context = counted = 0   # the tokens of since[:counted]
+        usage = False
         flat: list[_Node] = []
         for node in self.nodes:
             flat.append(node)
@@ -276,26 +262,19 @@ class SessionBuilder:
                 msg = Message(node.final_id, node.role, node.content, tuple(node.calls), node.call_id, node.name,
                               turn, node.meta or None)
                 n_msg += 1
-                since.append([node, msg, 0])
                 entries.append(msg)
                 continue
             data = dict(node.data)
             if node.event_type == "compaction":
                 data["cut_id"] = node.cut.final_id if node.cut is not None and node.cut.final_id else None
                 data.setdefault("turn", assistants + 1)
-                idx = next((i for i, (n, _, _) in enumerate(since) if n is node.cut), len(since))
-                since = since[idx:]      # what the agent kept after its summary
-                summary = Message("summary", "user", summary_message_text(str(data.get("summary") or "")))
-                context = _count(since, 0, len(since)) + heuristic_message(summary)
-                counted = len(since)
             elif node.event_type == "usage":
                 data.setdefault("turn", assistants)
-                if "estimate" not in data:
-                    context += _count(since, counted, len(since))
-                    counted = len(since)
-                    data["estimate"] = max(1, context - (since[-1][2] if since else 0))
+                usage = True
             entries.append(Event(node.event_type, f"e{n_ev:05d}", data))
             n_ev += 1
+        if usage:   # each usage paired with what Breakwater counts for the request it billed
+            entries = recount_usage(entries)
         header = dict(self.header)
         header["imported"] = {"format": self.source_format, "path": str(self.path), "skipped": dict(self.skipped)}
         return SessionLog(header=header, entries=entries, path=self.path, issues=self.issues,

@@ -45,8 +45,10 @@ def feed_chat_message(b: SessionBuilder, rec: Mapping[str, Any], line: int,
     if role == "assistant":
         turn = b.assistant(line, text, meta)
         reasoning = rec.get("reasoning_content")
-        if isinstance(reasoning, str):
+        if isinstance(reasoning, str) and reasoning:
             turn.add_meta_text("reasoning", reasoning)
+            # a chat-completions history holds what was sent: the reasoning went back with the reply
+            turn.set_meta("reasoning_resent", True)
         calls = rec.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             if isinstance(call, dict):

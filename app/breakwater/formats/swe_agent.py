@@ -3,11 +3,11 @@
 SWE-agent `.traj`: `history` is the conversation (demonstrations inlined), in a
 function-calling variant (assistant `tool_calls`, `role: tool` results naming
 their calls in a `tool_call_ids` list) or a text-action variant (the command in
-the assistant text, the observation a user message). `trajectory[i].messages`
+the assistant text, the observation a user message, marked so in its meta). `trajectory[i].messages`
 repeats the whole prompt of each step and is not imported.
 
 mini-swe-agent `.traj.json`: `messages` is a chat-completions list (1.1 and 2.x:
-tool calls; v1: text with fenced commands), ending with an `exit` message that
+tool calls; v1: text with fenced commands, the observations user messages, marked so), ending with an `exit` message that
 holds the submission. Each assistant message's `extra.response` is the raw
 litellm response, whose `usage` becomes a usage event.
 """
@@ -54,6 +54,7 @@ def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
     if isinstance(model, str):
         header["model"] = model
     b = SessionBuilder(path, "swe-agent", path.name.removesuffix(".traj"), header)
+    previous = None
     for i, rec in enumerate(data["history"]):
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             b.warn(i + 1, f"history item {i} is not a message, skipped")
@@ -61,6 +62,11 @@ def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
         extra = {k: rec[k] for k in ("message_type", "agent") if isinstance(rec.get(k), str)}
         if rec.get("is_demo"):
             extra["is_demo"] = True
+        elif rec["role"] == "user" and previous == "assistant" and rec.get("message_type", "observation") == "observation":
+            # text actions: the environment answers a reply in a user message (the task, which SWE-agent
+            # labels an observation too, answers none)
+            extra["observation"] = True
+        previous = rec["role"]
         if rec["role"] == "tool":
             ids = _ids(rec.get("tool_call_ids")) or ([rec["tool_call_id"]] if rec.get("tool_call_id") else [])
             if len(ids) > 1:
@@ -92,11 +98,14 @@ def load_mini_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
     sid = str(data.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj")) \
         if isinstance(data, dict) else path.stem
     b = SessionBuilder(path, "mini-swe-agent", sid, header)
+    replied = False
     for i, rec in enumerate(messages):
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             b.warn(i + 1, f"message {i} is not a chat message, skipped")
             continue
-        turn = feed_chat_message(b, rec, i + 1)
+        # v1 (text): every user message after the first reply is the environment's answer
+        turn = feed_chat_message(b, rec, i + 1, {"observation": True} if replied and rec["role"] == "user" else None)
+        replied = replied or rec["role"] == "assistant"
         extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
         response = extra.get("response")
         if turn is not None and isinstance(response, dict):

@@ -57,16 +57,21 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
     except OSError as exc:
         return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
     started = time.monotonic()
+    seccomp_fd = sandbox.filter_fd() if sandbox else None
     try:
         argv = ["bash", "-c", command]
-        proc = subprocess.Popen(sandbox.command(argv, ws.root) if sandbox else argv, cwd=ws.root,
+        proc = subprocess.Popen(sandbox.command(argv, ws.root, seccomp_fd) if sandbox else argv, cwd=ws.root,
                                 stdin=subprocess.DEVNULL,
                                 env=None if env is None else dict(env),
+                                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         buffer.close()
         return error_result("bash", f"cannot start bash{' in bubblewrap' if sandbox and sandbox.kind == 'bwrap' else ''}: "
                                     f"{exc.strerror or exc}")
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
     try:
         timed_out, abandoned = _stream(proc, buffer, timeout_s, kill_grace_s)
     finally:

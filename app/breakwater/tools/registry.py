@@ -7,10 +7,11 @@ whose text explains the problem, never an exception.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from breakwater.core.json_lines import checked_loads
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult, error_result
@@ -151,9 +152,9 @@ def parse_arguments(arguments: str | Mapping[str, Any] | None,
         value: Any = {}
     elif isinstance(arguments, str):
         try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return {}, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            value = checked_loads(arguments)
+        except ValueError as exc:
+            return {}, str(exc)
     else:
         value = arguments
     if not isinstance(value, Mapping):
@@ -185,6 +186,8 @@ def _check(key: str, value: Any, prop: Mapping[str, Any]) -> tuple[Any, str | No
     if kind in ("integer", "number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None, f"{key} must be a {kind}, got {_json_type(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return None, f"{key} must be a finite {kind}, got {value}"
         if kind == "integer":
             if isinstance(value, float) and not value.is_integer():
                 return None, f"{key} must be a whole number, got {value}"

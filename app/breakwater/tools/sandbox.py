@@ -7,7 +7,13 @@ still holds breakwater's original environment. Under bubblewrap the command gets
   sandbox's init, whose environment is the scrubbed one);
 - the workspace read-write, a fresh /tmp, everything else read-only;
 - the config file that may hold the key replaced by an unreadable node;
-- no network unless the policy allows it, and no capabilities even when run as root.
+- no network unless the policy allows it, and no capabilities even when run as root;
+- `/proc/sys` and the other system-wide files of /proc read-only, which a root without
+  capabilities could otherwise still write (core_pattern runs a program as root at a crash);
+- without network, no Unix socket either: a seccomp filter refuses `socket(AF_UNIX)` (and
+  io_uring, which opens sockets without that call), since a socket file in any host folder
+  answers a connect even on a read-only mount. A socket pair between the command's own
+  processes still works.
 
 `sandbox = auto` uses bubblewrap when a trial run works (it may be missing, or user
 namespaces may be disabled) and otherwise says so once and falls back; `bwrap` insists;
@@ -19,7 +25,10 @@ namespaces may be disabled) and otherwise says so once and falls back; `bwrap` i
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import platform
+import struct
 import shutil
 import subprocess
 import sys
@@ -52,8 +61,9 @@ class Sandbox:
     notice: str | None = None
     undumpable: bool = field(default=False, compare=False)
 
-    def command(self, argv: list[str], workspace: Path) -> list[str]:
-        """`argv` as it must be started to run in this sandbox with `workspace` as its directory."""
+    def command(self, argv: list[str], workspace: Path, seccomp_fd: int | None = None) -> list[str]:
+        """`argv` as it must be started to run in this sandbox with `workspace` as its directory;
+        `seccomp_fd` (from `filter_fd`, passed to the child) carries the socket filter."""
         if self.kind != "bwrap":
             return argv
         ws = str(workspace)
@@ -62,14 +72,52 @@ class Sandbox:
             args += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             args.append("--unshare-net")
+            if seccomp_fd is not None:
+                args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--chdir", ws, "--", *argv]
+
+    def filter_fd(self) -> int | None:
+        """A fresh descriptor holding the seccomp program bwrap reads (bwrap consumes it, so one
+        per run), or None when no filter applies: no bwrap, network allowed, or an unknown CPU."""
+        if self.kind != "bwrap" or self.network or _NO_UNIX_SOCKETS is None:
+            return None
+        fd = os.memfd_create("breakwater-seccomp", 0)
+        os.write(fd, _NO_UNIX_SOCKETS)
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
 
 
 # Order matters: /tmp is a fresh tmpfs, then the workspace (which may live under /tmp) is
 # bound over it, then the hidden files over that.
-_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+              *(arg for name in ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
+                for arg in ("--ro-bind-try", f"/proc/{name}", f"/proc/{name}")),
+              "--tmpfs", "/tmp",
               "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--cap-drop", "ALL", "--die-with-parent")
+
+
+def _seccomp_program() -> bytes | None:
+    """Classic BPF: on this CPU's native calls, `socket(AF_UNIX, ...)` and `io_uring_setup` fail with
+    EACCES; any call of another ABI (32-bit, x32) fails, as it would pass the numbers by."""
+    arch = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425),
+            "arm64": (0xC00000B7, 198, 425)}.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, nr_socket, nr_io_uring = arch
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06          # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, BPF_RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EACCES
+    program = [
+        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, refuse),      # data.arch
+        (ld, 0, 0, 0), (jge, 5, 0, 0x40000000),                            # data.nr; x32 calls: refuse
+        (jeq, 4, 0, nr_io_uring), (jeq, 0, 2, nr_socket),
+        (ld, 0, 0, 16), (jeq, 1, 0, 1),                                    # args[0] == AF_UNIX
+        (ret, 0, 0, allow), (ret, 0, 0, refuse),
+    ]
+    return b"".join(struct.pack("=HBBI", *op) for op in program)
+
+
+_NO_UNIX_SOCKETS = _seccomp_program()
 
 
 def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (), network: bool = False) -> Sandbox:

@@ -38,10 +38,12 @@ class BreakwaterApp(App):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave Breakwater"),
     ]
 
-    def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
+    def __init__(self, replay: Replay | None, turn: int | None = None, workspace: Path | None = None,
                  settings: UISettings | None = None, compare: Policy | None = None,
-                 overlay: OverlayFile | None = None):
+                 overlay: OverlayFile | None = None, follower=None, sessions=None):
         super().__init__()
+        self.sessions = sessions   # formats.sessions.FoundSession list: browse them first (replay is None)
+        self.follower = follower   # formats.follow.Follower: the transcript is still being written
         self.replay = replay
         self.compare = compare
         self.overlay = overlay
@@ -55,12 +57,34 @@ class BreakwaterApp(App):
             self.set_keymap(dict(self.settings.keymap))
 
     def on_mount(self) -> None:
-        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
-                                      overlay=self.overlay))
+        if self.replay is None:
+            from breakwater.ui.screens.browse import BrowseScreen
+
+            self.push_screen(BrowseScreen(self.sessions or []))
+            return
+        if self.follower is not None:
+            from breakwater.ui.screens.follow import FollowScreen
+
+            self.push_screen(FollowScreen(self.replay, self.follower, turn=self.start_turn, workspace=self.workspace,
+                                          play_interval=self.settings.play_interval))
+        else:
+            self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
+                                          overlay=self.overlay))
         if self.compare is not None:
             from breakwater.ui.screens.compare import CompareScreen
 
             self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
+        self._report_issues()
+
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy") -> None:
+        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it."""
+        from breakwater.core.overlay import overlay_path
+
+        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None else None
+        self.replay, self.overlay = replay_of(log, policy, overlay=overlay, window_source=window_source), overlay
+        self.workspace = workspace_of(log, None)
+        self.push_screen(ReplayScreen(self.replay, None, self.workspace, self.settings.play_interval,
+                                      overlay=self.overlay))
         self._report_issues()
 
     def _report_issues(self) -> None:
@@ -115,6 +139,9 @@ class BreakwaterApp(App):
         if hasattr(screen, "undo_commands"):
             for title, help, target in screen.undo_commands():
                 yield SystemCommand(title, help, _runner(screen, f"undo({target!r})"))
+        if hasattr(screen, "overlay_commands"):
+            for title, help, action in screen.overlay_commands():
+                yield SystemCommand(title, help, _runner(screen, action))
 
 
 def _runner(node, action: str):
@@ -126,12 +153,28 @@ def _runner(node, action: str):
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
              settings: UISettings | None = None, compare: Policy | None = None,
-             overlay: OverlayFile | None = None) -> BreakwaterApp:
+             overlay: OverlayFile | None = None, follower=None, window_source: str = "policy") -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
     `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
-    and undos on this recording (merged on top)."""
+    and undos on this recording (merged on top); `follower` (formats.follow) follows a transcript still
+    being written."""
+    replay = replay_of(log, policy, counter, model, overlay, window_source)
+    return BreakwaterApp(replay, turn=turn, workspace=workspace_of(log, workspace), settings=settings, compare=compare,
+                         overlay=overlay, follower=follower)
+
+
+def replay_of(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
+              overlay: OverlayFile | None = None, window_source: str = "policy") -> Replay:
+    return Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log,
+                  window_source=window_source)
+
+
+def workspace_of(log: SessionLog, workspace: Path | None) -> Path | None:
     if workspace is None and isinstance(log.header.get("workspace"), str):
-        workspace = Path(log.header["workspace"])
-    replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
-    return BreakwaterApp(replay, turn=turn, workspace=workspace, settings=settings, compare=compare,
-                         overlay=overlay)
+        return Path(log.header["workspace"])
+    return workspace
+
+
+def browse_app(sessions, settings: UISettings | None = None) -> BreakwaterApp:
+    """The workbench opening on a list of the user's sessions (formats.sessions.find_sessions)."""
+    return BreakwaterApp(None, settings=settings, sessions=sessions)

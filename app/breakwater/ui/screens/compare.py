@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
 from breakwater.core.policy import PRESETS, Policy, PolicyError
@@ -25,6 +25,7 @@ from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED
 from breakwater.ui.screens.fidelity import measure
+from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.compare import BilledChart, CompareTotals
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady
 from breakwater.ui.widgets.gauges import Gauges
@@ -53,6 +54,7 @@ def describe(policy: Policy) -> str:
 
 
 class CompareScreen(Screen):
+    KEYS_NAME = "A/B"
     # screen CSS (not DEFAULT_CSS): it must win over the app's rules for the widgets it reuses
     CSS = """
     CompareScreen #cmp-head { height: 1; padding: 0 1; background: $panel; }
@@ -107,7 +109,7 @@ class CompareScreen(Screen):
         yield BilledChart(id="cmp-chart")
         yield CompareTotals(id="cmp-totals")
         yield Input(id="cmp-prompt", placeholder="B: a preset name or a policy file (TOML), enter to compare")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#cmp-chart").border_title = "Billed tokens so far — A and B"

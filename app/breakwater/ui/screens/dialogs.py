@@ -18,8 +18,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
+from breakwater.core.json_lines import checked_loads
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.core.message import ToolCall
+from breakwater.core.words import plural
 from breakwater.fidelity.probes import Probe
 from breakwater.ui.widgets.would_lose import WouldLose
 
@@ -75,7 +77,7 @@ class ApprovalScreen(ModalScreen[str]):
 
     def _args(self) -> dict:
         try:
-            args = json.loads(self.call.arguments or "{}")
+            args = checked_loads(self.call.arguments or "{}")
         except ValueError:
             return {}
         return args if isinstance(args, dict) else {}
@@ -142,10 +144,11 @@ class SummaryReviewScreen(ModalScreen[SummaryDecision]):
         span = f"{covered[0]} … {covered[-1]}" if len(covered) > 1 else (covered[0] if covered else "—")
         saved = p.tokens_before - p.tokens_after
         return Text.assemble(
-            ("Replaces ", ""), (f"{len(covered)} messages", "bold"), (f" ({span})", "dim"), ("   tokens ", ""),
-            (f"{p.tokens_before:,} → {p.tokens_after:,}", "bold"),
+            ("Replaces ", ""), (plural(len(covered), "message"), "bold"), (f" ({span})", "dim"),
+            ("   request ", ""), (f"{p.tokens_before:,} → {p.tokens_after:,} tokens", "bold"),
             (f"  (−{saved:,})" if saved > 0 else "", "green"),
-            ("\nEdit the text if it misses something; what you accept is what is logged and sent.", "dim"))
+            ("\nThe request as it will be sent once accepted. Edit the text if it misses something; what you "
+             "accept is what is logged and sent.", "dim"))
 
     @on(TextArea.Changed, "#review-text")
     def _edited(self, event: TextArea.Changed) -> None:

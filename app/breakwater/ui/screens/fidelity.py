@@ -118,9 +118,9 @@ class FidelityMixin:
         self.fidelity, self.fidelity_loops = message.run, message.loops
         self.query_one(FidelityGauge).show(message.run, message.loops, self.turn or 1)
 
-    async def facts_at_risk(self, covered, before: View | None, turn: int) -> list[Probe] | None:
-        """The facts request `turn` (`before`, when the screen has it) carries only in the messages
-        `covered`, which a summary is about to replace; None if they cannot be measured."""
+    async def facts_at_risk(self, proposal, before: View | None, turn: int) -> list[Probe] | None:
+        """The facts request `turn` (`before`, when the screen has it) carries that the request the
+        proposal makes carries only if its summary says them; None if they cannot be measured."""
         run, log = self.fidelity, self.replay.log
 
         def work() -> list[Probe]:
@@ -129,7 +129,7 @@ class FidelityMixin:
 
             request = before if before is not None else self.replay.view(turn)
             scorer = Scorer(run.probes if run is not None else extract(SessionLog(log.header, list(log.entries))))
-            return at_risk(scorer, request.messages, covered, turn)
+            return at_risk(scorer, request.messages, proposal.view.messages, proposal.compaction.id, turn)
 
         try:
             return await asyncio.to_thread(work)

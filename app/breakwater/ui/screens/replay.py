@@ -19,21 +19,27 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from breakwater.core.compare import counterpart
 from breakwater.core.review import SummaryProposal
-from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
+from breakwater.core.edits import View
+from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
+                                     position_of_turn)
+from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.session_log import SessionLog
-from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
+from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.words import plural
+from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, describe_event
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
+from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
 from breakwater.ui.widgets.badges import ROLES
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
+from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import ListFilter, MessageList
@@ -67,6 +73,7 @@ PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
+    KEYS_NAME = "replay"   # in the footer, before the screen's keys that still work where the focus is
     BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
         Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
@@ -127,7 +134,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         # full width under the list and inspector, in the timeline's place: log lines are wide
         yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Input(id="prompt")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         p = self.replay.policy
@@ -138,7 +145,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one("#timeline").border_title = "Timeline — tokens per turn"
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
+        self._show_overlay_note()
+        if self.overlay is not None and self.overlay.events:
+            self.notify(f"{edits_note(self.overlay)[2:]} from {self.overlay.path} (ctrl+p: Overlay… to list or "
+                        f"clear them)", title="Your edits of this recording", timeout=8)
         self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
+
+    def _show_overlay_note(self) -> None:
+        self.query_one(ReplayControls).update_state(overlay=edits_note(self.overlay))
 
     # -- workers ----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="simulate")
@@ -420,10 +434,50 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
                     title="Recorded in the overlay", timeout=4)
         self.reload(self._with_overlay(), event)
 
+    def overlay_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) for the palette: the overlay's edits, listed and cleared."""
+        o = self.overlay
+        if o is None or not o.events:
+            return []
+        return [(f"Overlay: show the {edits_note(o)[2:]}", f"Kept in {o.path}", "show_overlay"),
+                ("Overlay: clear every edit", f"Show the recording as recorded ({o.path} is emptied)",
+                 f"clear_overlay({ALL!r})"),
+                *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
+                   f"clear_overlay({ev.id!r})") for ev in reversed(o.events))]
+
+    def action_show_overlay(self) -> None:
+        if self.overlay is None:
+            self.notify("No overlay: this session has no edits of yours.", timeout=4)
+            return
+        self.app.push_screen(OverlayScreen(self.overlay, self.recording), self.action_clear_overlay)
+
+    def action_clear_overlay(self, target: str | None) -> None:
+        if not target or self.overlay is None:
+            return
+        ids = [ev.id for ev in self.overlay.events] if target == ALL else [target]
+        try:
+            removed = self.overlay.remove(ids)
+        except OSError as exc:
+            self.notify(f"Could not rewrite {self.overlay.path}: {exc}", title="Nothing cleared", severity="error")
+            return
+        self.notify(f"Cleared {plural(len(removed), 'edit')} from {self.overlay.path.name}; "
+                    f"{plural(len(self.overlay.events), 'edit')} left.", title="Overlay", timeout=5)
+        self.reload(self._with_overlay())
+
+    def request_with(self, event: Event) -> View | None:
+        """The request at the current turn were `event` added to the overlay there (in a thread)."""
+        if self.turn is None:
+            return None
+        at = position_of_turn(self.recording, self.turn)
+        event = Event(event.type, event.id, {**event.data, "at": at})
+        log = apply_overlay(self.recording, [*(self.overlay.events if self.overlay else ()), event])
+        r = self.replay
+        return view_at(log, r.policy, self.turn, r.counter, r.model)
+
     def _with_overlay(self) -> Replay:
         r = self.replay
         return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
-                      recording=self.recording, tokens=r.tokens)
+                      recording=self.recording, tokens=r.tokens, window_source=r.window_source)
 
     def reload(self, replay: Replay, cause=None) -> None:
         """Show another simulation of the session (its log grew, an overlay event, another policy)."""
@@ -435,6 +489,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Inspector).set_messages(self.messages)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
         self.query_one(ReplayControls).update_state(pending=True)
+        self._show_overlay_note()
         self._simulate()
 
     @work(exclusive=True, group="compact")
@@ -449,7 +504,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
-        at_risk = await self.facts_at_risk(proposal.covered, before, turn)
+        at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":
             self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)

@@ -41,6 +41,8 @@ def show_value(value) -> str:
 class PolicyTable(DataTable):
     """The rows of the panel; its bindings are the panel's keys (they win while it has the focus)."""
 
+    KEYS_NAME = "policy"
+
     BINDINGS = [
         Binding("right,plus,equals_sign", "step(1)", "Value +", key_display="→/+", id="policy.up",
                 tooltip="Raise the selected value by one step (or switch it on / to the next choice)"),
@@ -134,6 +136,16 @@ class PolicyPanel(Vertical):
     def on_mount(self) -> None:
         self.query_one("#policy-input", Input).display = False
         self._fill()
+        # the cells hold the colours of the theme they were made in: another theme makes them again
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._restyle))
+
+    def _restyle(self) -> None:
+        table = self.table
+        for group in dict.fromkeys(s.group for s in self.specs):
+            replayed = any(s.changes_view for s in self.specs if s.group == group)
+            table.update_cell(f"group:{group}", "name", Text(group, style=self._c("group")))
+            table.update_cell(f"group:{group}", "unit", Text("" if replayed else "agent only", style=self._c("dim")))
+        self._redraw([s.name for s in self.specs])
 
     # -- drawing -----------------------------------------------------------------------------------
     def _c(self, name: str):
