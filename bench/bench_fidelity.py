@@ -1,6 +1,7 @@
 """Fidelity benchmark: the workbench gauge's replay of one session; `breakwater eval` over 200
 variants of the sample sessions under the default preset, 1 and 2 local workers (and a 2-worker
-Dask LocalCluster when `distributed` is installed).
+Dask LocalCluster when `distributed` is installed); `breakwater eval` as a user runs it on a corpus
+holding one large session, every preset, 1 and 2 workers (issue 29 item 2: ≥ 1.7× with 2).
 
 Prints figures; asserts nothing.
 """
@@ -9,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,8 +68,61 @@ def gauge() -> None:
               f"{len(run.probes)} facts): median {statistics.median(times) * 1000:.0f} ms of 5")
 
 
+def eval_command(args: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return time.perf_counter() - t0, out
+
+
+def one_large_session(runs: int = 3) -> None:
+    """`breakwater eval DIR --json --counter heuristic` (all presets), fresh processes, wall clock
+    (parallel work is what is measured), runs alternating between 1 and 2 workers."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from synth import session_messages, write_session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_session(folder / "large.jsonl", session_messages(1500, avg_tool_chars=3000, seed=7),
+                      header={"window": 32000})
+        for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
+            shutil.copy(path, folder / path.name)
+        n = len(list(folder.iterdir()))
+        args = [str(folder), "--json", "--counter", "heuristic"]
+        times: dict[str, list[float]] = {"1": [], "2": [], "dask": []}
+        outs = set()
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            LocalCluster = None
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0") \
+            if LocalCluster else None
+        try:
+            for _ in range(runs):
+                for jobs in ("1", "2"):
+                    seconds, out = eval_command(args + ["--jobs", jobs])
+                    times[jobs].append(seconds)
+                    outs.add(out)
+                if cluster is not None:
+                    seconds, out = eval_command(args + ["--dask", cluster.scheduler_address])
+                    times["dask"].append(seconds)
+                    outs.add(out)
+        finally:
+            if cluster is not None:
+                cluster.close()
+        one = statistics.median(times["1"])
+        line = (f"eval of {n} sessions, one of 1,500 messages (2.3 MB), all {len(PRESETS)} presets, --counter "
+                f"heuristic, fresh process (wall, median of {runs}): --jobs 1 {one:.1f} s, --jobs 2 "
+                f"{statistics.median(times['2']):.1f} s ({one / statistics.median(times['2']):.2f}×)")
+        if times["dask"]:
+            line += (f", --dask LocalCluster of 2 {statistics.median(times['dask']):.1f} s "
+                     f"({one / statistics.median(times['dask']):.2f}×)")
+        print(line + f"; identical output: {len(outs) == 1}; load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     gauge()
+    one_large_session()
     fn = task([DEFAULT_PRESET])
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_variants(Path(tmp), SESSIONS)
