@@ -1,8 +1,8 @@
 """Fidelity benchmark: the workbench gauge's replay of one session; `eval` of one preset at 1k, 4k
 and 16k generated messages beside `simulate` of the same session (the growth ratio printed: linear
 is 4x the time for 4x the messages); the facts gauge on the 20,000-message bench session;
-`breakwater eval` over 200 variants of the sample sessions under the default preset, 1 and 2 local
-workers (and a 2-worker Dask LocalCluster when `distributed` is installed).
+`breakwater eval` as a user runs it on a corpus holding one large session, every preset, 1 and 2
+workers and a 2-worker Dask LocalCluster (issue 29 item 2: >= 1.7x with 2).
 
 Prints figures; asserts nothing.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,55 @@ def gauge() -> None:
               f"{len(run.probes)} facts): median {statistics.median(times) * 1000:.0f} ms of 5")
 
 
+def eval_command(args: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return time.perf_counter() - t0, out
+
+
+def one_large_session(runs: int = 3) -> None:
+    """`breakwater eval DIR --json --counter heuristic` (all presets), fresh processes, wall clock
+    (parallel work is what is measured), runs alternating between 1 and 2 workers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_session(folder / "large.jsonl", session_messages(1500, avg_tool_chars=3000, seed=7),
+                      header={"window": 32000})
+        for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
+            shutil.copy(path, folder / path.name)
+        n = len(list(folder.iterdir()))
+        args = [str(folder), "--json", "--counter", "heuristic"]
+        times: dict[str, list[float]] = {"1": [], "2": [], "dask": []}
+        outs = set()
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            LocalCluster = None
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0") \
+            if LocalCluster else None
+        try:
+            for _ in range(runs):
+                for jobs in ("1", "2"):
+                    seconds, out = eval_command(args + ["--jobs", jobs])
+                    times[jobs].append(seconds)
+                    outs.add(out)
+                if cluster is not None:
+                    seconds, out = eval_command(args + ["--dask", cluster.scheduler_address])
+                    times["dask"].append(seconds)
+                    outs.add(out)
+        finally:
+            if cluster is not None:
+                cluster.close()
+        one = statistics.median(times["1"])
+        line = (f"eval of {n} sessions, one of 1,500 messages (2.3 MB), all {len(PRESETS)} presets, --counter "
+                f"heuristic, fresh process (wall, median of {runs}): --jobs 1 {one:.1f} s, --jobs 2 "
+                f"{statistics.median(times['2']):.1f} s ({one / statistics.median(times['2']):.2f}×)")
+        if times["dask"]:
+            line += (f", --dask LocalCluster of 2 {statistics.median(times['dask']):.1f} s "
+                     f"({one / statistics.median(times['dask']):.2f}×)")
+        print(line + f"; identical output: {len(outs) == 1}; load average {os.getloadavg()[0]:.1f}")
+
+
 def generated(n: int, folder: Path, window: int = 128_000):
     """The bench session of `n` messages (bench_ui's: tool outputs of 2,000 chars on average)."""
     from breakwater.formats import load_session
@@ -128,6 +178,7 @@ def facts_gauge() -> None:
 
 def main() -> None:
     gauge()
+    one_large_session()
     eval_growth()
     facts_gauge()
     fn = task([DEFAULT_PRESET])
