@@ -85,8 +85,10 @@ def test_the_goal_of_real_shell_agent_transcripts_is_their_task_statement():
                                       "for nested CompoundModels"]
     swe = extract(load_session(SWE))
     assert [p.text for p in swe if p.kind == "goal"] == ["TimeDelta serialization precision"]
-    # the issue's code and the file views are no instructions
-    assert [p.text for p in swe if p.kind == "constraint"] == []
+    # the framework's rules around the issue are constraints; the issue's code and the file views are none
+    rules = [p.text for p in swe if p.kind == "constraint"]
+    assert "When editing a file, make sure to insert appropriate indentation before each line!" in rules
+    assert not [r for r in rules if "TimeDelta" in r or "timedelta" in r or r[:1].isdigit()]
 
 
 def test_a_swe_agent_demonstration_is_not_the_goal(tmp_path):

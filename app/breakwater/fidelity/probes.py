@@ -23,7 +23,7 @@ from breakwater.core.message import Message, ToolCall
 from breakwater.core.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.session_log import Event, SessionLog
 from breakwater.core.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
-                                       user_text)
+                                       user_instructions, user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -329,9 +329,14 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
         if shaped:
             col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
             goal_seen = True
-    if task is not None:
-        return goal_seen
     found = 0
+    if task is not None:
+        # the framework's rules around the task statement ("DO NOT MODIFY: Tests"): those that say so
+        for s in user_instructions(_prose(msg.content.replace(task, "\n")))[:MAX_INSTRUCTIONS_PER_MESSAGE]:
+            shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+            if shaped:
+                col.add("goal", "constraint", s[:300], turn, msg.id, *shaped)
+        return goal_seen
     for s in sentences(_prose(user_text(msg.content))):
         if found >= MAX_INSTRUCTIONS_PER_MESSAGE:
             break

@@ -163,13 +163,16 @@ def _scorer(log: SessionLog) -> Scorer:
 def merge(parts: Sequence[SessionSummary]) -> SessionSummary:
     """One session's summary from its presets' (in the presets' order), as `evaluate_path` of them
     all gives it: the first preset that failed names the error and no preset's figures are kept."""
-    out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes))
+    out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes),
+                         format=parts[0].format)
     for part in parts:
         if part.error:
             out.error = part.error
             out.presets.clear()
             break
         out.presets.update(part.presets)
+    else:
+        out.billed = parts[0].billed   # the session's own history: the same whatever the preset
     return out
 
 
