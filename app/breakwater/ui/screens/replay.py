@@ -268,7 +268,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(TurnChosen)
     def _turn_chosen(self, message: TurnChosen) -> None:
-        self._go(message.turn)
+        self._go(message.turn, show=True)
 
     @on(MessageChosen)
     def _message_chosen(self, message: MessageChosen) -> None:
@@ -278,11 +278,15 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Inspector).show(self.query_one(MessageList).selected_index, self.detail)
 
     # -- replay -----------------------------------------------------------------------------------
-    def _go(self, turn: int) -> None:
+    def _go(self, turn: int, show: bool = False) -> None:
+        """To request `turn`; `show`: the list goes to the messages it brings (a jump, play), where a
+        step keeps the message selected, to follow it from one request to the next."""
         if self.replay.simulation is None:
             return
         turn = max(1, min(turn, self.replay.turns + 1))
         self._at(turn)
+        if show:
+            self.query_one(MessageList).show_turn(turn)
         self._load_view(turn)
 
     def _at(self, turn: int) -> None:
@@ -297,7 +301,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             self._go(self.turn + delta)
 
     def action_jump(self, where: str) -> None:
-        self._go(1 if where == "first" else max(1, self.replay.turns))
+        self._go(1 if where == "first" else max(1, self.replay.turns), show=True)
 
     def action_play(self) -> None:
         if self._player is not None:
@@ -312,7 +316,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         if self.turn is None or self.turn >= self.replay.turns:
             self._stop()
             return
-        self._go(self.turn + 1)
+        self._go(self.turn + 1, show=True)
 
     def _stop(self) -> None:
         if self._player is not None:
@@ -376,7 +380,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             if not value.isdigit():
                 self.notify(f"{value!r} is not a turn number", severity="warning")
                 return
-            self._go(int(value))
+            self._go(int(value), show=True)
         else:
             self._filter(search=value)
 

@@ -215,6 +215,17 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to_row(row)
         return True
 
+    def show_turn(self, turn: int) -> bool:
+        """Select the first message request `turn` brings (those whose history first held it at
+        that turn) and scroll its messages into view, the first one at least; False if none shows."""
+        rows = [r for r, i in enumerate(self.rows) if i != SUMMARY_ROW and self.messages[i].turn == turn]
+        if not rows:
+            return False
+        self.cursor = rows[0]
+        self.scroll_to_row(rows[-1])
+        self.scroll_to_row(rows[0])
+        return True
+
     def select_id(self, message_id: str) -> bool:
         for i, m in enumerate(self.messages):
             if m.id == message_id:
