@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from breakwater.core.beneath import OwnedDir
 from breakwater.core.edits import View
 from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction
@@ -127,8 +128,9 @@ class OverlayFile:
             raise ValueError(reason)
         event = Event.from_record(record, fallback_id=record["id"])
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        # never through a link planted at the overlay's name (issue 27), and never half a line
+        OwnedDir(self.path.parent).append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(),
+                                          durable=False)
         self.events.append(event)
         return event
 

@@ -7,8 +7,8 @@ the assistant text, the observation a user message, marked so in its meta). `tra
 repeats the whole prompt of each step and is not imported.
 
 mini-swe-agent `.traj.json`: `messages` is a chat-completions list (1.1 and 2.x:
-tool calls; v1: text with fenced commands, the observations user messages, marked so), ending with an `exit` message that
-holds the submission. Each assistant message's `extra.response` is the raw
+tool calls; v1: text with fenced commands, the observations user messages, marked so), ending
+with an `exit` message that holds the submission. Each assistant message's `extra.response` is the raw
 litellm response, whose `usage` becomes a usage event.
 """
 
@@ -62,7 +62,8 @@ def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
         extra = {k: rec[k] for k in ("message_type", "agent") if isinstance(rec.get(k), str)}
         if rec.get("is_demo"):
             extra["is_demo"] = True
-        elif rec["role"] == "user" and previous == "assistant" and rec.get("message_type", "observation") == "observation":
+        elif rec["role"] == "user" and previous == "assistant" \
+                and rec.get("message_type", "observation") == "observation":
             # text actions: the environment answers a reply in a user message (the task, which SWE-agent
             # labels an observation too, answers none)
             extra["observation"] = True

@@ -62,6 +62,26 @@ class BreakwaterApp(App):
 
             self.push_screen(BrowseScreen(self.sessions or []))
             return
+        self._push_workbench()
+        if self.compare is not None:
+            from breakwater.ui.screens.compare import CompareScreen
+
+            self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
+        self._report_issues()
+
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy", follower=None) -> None:
+        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it
+        (followed, with no overlay, when `follower` is given)."""
+        from breakwater.core.overlay import overlay_path
+
+        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None and follower is None else None
+        self.replay = replay_of(log, policy, overlay=overlay, window_source=window_source)
+        self.overlay, self.follower = overlay, follower
+        self.workspace = workspace_of(log, None)
+        self._push_workbench()
+        self._report_issues()
+
+    def _push_workbench(self) -> None:
         if self.follower is not None:
             from breakwater.ui.screens.follow import FollowScreen
 
@@ -70,22 +90,6 @@ class BreakwaterApp(App):
         else:
             self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
                                           overlay=self.overlay))
-        if self.compare is not None:
-            from breakwater.ui.screens.compare import CompareScreen
-
-            self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
-        self._report_issues()
-
-    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy") -> None:
-        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it."""
-        from breakwater.core.overlay import overlay_path
-
-        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None else None
-        self.replay, self.overlay = replay_of(log, policy, overlay=overlay, window_source=window_source), overlay
-        self.workspace = workspace_of(log, None)
-        self.push_screen(ReplayScreen(self.replay, None, self.workspace, self.settings.play_interval,
-                                      overlay=self.overlay))
-        self._report_issues()
 
     def _report_issues(self) -> None:
         issues = [*self.replay.log.issues, *(self.overlay.issues if self.overlay else ())]

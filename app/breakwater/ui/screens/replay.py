@@ -21,7 +21,9 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Input
 
+from breakwater.core.visible import visible
 from breakwater.core.compare import counterpart
+from breakwater.core.context_categories import for_turn
 from breakwater.core.review import SummaryProposal
 from breakwater.core.edits import View
 from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
@@ -37,7 +39,9 @@ from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
+from breakwater.ui.screens.context import ContextScreen
 from breakwater.ui.widgets.badges import ROLES
+from breakwater.ui.widgets.context_line import ContextLine
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
 from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.gauges import Gauges
@@ -103,6 +107,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
                 tooltip="Show every message again"),
         Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
                 tooltip="Move the focus to the inspector (scroll the texts)"),
+        Binding("x", "context", "Context", show=False, id="context.show",
+                tooltip="This turn's request by category: system, tools, memory, messages, results, free space"),
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
@@ -129,10 +135,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")
+        yield ContextLine(id="context-line")
         with Horizontal(id="main"):
             yield MessageList(self.messages, pins_of(self.replay), id="messages")
             with Vertical(id="side"):
@@ -239,7 +246,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
-        self.notify(message.reason, title="Simulation failed", severity="error", timeout=30)
+        self.notify(visible(message.reason), title="Simulation failed", severity="error", timeout=30)
 
     @on(ViewReady)
     def _view_ready(self, message: ViewReady) -> None:
@@ -251,6 +258,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.detail = detail
         self.query_one(MessageList).set_detail(detail)
         self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
+        self.query_one(ContextLine).show(for_turn(self.replay, detail))
         self.query_one(ReplayControls).update_state(pending=False)
         self._show_selected()
         if self._fidelity_due:
@@ -424,6 +432,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         from breakwater.ui.screens.compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy), self.turn))
+
+    def action_context(self) -> None:
+        line = self.query_one(ContextLine)
+        if line.categories is not None and self.detail is not None:
+            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()
