@@ -135,7 +135,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name and name != title else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")

@@ -23,6 +23,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from breakwater.core.words import plural
 from breakwater.core.visible import visible
 from breakwater.core.message import Message
 from breakwater.core.replay import TurnDetail
@@ -354,7 +355,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             text.append("summary ", self._style("role-summary") + Style(bold=True))
             tokens = heuristic_message(s.message) if s else 0
             text.append(f"{'':>6}→{tokens:<6,} ", self._style("tokens"))
-            text.append(f" covers {n} messages ", self._style("summarized"))
+            text.append(f" covers {plural(n, 'message')} ", self._style("summarized"))
             text.append(" ")
             body = visible(" ".join(s.message.content.split()[3:60])) if s else ""
             text.append(" " + body)
