@@ -188,3 +188,20 @@ def test_memory_and_read_file_print_escapes_visibly(dirs):
                               env=cli_env(home), capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "␛" in done.stdout, (argv, done.stdout)
+
+
+# -- item 8: the agent's own state is not the tools' to write -----------------------------------------
+def test_the_session_log_cannot_be_forged_by_the_tools(dirs):
+    forge = ("ln -s .agent ag; for f in .agent/sessions/*.jsonl; do echo '{\"type\": \"session\"}' > x.new; "
+             "mv x.new \"$f\" 2>&1 | tail -1; echo forged >> \"$f\"; done; touch .agent/memory.lock.x; "
+             "echo end")
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": forge})),
+                     Reply.calls(ScriptedToolCall("write_file", {"path": "ag/sessions/evil.jsonl", "content": "x"})),
+                     Reply.calls(ScriptedToolCall("write_file", {"path": ".agent/spill/a/b.log", "content": "x"})),
+                     Reply(text="done")])
+    done, log = run(dirs, script, "--yes")
+    results = [m.content for m in log.messages if m.role == "tool"]
+    assert "Read-only file system" in results[0], results[0]
+    assert all("Breakwater's own state" in r for r in results[1:]), results
+    assert log.issues == [] and log.messages[-1].content == "done"
+    assert not list((dirs[0] / ".agent" / "sessions").glob("evil*"))
