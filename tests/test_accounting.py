@@ -158,3 +158,52 @@ def test_hard_limit_is_monotone_in_the_window():
         p = Policy(window=window)
         assert p.hard_limit >= last and p.hard_limit > p.soft_limit
         last = p.hard_limit
+
+
+# -- item 7: cost in money, cache-aware --------------------------------------------------------------
+def test_cost_is_cache_aware_and_adds_up():
+    data = simulate_json(str(CCL))
+    prices, totals = data["prices_per_mtok"], data["totals"]
+    assert prices["model"] == "claude-opus-4-5" and prices["cache_read"] < prices["input"] < prices["cache_write"]
+    for t in data["turns"]:
+        expected = (t["stable_prefix_tokens"] * prices["cache_read"]
+                    + (t["sent_tokens"] - t["stable_prefix_tokens"]) * prices["cache_write"]) / 1e6
+        assert t["cost_sent"] == pytest.approx(expected, abs=1e-6)
+    assert totals["cost_saved"] == pytest.approx(totals["cost_raw"] - totals["cost_sent"], abs=1e-5)
+    assert totals["cost_sent"] == pytest.approx(sum(t["cost_sent"] for t in data["turns"]), abs=1e-4)
+    # the cached prefix predicted against the cache reads Claude Code recorded
+    errors = sorted(abs(t["stable_prefix_tokens"] - t["billed_cached"]) / t["billed_cached"]
+                    for t in data["turns"][1:] if t.get("billed_cached"))
+    assert errors[len(errors) // 2] < 0.02
+
+
+def test_a_model_nobody_prices_has_no_cost(tmp_path):
+    path = hashes_session(tmp_path, lines=5, turns=3)
+    data = simulate_json(str(path), "--model", "no-such-model-anywhere")
+    assert data["prices_per_mtok"] is None and "cost_raw" not in data["totals"]
+    assert all("cost_sent" not in t for t in data["turns"])
+
+
+# -- item 6: the accounting model against what providers billed -------------------------------------------
+def test_eval_reports_billed_against_predicted_per_format():
+    out = run("eval", str(REAL / "claude-code"), str(REAL / "pi" / "large-session.jsonl"), "--json",
+              "--presets", "breakwater", "--jobs", "1")
+    assert out.returncode == 0, out.stderr
+    table = json.loads(out.stdout)["billed_vs_predicted"]
+    for fmt in ("claude-code", "pi"):
+        row = table[fmt]
+        assert row["requests"] >= 100
+        assert row["median_abs_error"] <= 0.02 and row["p90_abs_error"] <= 0.05, (fmt, row)
+        assert row["cache_reads"]["requests"] >= 100 and row["cache_reads"]["median_abs_error"] <= 0.02
+
+
+def test_model_lookups_are_kept_so_the_source_loads_once(tmp_path):
+    """genai-prices costs 0.25-0.4 s to load: a name asked before is answered from the cache."""
+    import os
+
+    code = ("import sys; from breakwater.core.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
+            "print(i.window, i.cache_read, 'genai_prices' in sys.modules)")
+    env = {**os.environ, "BREAKWATER_CACHE_DIR": str(tmp_path)}
+    first, again = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                   timeout=60).stdout.split() for _ in range(2))
+    assert first == ["200000", "0.5", "True"] and again == ["200000", "0.5", "False"]

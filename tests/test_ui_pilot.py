@@ -71,7 +71,7 @@ async def test_gauges_show_the_counts_and_limits():
         assert f"soft limit {p.soft_limit:,}" in text and f"hard limit {p.hard_limit:,}" in text
         assert f"exact {d.exact_tokens:,} (o200k_base)" in text
         assert f"API {d.view.api_tokens:,}" in text
-        assert f"without compaction (whole log) ≈{d.view.raw_tokens:,}" in text
+        assert f"without compaction ≈{d.view.raw_tokens:,}" in text
         assert d.calibration.describe() in text and "(session)" in text   # the fit, where the window came from
         assert app.screen.query_one(Gauges).detail is d
 

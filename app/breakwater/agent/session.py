@@ -55,7 +55,7 @@ from breakwater.core.prompt import (
     with_volatile,
 )
 from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
-from breakwater.core.summarize import ExtractiveSummarizer
+from breakwater.core.extractive import ExtractiveSummarizer
 from breakwater.core.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.validity import api_problems
 from breakwater.memory.consolidate import consolidate

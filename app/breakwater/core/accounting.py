@@ -97,12 +97,12 @@ class Calibration:
         return round(self.ratio * counted) if self.samples else counted
 
     def describe(self, unit: str = "heuristic") -> str:
-        """For the screen: 'unseen ≈14.8k ± 0.3k · 1.42 × heuristic (± 0.01) · 102 requests'."""
+        """For the screen: 'unseen ≈14.8k ± 0.3k · 1.42 ± 0.01 × heuristic · 102 requests'."""
         if not self.samples:
             return "no recorded usage: visible tokens only"
         text = f"unseen ≈{_k(self.offset)} ± {_k(self.offset_error)}"
         if self.ratio != 1.0:
-            text += f" · {self.ratio:.2f} × {unit} (± {self.ratio_error:.2f})"
+            text += f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit}"
         return text + f" · {self.samples} request{'' if self.samples == 1 else 's'}"
 
     def to_json(self) -> dict:
@@ -147,3 +147,13 @@ def recount_usage(entries: list) -> list:
                 out[i] = entry = Event("usage", entry.id, {**entry.data, "estimate": h})
         pipe.feed(entry)
     return out
+
+
+def request_cost(prices, tokens: int, cached: int) -> float:
+    """USD for one request's input at `prices` (core/models.py ModelInfo), cache-aware: the cached
+    prefix at the cache-read price, the rest at the cache-write price where the provider prices
+    writes (Anthropic: the new suffix is written for the next request), else at the input price."""
+    cached = max(0, min(cached, tokens))
+    read = prices.cache_read if prices.cache_read is not None else prices.input
+    rest = prices.cache_write if prices.cache_write is not None else prices.input
+    return (cached * read + (tokens - cached) * rest) / 1e6

@@ -35,9 +35,16 @@ def counting_epilog() -> str:
                          for name, text in pairs)
 
     counter = textwrap.fill(f"counter: exact (the default) uses tiktoken with the encoding of --model, else of the "
-                            f"session's model, else of {DEFAULT_MODEL}; an unknown model falls back to the heuristic "
-                            f"(≈). `breakwater tokens` follows the same rule.", 96)
-    return (f"how each figure is counted (≈ marks an estimate):\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n"
+                            f"session's model, else of {DEFAULT_MODEL}, wherever the zone or `fits` could change; an "
+                            f"unknown model falls back to the heuristic (≈). `breakwater tokens` follows the same rule.",
+                            96)
+    window = textwrap.fill("window: --window, else the window the session recorded, else the named model's "
+                           "(genai-prices), else the policy's; `window_source` says which. The model's prices give "
+                           "the cost fields (USD, cache-aware).", 96)
+    intro = textwrap.fill("how each figure is counted (≈ marks an estimate): a request is visible tokens plus the "
+                          "unseen overhead, fitted to the transcript's recorded usage; without and with compaction "
+                          "are counted alike, so saved = without − with:", 96)
+    return (f"{intro}\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n{window}\n\n"
             f"presets:\n{items(PRESET_DESCRIPTIONS.items())}")
 
 
@@ -98,10 +105,13 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
     group.add_argument("--policy", metavar="FILE.toml", help="policy file")
-    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else the policy's)")
+    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else its model's, "
+                   "else the policy's)")
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
-                   help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
-    p.add_argument("--model", help=f"model name that picks the tokenizer (default: the session's, else {DEFAULT_MODEL})")
+                   help="exact: heuristic on the hot path, tiktoken wherever the zone or fits could change (default); "
+                        "heuristic: never tiktoken")
+    p.add_argument("--model", help=f"model name that picks the tokenizer, the window and the prices (default: the "
+                                   f"session's, else {DEFAULT_MODEL} for the tokenizer)")
     # the formats are named by the reader (an unknown one is refused there): importing it here would
     # load every command's start-up with it
     p.add_argument("--format", default="auto", metavar="FORMAT",

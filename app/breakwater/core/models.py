@@ -1,10 +1,11 @@
 """Model metadata (SPEC §2): a model's context window and prices, from a maintained source.
 
 The source is pydantic's `genai-prices` package (context_window and input, cache read/write and
-output prices per model), imported only when a model is looked up: loading its data costs
-~0.17 s, so a command that names no model never pays it. Lookups go by the name as the
-transcript or `--model` spells it, then without a routing prefix (`litellm_proxy/…`,
-`deepseek/…`).
+output prices per model). Loading it and its data costs 0.25-0.4 s, more than a whole `simulate`
+of most sessions, so what it answered is kept on disk beside the tokenizer cache, keyed by the
+installed data file (a new release of the package is asked again), and it is imported only for a
+name not asked before. Lookups go by the name as the transcript or `--model` spells it, then
+without a routing prefix (`litellm_proxy/…`, `deepseek/…`).
 
 Which model, which window, and where the window came from, one rule for every surface
 (`simulate`, the workbench, `eval`): `--window`, else the window the session recorded, else the
@@ -13,8 +14,11 @@ named model's (`--model`, else the session's), else the policy's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+import json
+import os
+from dataclasses import astuple, dataclass
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any, Mapping
 
 DEFAULT_MODEL = "gpt-4o"   # picks the tokenizer (o200k_base) when neither --model nor the session names one
@@ -52,9 +56,52 @@ def _price(value: Any) -> float | None:
         return None
 
 
-@lru_cache(maxsize=64)
+_known: dict[str, ModelInfo | None] | None = None   # the disk cache, once read
+
+
+def _cache_file() -> tuple[Path, str] | None:
+    """(the cache's path, the key of the installed source), None when genai-prices is not installed."""
+    spec = find_spec("genai_prices")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    from breakwater.core.tokens import cache_dir
+
+    try:
+        st = (Path(next(iter(spec.submodule_search_locations))) / "data.py").stat()
+    except OSError:
+        return None
+    return cache_dir().parent / "models.json", f"{st.st_size}-{st.st_mtime_ns}"
+
+
 def lookup(name: str) -> ModelInfo | None:
     """The model's window and prices, or None when the source does not know it (or is not installed)."""
+    global _known
+    where = _cache_file()
+    if where is None:
+        return None
+    path, key = where
+    if _known is None:
+        _known = {}
+        try:
+            saved = json.loads(path.read_text())
+            if saved.get("key") == key:
+                _known = {k: ModelInfo(*v) if v else None for k, v in saved["models"].items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass   # no cache yet, or an unreadable one: asked again
+    if name not in _known:
+        _known[name] = _from_source(name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps({"key": key, "models": {k: astuple(v) if v else None
+                                                              for k, v in _known.items()}}))
+            os.replace(tmp, path)
+        except OSError:
+            pass   # a read-only home: asked again next time
+    return _known[name]
+
+
+def _from_source(name: str) -> ModelInfo | None:
     try:
         from importlib.metadata import version
 

@@ -30,13 +30,17 @@ KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin
 SUFFIX = ".overlay.jsonl"
 
 
+def state_dir() -> Path:
+    """Breakwater's folder in the user's state directory ($XDG_STATE_HOME, else ~/.local/state)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "breakwater"
+
+
 def overlay_path(session: Path) -> Path:
     """Where the overlay of `session` lives: beside it, named after it — except for the bundled
     samples (package data, maybe read-only), whose overlays live in the user's state directory."""
     samples = Path(str(resources.files("breakwater.sample_sessions")))
     if session.resolve().parent == samples.resolve():
-        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-        return state / "breakwater" / "overlays" / (session.name + SUFFIX)
+        return state_dir() / "overlays" / (session.name + SUFFIX)
     return session.with_name(session.name + SUFFIX)
 
 

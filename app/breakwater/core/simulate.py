@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
-from breakwater.core.accounting import Calibration
+from breakwater.core.accounting import Calibration, request_cost
 from breakwater.core.edits import View
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.message import Message
-from breakwater.core.models import named_model, counting_model
+from breakwater.core.models import ModelInfo, counting_model, lookup, named_model
 from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.session_log import Event, SessionLog
@@ -82,6 +82,11 @@ class TurnStats:
     # what the provider billed for this very request, when the transcript records it (eval compares)
     billed_tokens: int | None = None
     billed_cached: int | None = None
+    # USD at the model's prices, cache-aware (core/accounting.py request_cost), when they are known
+    cost_raw: float | None = None
+    cost_sent: float | None = None
+    # without compaction each request extends the last one: all of it but the log's growth since is cached
+    raw_cached: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
@@ -99,6 +104,8 @@ class TurnStats:
             out["billed_tokens"] = self.billed_tokens
             if self.billed_cached is not None:
                 out["billed_cached"] = self.billed_cached
+        if self.cost_sent is not None:
+            out["cost_raw"], out["cost_sent"] = self.cost_raw, self.cost_sent
         return out
 
     def json_text(self) -> str:
@@ -121,7 +128,10 @@ class TurnStats:
                 f'{around[0]}{self.stable_prefix_tokens}{around[1]}{edited}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction \
                 and self.billed_tokens is None:
-            return text + "}"
+            if self.cost_sent is None:
+                return text + "}"
+            return text + f', "cost_raw": {self.cost_raw!r}, "cost_sent": {self.cost_sent!r}}}'
+
         rest = self.to_json()
         return text + ", " + json.dumps({k: rest[k] for k in list(rest)[12:]}, ensure_ascii=False)[1:]
 
@@ -145,6 +155,9 @@ class Simulation:
     model: str | None = None            # the model named (--model, the session's), whose window and tokenizer
     window_source: str = "policy"       # where the window came from (core/models.py)
     calibration: Calibration = field(default_factory=Calibration)   # the fit in force after the last request
+    prices: ModelInfo | None = None     # the model's, when known: costs in USD
+    cost_raw: float = 0.0
+    cost_sent: float = 0.0
 
     def add(self, t: TurnStats, keep: bool = True) -> None:
         if keep:
@@ -152,6 +165,11 @@ class Simulation:
         self.turn_count += 1
         self.billed_raw += t.raw_tokens
         self.billed_sent += t.sent_tokens
+        if self.prices is not None:
+            t.cost_raw = round(request_cost(self.prices, t.raw_tokens, t.raw_cached), 6)
+            t.cost_sent = round(request_cost(self.prices, t.sent_tokens, t.stable_prefix_tokens), 6)
+            self.cost_raw += t.cost_raw
+            self.cost_sent += t.cost_sent
         if not t.fits:
             self.over_window.append(t)
         if t.compaction:
@@ -163,13 +181,18 @@ class Simulation:
 
     def header_json(self) -> dict[str, Any]:
         p = self.policy
-        return {"model": self.model, "window": p.window, "window_source": self.window_source,
+        prices = self.prices
+        priced = None if prices is None else {"model": prices.name, "source": prices.source, "input": prices.input,
+                                              "cache_read": prices.cache_read, "cache_write": prices.cache_write}
+        return {"model": self.model, "prices_per_mtok": priced, "window": p.window, "window_source": self.window_source,
                 "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
                 "counter": self.counter, "encoding": self.encoding, "counting": FIGURE_RULES}
 
     def totals_json(self) -> dict[str, Any]:
         return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
                 "calibration": self.calibration.to_json(),
+                **({} if self.prices is None else {"cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
+                                                   "cost_saved": round(self.cost_raw - self.cost_sent, 6)}),
                 "compactions": len(self.compactions) + len(self.recorded),
                 "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
                 "over_window": len(self.over_window), "turns": self.turn_count}
@@ -241,11 +264,14 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     handed over once what the provider billed for it (the usage event after its reply) is known.
     `window_source`: where the policy's window came from (core/models.py `resolve_window`)."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
-    sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name, model=named_model(log.header, model),
-                     window_source=window_source, calibration=pipe.calibration)
+    named = named_model(log.header, model)
+    info = lookup(named) if named else None
+    sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name, model=named, window_source=window_source,
+                     calibration=pipe.calibration, prices=info if info is not None and info.input is not None else None)
     keep, feed = on_turn is None, pipe.feed
     shaped: set[str] = set()   # the log's compactions some request was built with
     pending: TurnStats | None = None
+    raw_h: int | None = None   # the whole log before the last request, by the heuristic (what it cached)
 
     def hand_over() -> None:
         sim.add(pending, keep)
@@ -289,6 +315,9 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
                               source if comp else None)
+            if sim.prices is not None and raw_h is not None:
+                stats.raw_cached = max(0, plan.raw_tokens - pipe.calibration.scale(pipe.raw_tokens - raw_h))
+            raw_h = pipe.raw_tokens
             pending = stats
         feed(entry)
     if pending is not None:

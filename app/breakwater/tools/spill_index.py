@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from breakwater.core.visible import visible
 from breakwater.tools.spill import SPILL_DIR, SUFFIX, safe_component
 
@@ -101,6 +99,10 @@ def scan_line_ends(fd: int, start: int, stop: int, *, chunk: int = SCAN_CHUNK,
     Yields `(scanned_to, ends)`; stops early (short) if the file is shorter than `stop`
     or `cancelled()` turns true between chunks.
     """
+    # imported here: the workbench loads this module at start-up, and numpy (≈0.1 s) is needed only
+    # once a spill file is opened
+    import numpy as np
+
     buf = bytearray(min(chunk, max(stop - start, 0)))
     view = memoryview(buf)
     pos = start

@@ -47,7 +47,7 @@ class Gauges(Drawn):
         out.append(ZONE_TEXT.get(v.zone, v.zone), style=zone_style + self._c("label"))
         if v.zone != "safe":
             limit = v.soft_limit if v.zone == "soft" else v.hard_limit
-            out.append(f" (history after summaries, before stages {v.base_tokens:,} > {v.zone} limit {limit:,})",
+            out.append(f" (history before stages {v.base_tokens:,} > {v.zone} limit {limit:,})",
                        style=self._c("dim"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
         if not v.fits:
@@ -98,7 +98,7 @@ class Gauges(Drawn):
         out.append(d.calibration.describe())
         out.append("\n")
         out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
-        out.append("without compaction (whole log) ", style=dim)
+        out.append("without compaction ", style=dim)
         out.append(f"≈{v.raw_tokens:,}")
         if v.raw_tokens:
             saved = v.raw_tokens - v.sent_tokens   # both counted by one calibration (core/accounting.py)
@@ -110,3 +110,7 @@ class Gauges(Drawn):
         if prefix is not None:
             out.append(" · cache-stable prefix ", style=dim)
             out.append(f"≈{prefix:,}")
+        st = self.stats
+        if st is not None and st.cost_sent is not None:
+            out.append(" · cost ", style=dim)
+            out.append(f"${st.cost_sent:.4f} (without ${st.cost_raw:.4f})")

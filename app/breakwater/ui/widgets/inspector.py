@@ -146,6 +146,8 @@ class Inspector(Vertical):
     def _head(self, index: int, m: Message, detail: TurnDetail | None, future: bool) -> Text:
         text = Text()
         text.append(f"#{index} {m.role}", style="bold")
+        if m.role == "user" and m.is_observation:   # a text-mode observation: compacted like a tool result
+            text.append(" (observation)", style="bold")
         text.append(f" · id {m.id} · turn {m.turn} · raw {heuristic_message(m):,} tokens")
         if detail is not None and not future:
             text.append(f" → sent {detail.sent_tokens(m):,}")
