@@ -6,7 +6,8 @@ import asyncio
 import threading
 import time
 
-from breakwater.memory.retrieval import (MEMORY_AS_DATA, 
+from breakwater.memory.retrieval import (
+    MEMORY_AS_DATA,
     Hit,
     MemoryIndex,
     format_injection,
