@@ -54,7 +54,7 @@ from breakwater.core.prompt import (
     volatile_context,
     with_volatile,
 )
-from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
+from breakwater.core.session_log import Event, LogWriteError, SessionLog, new_session_id, utc_now
 from breakwater.core.extractive import ExtractiveSummarizer
 from breakwater.core.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.validity import api_problems
@@ -764,9 +764,14 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     """One prompt, headless: run until the final answer, then close the session."""
     session = AgentSession(config, policy=policy, approve=approve, on_event=on_event)
     try:
-        answer = await session.send(prompt, max_steps=max_steps)
-    finally:
-        await session.close()
+        try:
+            answer = await session.send(prompt, max_steps=max_steps)
+        finally:
+            await session.close()
+    except LogWriteError as exc:
+        # a full disk: the log keeps every entry written whole before it, and the run stops here
+        raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
+                         session.path) from None
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 
