@@ -246,3 +246,17 @@ def test_tool_bash_on_a_full_disk_reports_it(small_disk):
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "[the spill file is incomplete: it holds only the first" in done.stdout
     assert "No space left on device" in done.stdout
+
+
+# -- the minor ones ----------------------------------------------------------------------------------------
+def test_a_huge_call_id_is_not_sent_back_and_a_refused_path_is_not_remembered_as_read(dirs):
+    huge = "c" * (1 << 20)
+    script = Script([Reply.calls(ScriptedToolCall("read_file", {"path": "/etc/passwd"}, id=huge)),
+                     Reply(text="done")])
+    done, log = run(dirs, script, "--yes")
+    second = script.agent_bodies[1]["messages"]
+    ids = [c["id"] for m in second for c in m.get("tool_calls") or []] + \
+          [m["tool_call_id"] for m in second if m.get("role") == "tool"]
+    assert ids and all(len(i) <= 256 for i in ids) and len(set(ids)) == 1
+    memory = (dirs[0] / ".agent" / "MEMORY.md").read_text()
+    assert not [line for line in memory.splitlines() if line.startswith("- [FILE]") and "/etc/passwd" in line], memory

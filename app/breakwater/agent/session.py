@@ -69,6 +69,7 @@ from breakwater.tools.sandbox import Sandbox, SandboxError
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
+MAX_CALL_ID_CHARS = 256       # OpenAI's are about 40; an id is sent back with every later request
 SCRIBE_CLOSE_S = 10.0
 
 
@@ -589,12 +590,12 @@ class AgentSession:
         return calls
 
     def _unique_calls(self, calls: list[ToolCall], turn: int) -> list[ToolCall]:
-        """Tool call ids as the server gave them, unless empty or already used in this session
-        (llama.cpp and others repeat them); those get call_<turn>_<k>."""
+        """Tool call ids as the server gave them, unless empty, already used in this session (llama.cpp
+        and others repeat them) or too long to send back (a 1 MB id was); those get call_<turn>_<k>."""
         out = []
         for k, c in enumerate(calls):
             cid = c.id
-            if not cid or cid in self._call_ids:
+            if not cid or cid in self._call_ids or len(cid) > MAX_CALL_ID_CHARS:
                 cid = f"call_{turn}_{k}"
                 n = 1
                 while cid in self._call_ids:
