@@ -101,7 +101,7 @@ def summarize_run(run: FidelityRun) -> PresetSummary:
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
-                  counter: str = "exact", reuse: bool = False) -> SessionSummary:
+                  counter: str = "exact", reuse: bool = False, billed: bool = True) -> SessionSummary:
     """One session under every preset. Never raises for a bad session: the reason is returned.
     `reuse`: take the session this process loaded last if it is this one (a worker given the
     presets of one session one at a time loads and searches it once)."""
@@ -126,7 +126,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
             out.presets.clear()
             break
     else:
-        out.billed = billed_check(log, counter)
+        if billed:
+            out.billed = billed_check(log, counter)
     return out
 
 
@@ -164,6 +165,7 @@ def merge(parts: Sequence[SessionSummary]) -> SessionSummary:
     """One session's summary from its presets' (in the presets' order), as `evaluate_path` of them
     all gives it: the first preset that failed names the error and no preset's figures are kept."""
     out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes))
+    out.format, out.billed = parts[0].format, parts[0].billed
     for part in parts:
         if part.error:
             out.error = part.error
@@ -186,7 +188,8 @@ class Task:
 
     def unit(self, path: str, preset: str) -> SessionSummary:
         """One preset of one session: the unit of parallel work."""
-        return evaluate_path(path, (preset,), self.window, self.counter, reuse=True)
+        return evaluate_path(path, (preset,), self.window, self.counter, reuse=True,
+                             billed=preset == self.presets[0])
 
     def units(self, paths: Sequence[str]) -> list[tuple[str, str]]:
         """Every (session, preset), the largest sessions first: a long session's presets start at
