@@ -89,3 +89,16 @@ async def test_the_browser_lists_by_project_and_enter_opens_a_session(tmp_path):
         await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.detail is not None, 60)
         assert app.replay.log.source_format == "pi"
         assert app.screen.replay.turns == app.replay.log.turn_count()
+
+
+async def test_f_in_the_browser_follows_the_session(tmp_path):
+    from breakwater.ui.screens.follow import FollowScreen
+
+    home, work = fake_home(tmp_path)
+    app = browse_app(find_sessions(home, work), UISettings())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: app.screen.query(OptionList))
+        await pilot.press("down", "F")
+        await until(pilot, lambda: isinstance(app.screen, FollowScreen) and app.screen.detail is not None, 60)
+        assert "following: newest turn" in screen_text(app)
+        assert "pi auto-compacts at" in screen_text(app)

@@ -101,3 +101,17 @@ def test_breakwater_under_the_reference_policy_agrees_with_the_direct_count(path
     assert abs(direct - ours) < 0.025, (direct, ours)
     if path is MINI:   # a long run: most of its observations are old by the end
         assert ours > 0.25
+
+
+@pytest.mark.parametrize("variant", ["swe-agent", "mini-swe-agent"])
+def test_text_mode_runs_are_masked_by_the_same_rule(variant, tmp_path):
+    """The same runs with text actions (observations in user messages) save what the direct count says."""
+    from test_transcripts import text_mode_mini, text_mode_swe_agent
+
+    path = text_mode_swe_agent(tmp_path) if variant == "swe-agent" else text_mode_mini(tmp_path)
+    raw, kept = direct_saving(path, breakwater_placeholder)
+    base, sent, masked = breakwater_saving(path)
+    assert base == raw and abs((1 - kept / raw) - (1 - sent / base)) < 0.002
+    swe_raw, swe_kept = direct_saving(path)
+    assert abs((1 - swe_kept / swe_raw) - (1 - sent / base)) < 0.025
+    assert masked > 0

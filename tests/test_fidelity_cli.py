@@ -189,8 +189,10 @@ def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
     data = json.loads(out.stdout)
     default, masking = data["presets"]["breakwater"], data["presets"]["seed-001"]
     assert default["sessions"] == 17 and default["compactions"] > 0
-    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.95
-    assert masking["pinned_recall"] < 0.95                                    # the metric discriminates
+    # pinned recall by facts, not wording (issue 24): the facts a summary of 6,000 chars cannot hold
+    # (pi's hundred chat instructions) and an error line snipped out of a long npm log are lost now
+    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.9
+    assert masking["pinned_recall"] < 0.5                                     # the metric discriminates
 
 
 def simulate(*args):

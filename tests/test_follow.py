@@ -141,3 +141,12 @@ async def test_the_workbench_grows_with_the_file_and_stays_at_the_newest_turn(tm
             proc.kill()
             proc.wait()
         assert "your policy (" in screen_text(app)
+
+
+def test_following_a_file_not_written_yet_waits_for_its_first_whole_line(tmp_path):
+    dst = tmp_path / SUBAGENT.name     # the agent has not created it yet
+    proc = writer(SUBAGENT, dst)
+    said = []
+    log = Follower(dst).first(lambda: said.append(True), poll=0.01)
+    proc.wait(timeout=30)
+    assert log.issues == [] and log.entries and said == [True]

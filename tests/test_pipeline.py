@@ -272,8 +272,8 @@ def test_deep_compaction_cuts_at_a_safe_point_and_keeps_the_goal():
     first, summary = v.messages[1].content.split("\n\n", 1)
     assert first == "Fix the build." and v.messages[1].id == "u0"
     assert summary.startswith("[Summary of prior conversation]")
-    for section in ("## Original goal", "## Key decisions", "## Files read or changed",
-                    "## Progress and next steps", "## Errors and resolutions"):
+    for section in ("## Goal", "## Constraints", "## Progress", "## Decisions", "## Next steps", "## Critical context",
+                    "## Errors", "## Files modified", "## Files read"):
         assert section in summary
     assert any(e.kind == "merged" and e.message_id.startswith("summary:") for e in v.edits)
     assert v.sent_tokens <= p.hard_limit

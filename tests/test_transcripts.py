@@ -102,7 +102,7 @@ def test_text_mode_mini_swe_agent_observations_are_masked(tmp_path):
     assert len(view.messages) == len(log.messages) - 1
     assert sum(m.role == "user" and m.content.startswith(MASKED) for m in view.messages) > 30
     sim = simulate(log, policy, counter="heuristic")
-    assert 1 - sim.sent_heuristic / sim.billed_raw > 0.3
+    assert 1 - sim.billed_sent / sim.billed_raw > 0.3
 
 
 def test_the_observation_mark_survives_the_native_round_trip(tmp_path):
@@ -118,20 +118,24 @@ def test_the_observation_mark_survives_the_native_round_trip(tmp_path):
 # -- 2. reasoning that was sent back ------------------------------------------------------------------
 def test_reasoning_content_the_agent_resent_is_counted(tmp_path):
     data = json.loads(MINI.read_text(encoding="utf-8"))
+    for rec in data["messages"]:   # no API figures: they would calibrate the counts to themselves
+        if isinstance(rec.get("extra"), dict):
+            rec["extra"].pop("response", None)
+    plain = tmp_path / "plain.traj.json"
+    plain.write_text(json.dumps(data), encoding="utf-8")
     thought = "Let me think about the separability matrix of nested compound models. " * 40
     for rec in data["messages"]:
         if rec["role"] == "assistant":
             rec["reasoning_content"] = thought
     path = tmp_path / "reasoning.traj.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    plain, reasoned = load_session(MINI), load_session(path)
+    plain, reasoned = load_session(plain), load_session(path)
     policy = preset("breakwater").with_changes(window=1_000_000)
     a = simulate(plain, policy, counter="exact", model="gpt-4o")
     b = simulate(reasoned, policy, counter="exact", model="gpt-4o")
     n_replies = sum(1 for m in plain.messages if m.role == "assistant")
-    # the last request carries every earlier reply's reasoning: ~700 tokens each (the plain count:
-    # the figure sent is calibrated to the API's counts, which this file's do not hold)
-    extra = b.turns[-1].sent_heuristic - a.turns[-1].sent_heuristic
+    # the last request carries every earlier reply's reasoning: ~700 tokens each
+    extra = b.turns[-1].sent_tokens - a.turns[-1].sent_tokens
     assert 600 * (n_replies - 1) < extra < 800 * (n_replies - 1), extra
 
 
@@ -206,3 +210,19 @@ def test_import_to_a_directory_never_writes_two_sessions_to_one_file(tmp_path):
     named = [line.split(":")[0] for line in r.stderr.splitlines() if "messages" in line]
     assert sorted(named) == sorted(str(p) for p in written)
     assert r.stderr.count("already taken") == 2, r.stderr
+
+
+async def test_the_inspector_says_a_user_message_is_an_observation(tmp_path):
+    from breakwater.ui.app import make_app
+    from breakwater.ui.config import UISettings
+    from ui_support import ready, screen_text, select_row
+
+    log = load_session(text_mode_swe_agent(tmp_path))
+    app = make_app(log, preset("seed-001").with_changes(window=3_000), counter="heuristic", settings=UISettings())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        row = next(i for i, m in enumerate(log.messages) if m.is_observation)
+        await select_row(pilot, row)
+        assert f"#{row} user (observation)" in screen_text(app)
+        await select_row(pilot, 1)   # the task
+        assert "#1 user (observation)" not in screen_text(app) and "#1 user" in screen_text(app)

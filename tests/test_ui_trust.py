@@ -208,7 +208,7 @@ async def test_the_footer_says_which_keys_the_focused_part_took(tmp_path):
         await ready(pilot, 12)
         screen = app.screen
         await pilot.pause(0.2)
-        assert "→ Next" in footer(app) and "replay:" not in footer(app)
+        assert "←→ Step" in footer(app) and "replay:" not in footer(app)
         await pilot.press("s")
         spill_file = screen.query_one(SpillView)
         spill_file.focus()
@@ -216,10 +216,10 @@ async def test_the_footer_says_which_keys_the_focused_part_took(tmp_path):
         line = footer(app)
         # the spill file's keys under its name, then the replay's that still work: → and end are its now
         assert line.index("spill file:") < line.index("Tail") < line.index("replay:") < line.index("Deep compact")
-        assert "→ Next" not in line and "end Last" not in line and "Lost facts" not in line
+        assert "Step" not in line and "end Last" not in line and "Lost facts" not in line
         await pilot.press("right")
         await pilot.pause(0.2)
         assert screen.turn == 12
         await pilot.press("s")
         await pilot.pause(0.2)
-        assert "→ Next" in footer(app) and "spill file:" not in footer(app)
+        assert "←→ Step" in footer(app) and "spill file:" not in footer(app)

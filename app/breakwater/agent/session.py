@@ -41,6 +41,7 @@ from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
 from breakwater.core.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
+from breakwater.core.beneath import OwnedDir
 from breakwater.core.edits import View
 from breakwater.core.message import Message, ToolCall
 from breakwater.core.pipeline import Compaction, Pipeline
@@ -54,7 +55,7 @@ from breakwater.core.prompt import (
     with_volatile,
 )
 from breakwater.core.session_log import Event, SessionLog, new_session_id, utc_now
-from breakwater.core.summarize import ExtractiveSummarizer
+from breakwater.core.extractive import ExtractiveSummarizer
 from breakwater.core.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.validity import api_problems
 from breakwater.memory.consolidate import consolidate
@@ -175,7 +176,8 @@ class AgentSession:
         root = self._workspace.root
         self._tool_env, scrubbed = self.redact.tool_environment()
         try:
-            self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network)
+            self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network,
+                                           allow_secrets=self.policy.tool_allow_secrets)
         except SandboxError as exc:
             raise AgentError(str(exc)) from None
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
@@ -206,7 +208,7 @@ class AgentSession:
                   "preset": self.policy.preset, "policy": self.policy.to_dict()}
         path = root / SESSIONS_DIR / session_file_name(self.session_id)
         try:
-            self.log = SessionLog.create(path, header)
+            self.log = SessionLog.create(path, header, anchor=root)
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
@@ -225,7 +227,7 @@ class AgentSession:
         system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
         self._note({"kind": "sandbox", "sandbox": self.sandbox.kind, "network": self.sandbox.network,
-                    "hidden": [str(p) for p in self.sandbox.hide], "notice": self.sandbox.notice,
+                    "hidden": [str(p) for p in (*self.sandbox.hide, *self.sandbox.hide_dirs)], "notice": self.sandbox.notice,
                     "undumpable": self.sandbox.undumpable})
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
@@ -651,7 +653,8 @@ class AgentSession:
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
             try:
-                found = self.redact.scrub_file(self._workspace.root / spill)
+                folder, _, name = spill.rpartition("/")
+                found = self.redact.scrub_file(OwnedDir(self._workspace.root, folder), name)
             except OSError as exc:
                 return ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
             if found:

@@ -21,8 +21,8 @@ import openai
 from breakwater.agent.chat import TRANSIENT, backoff_delay, classify
 from breakwater.core.message import Message
 from breakwater.core.policy import Policy
+from breakwater.core.extractive import ExtractiveSummarizer
 from breakwater.core.summarize import (
-    ExtractiveSummarizer,
     SummaryResult,
     summary_request,
     transcript,

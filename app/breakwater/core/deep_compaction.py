@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from breakwater.core.message import Message
 from breakwater.core.tokens import heuristic_message
 from breakwater.core.session_log import Event
-from breakwater.core.summarize import ExtractiveSummarizer, summary_message_text
+from breakwater.core.extractive import ExtractiveSummarizer
+from breakwater.core.summarize import summary_message_text
 
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 

@@ -1,7 +1,8 @@
 """Observation masking (seed 001): old tool output and old reasoning give way.
 
 Outside the protected working memory (the last `working_memory_messages`
-messages), observations (tool results, text-mode ones in user messages) over `mask_min_chars` become a one-line placeholder that
+messages, or from the `mask_keep_observations`-th last observation on), observations (tool
+results, text-mode ones in user messages) over `mask_min_chars` become a one-line placeholder that
 still says how the call went (exit status, first error line), and assistant text
 over `fold_min_chars` is folded. Inside working memory, tool output over
 `working_memory_max_chars` keeps its first and last 500 chars.

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from breakwater.core.beneath import OwnedDir
 from breakwater.core.edits import View
 from breakwater.core.message import Message
 from breakwater.core.pipeline import Compaction
@@ -29,13 +30,17 @@ KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin
 SUFFIX = ".overlay.jsonl"
 
 
+def state_dir() -> Path:
+    """Breakwater's folder in the user's state directory ($XDG_STATE_HOME, else ~/.local/state)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "breakwater"
+
+
 def overlay_path(session: Path) -> Path:
     """Where the overlay of `session` lives: beside it, named after it — except for the bundled
     samples (package data, maybe read-only), whose overlays live in the user's state directory."""
     samples = Path(str(resources.files("breakwater.sample_sessions")))
     if session.resolve().parent == samples.resolve():
-        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-        return state / "breakwater" / "overlays" / (session.name + SUFFIX)
+        return state_dir() / "overlays" / (session.name + SUFFIX)
     return session.with_name(session.name + SUFFIX)
 
 
@@ -123,8 +128,9 @@ class OverlayFile:
             raise ValueError(reason)
         event = Event.from_record(record, fallback_id=record["id"])
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        # never through a link planted at the overlay's name (issue 27), and never half a line
+        OwnedDir(self.path.parent).append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(),
+                                          durable=False)
         self.events.append(event)
         return event
 

@@ -46,8 +46,9 @@ from breakwater.core.soft_zone import SoftZone
 from breakwater.core.stable_prefix import StablePrefix
 from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
-from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
 from breakwater.core.accounting import Calibration
+from breakwater.core.extractive import ExtractiveSummarizer
+from breakwater.core.summarize import Summarizer, summary_message_text
 from breakwater.core.tokens import TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}

@@ -82,6 +82,15 @@ class Policy:
     read_file_default_lines: int = 400
     bash_timeout_s: float = 120.0
     bash_network: bool = False            # the bash sandbox has no network unless this allows it
+    # what one bash call may take (issue 27): the longest timeout a call may ask for, processes,
+    # memory, any one file it writes (and its /tmp), and how much of its output is kept in the spill
+    tool_timeout_s: float = 600.0
+    tool_max_procs: int = 512
+    tool_max_memory_mb: int = 4_096
+    tool_max_file_mb: int = 1_024
+    tool_max_spill_mb: int = 256
+    # ~/.ssh, ~/.aws, ~/.config, ~/.netrc, shell rc files... are hidden from bash unless this allows them
+    tool_allow_secrets: bool = False
 
     # tier 3 (memory)
     scribe_every_turns: int = 5
@@ -200,6 +209,9 @@ def validate(p: Policy) -> Policy:
     if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
         raise PolicyError(f"shape_keep_last_min must be >= 1 and <= shape_keep_last_max, got "
                           f"{p.shape_keep_last_min} and {p.shape_keep_last_max}")
+    for name in ("tool_timeout_s", "tool_max_procs", "tool_max_memory_mb", "tool_max_file_mb", "tool_max_spill_mb"):
+        if getattr(p, name) < 1:
+            raise PolicyError(f"{name} must be at least 1, got {getattr(p, name)}")
     if p.tool_max_bytes < 256:
         raise PolicyError(f"tool_max_bytes must be at least 256, got {p.tool_max_bytes}")
     for head, tail, limit in HEAD_TAIL_LIMITS:

@@ -1,7 +1,7 @@
 """Snip (seed 000 snipToolOutputs): long tool output keeps its head and tail.
 
-Observations (tool results, and text-mode ones in user messages) over `snip_threshold_chars` keep the first `snip_head_chars` and
-the last `snip_tail_chars`; the middle becomes a marker that says how much went.
+Observations (tool results, and text-mode ones in user messages) over `snip_threshold_chars`
+keep the first `snip_head_chars` and the last `snip_tail_chars`; the middle becomes a marker that says how much went.
 """
 
 from __future__ import annotations

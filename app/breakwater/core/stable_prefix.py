@@ -33,6 +33,7 @@ class StablePrefix:
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
+        plan.changed_from = self._changed_from
         self._previous, self._changed_from = plan, plan.n
         return plan
 

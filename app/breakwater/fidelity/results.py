@@ -17,7 +17,8 @@ PINNED = "pinned_categories"
 
 @dataclass(slots=True)
 class Tally:
-    """Probe-turn pairs kept and live, per category, for the pinned categories and overall."""
+    """Probe-turn pairs kept and live, per category, for the pinned categories and overall (a probe of
+    weight w counts as w probes)."""
 
     kept: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
@@ -59,12 +60,14 @@ class FidelityRun:
         return bool(self.kept[i] >> (turn - 1) & 1)
 
     def recall_at(self, turn: int, categories: Iterable[str] | None = None) -> float | None:
-        """The share of the facts created so far that turn `turn`'s request still carries."""
+        """The share of the facts created so far that turn `turn`'s request still carries (an
+        instruction the user insisted on counts as `weight` facts)."""
         cats = set(categories) if categories is not None else None
         live = [i for i, p in enumerate(self.probes) if self._live(i, turn) and (cats is None or p.category in cats)]
         if not live:
             return None
-        return sum(self._is_kept(i, turn) for i in live) / len(live)
+        probes = self.probes
+        return sum(probes[i].weight for i in live if self._is_kept(i, turn)) / sum(probes[i].weight for i in live)
 
     def pinned_counts(self, turn: int) -> tuple[int, int]:
         """(kept, live) of what must not be lost — goal and constraints, modified files, pins, and
@@ -73,7 +76,8 @@ class FidelityRun:
             return 0, 0
         live = [i for i, p in enumerate(self.probes) if p.kind in PINNED_KINDS and self._live(i, turn)]
         live += [i for i, start, end in self.last_error_spans() if start <= turn < end]
-        return sum(self._is_kept(i, turn) for i in live), len(live)
+        probes = self.probes
+        return sum(probes[i].weight for i in live if self._is_kept(i, turn)), sum(probes[i].weight for i in live)
 
     def pinned_at(self, turn: int) -> float | None:
         """The share of what must not be lost that turn `turn`'s request still carries."""
@@ -133,7 +137,7 @@ class FidelityRun:
             if stop <= p.turn:
                 continue
             span = ((1 << (stop - p.turn)) - 1) << (p.turn - 1)
-            kept, live = (self.kept[i] & span).bit_count(), stop - p.turn
+            kept, live = (self.kept[i] & span).bit_count() * p.weight, (stop - p.turn) * p.weight
             t.add("all", kept, live)
             t.add(p.category, kept, live)
             if p.kind in PINNED_KINDS:

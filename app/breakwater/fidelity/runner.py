@@ -25,7 +25,7 @@ from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
                                          totals_json)
-from breakwater.fidelity.scoring import Scorer
+from breakwater.fidelity.scoring import Scorer, Tracker
 
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
@@ -62,7 +62,7 @@ class Stopped(Exception):
 def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
            summarizer: Summarizer | None = None, model: str | None = None,
            stop: Callable[[], bool] | None = None) -> FidelityRun:
-    """Build every request the pipeline would send and record which probes each one carries.
+    """Follow every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
     they leave untouched are then searched once. `summarizer` replaces the offline one, to
@@ -70,8 +70,8 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     for `simulate` (the workbench passes its own, so both runs make the same decisions)."""
     scorer = scorer or Scorer(extract(log))
     probes = scorer.probes
-    kept = [0] * len(probes)
     pipe = make_pipeline(log, policy, counter, model, summarizer)
+    tracker = Tracker(scorer, pipe)
     raw = sent = turns = 0
     summaries: set[str] = set()
     compaction_turns: list[int] = []
@@ -80,21 +80,18 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
             if stop is not None and stop():
                 raise Stopped
             plan = pipe.plan()
-            view = plan.built or pipe.materialize(plan)
             turns = plan.turn
             raw += plan.raw_tokens
             sent += plan.sent_tokens
-            bit = 1 << (turns - 1)
-            for i in scorer.carried(view.messages):
-                kept[i] |= bit
+            tracker.update(plan, plan.built.messages if plan.built is not None else None)
             # a summary in the request, new or replayed from the log, marks a deep compaction
-            for m in view.messages:
+            for m in (plan.built.messages if plan.built is not None else plan.head):
                 comp = (m.meta or {}).get("compaction") if m.meta else None
                 if comp and comp not in summaries:
                     summaries.add(comp)
                     compaction_turns.append(turns)
         pipe.feed(entry)
-    return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(kept), raw, sent,
+    return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(tracker.kept(turns)), raw, sent,
                        tuple(compaction_turns), tuple(loops.file_reads(log)))
 
 
@@ -104,7 +101,7 @@ def summarize_run(run: FidelityRun) -> PresetSummary:
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
-                  counter: str = "exact", reuse: bool = False) -> SessionSummary:
+                  counter: str = "exact", reuse: bool = False, billed: bool = True) -> SessionSummary:
     """One session under every preset. Never raises for a bad session: the reason is returned.
     `reuse`: take the session this process loaded last if it is this one (a worker given the
     presets of one session one at a time loads and searches it once)."""
@@ -129,7 +126,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
             out.presets.clear()
             break
     else:
-        out.billed = billed_check(log, counter)
+        if billed:
+            out.billed = billed_check(log, counter)
     return out
 
 
@@ -167,6 +165,7 @@ def merge(parts: Sequence[SessionSummary]) -> SessionSummary:
     """One session's summary from its presets' (in the presets' order), as `evaluate_path` of them
     all gives it: the first preset that failed names the error and no preset's figures are kept."""
     out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes))
+    out.format, out.billed = parts[0].format, parts[0].billed
     for part in parts:
         if part.error:
             out.error = part.error
@@ -189,7 +188,8 @@ class Task:
 
     def unit(self, path: str, preset: str) -> SessionSummary:
         """One preset of one session: the unit of parallel work."""
-        return evaluate_path(path, (preset,), self.window, self.counter, reuse=True)
+        return evaluate_path(path, (preset,), self.window, self.counter, reuse=True,
+                             billed=preset == self.presets[0])
 
     def units(self, paths: Sequence[str]) -> list[tuple[str, str]]:
         """Every (session, preset), the largest sessions first: a long session's presets start at

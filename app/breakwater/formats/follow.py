@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,18 @@ class Follower:
         target = Path(self._scratch.name) / self.path.name
         target.write_bytes(data)
         return target
+
+    def first(self, say=None, poll: float = 0.05) -> SessionLog:
+        """The session once the file holds something complete: an agent may not have written its first
+        line yet (or not created the file). `say()` is called once if that means waiting."""
+        log = self.read()
+        while log is None:
+            if say is not None:
+                say()
+                say = None
+            time.sleep(poll)
+            log = self.read()
+        return log
 
     def close(self) -> None:
         if self._scratch is not None:

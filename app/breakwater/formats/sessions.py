@@ -81,8 +81,9 @@ def _codex(head: list[str], tail: list[str]) -> tuple[str | None, str | None, in
         if model is None and r.get("type") == "turn_context" and isinstance(p.get("model"), str):
             model = p["model"]
         info = p.get("info") if isinstance(p.get("info"), dict) else None
-        if tokens is None and p.get("type") == "token_count" and info and isinstance(info.get("last_token_usage"), dict):
-            tokens = _int(info["last_token_usage"].get("input_tokens"))
+        last = info.get("last_token_usage") if info else None
+        if tokens is None and p.get("type") == "token_count" and isinstance(last, dict):
+            tokens = _int(last.get("input_tokens"))
         if model is not None and tokens is not None:
             break
     return project, model, tokens

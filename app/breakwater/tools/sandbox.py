@@ -60,16 +60,29 @@ class Sandbox:
     network: bool = False
     notice: str | None = None
     undumpable: bool = field(default=False, compare=False)
+    hide_dirs: tuple[Path, ...] = ()        # shown empty inside
 
-    def command(self, argv: list[str], workspace: Path, seccomp_fd: int | None = None) -> list[str]:
+    def command(self, argv: list[str], workspace: Path, seccomp_fd: int | None = None,
+                tmp_bytes: int | None = None) -> list[str]:
         """`argv` as it must be started to run in this sandbox with `workspace` as its directory;
-        `seccomp_fd` (from `filter_fd`, passed to the child) carries the socket filter."""
+        `seccomp_fd` (from `filter_fd`, passed to the child) carries the socket filter, `tmp_bytes`
+        bounds the sandbox's /tmp (a tmpfs: memory)."""
         if self.kind != "bwrap":
             return argv
         ws = str(workspace)
-        args = [self.bwrap, *_BASE_ARGS, "--bind", ws, ws]
+        base = list(_BASE_ARGS)
+        if tmp_bytes is not None:
+            at = base.index("--tmpfs")
+            base[at:at] = ["--size", str(tmp_bytes)]
+        args = [self.bwrap, *base, "--bind", ws, ws]
+        # a folder that holds the workspace stays (the workspace would vanish under the tmpfs), and a
+        # file in a hidden folder is hidden with it
+        dirs = [d for d in self.hide_dirs if not workspace.is_relative_to(d)]
+        for path in dirs:
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
         for path in self.hide:
-            args += ["--ro-bind", "/dev/null", str(path)]
+            if not any(path.is_relative_to(d) for d in dirs):
+                args += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             args.append("--unshare-net")
             if seccomp_fd is not None:
@@ -130,7 +143,8 @@ def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (),
     if mode != "none":
         bwrap, problem = _usable_bwrap()
         if bwrap is not None:
-            return Sandbox("bwrap", bwrap, _existing(hide), network)
+            files, dirs = _existing(hide)
+            return Sandbox("bwrap", bwrap, files, network, hide_dirs=dirs)
         if mode == "bwrap":
             raise SandboxError(f"sandbox = bwrap, but bubblewrap cannot run here: {problem}")
         notice = (f"bubblewrap is not usable here ({problem}); bash runs without a sandbox, and breakwater "
@@ -184,11 +198,28 @@ def _usable_bwrap() -> tuple[str | None, str | None]:
     return (exe, None) if problem is None else (None, problem)
 
 
-def _existing(paths: Iterable[str | os.PathLike]) -> tuple[Path, ...]:
-    out: list[Path] = []
+def _existing(paths: Iterable[str | os.PathLike]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(files, folders) among `paths` that exist, a symlink at both ends."""
+    files: list[Path] = []
+    dirs: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser().absolute()
         for each in (path, path.resolve()):
-            if each.exists() and each not in out and not each.is_dir():
-                out.append(each)
-    return tuple(out)
+            if not each.exists() or each in files or each in dirs:
+                continue
+            (dirs if each.is_dir() else files).append(each)
+    return tuple(files), tuple(dirs)
+
+
+# What a command has no business reading: keys, tokens, credentials, shell start-up files (which
+# hold exported keys more often than not). Shown empty inside unless the policy allows them.
+SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.netrc", "~/.npmrc", "~/.pypirc", "~/.git-credentials",
+           "~/.gnupg", "~/.docker", "~/.kube", "~/.azure", "~/.bashrc", "~/.bash_profile", "~/.bash_login",
+           "~/.bash_history", "~/.profile", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zsh_history",
+           "~/.cshrc", "~/.tcshrc", "~/.kshrc", "~/.config/fish", "/etc/shadow", "/etc/gshadow")
+
+
+def secrets(home: str | os.PathLike | None = None) -> list[Path]:
+    """The usual secrets under `home` (default: this user's) and the system's."""
+    base = Path(home) if home is not None else Path.home()
+    return [base / p[2:] if p.startswith("~/") else Path(p) for p in SECRETS]

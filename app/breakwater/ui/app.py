@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
-from breakwater.core.overlay import OverlayFile
+from breakwater.core.overlay import OverlayFile, state_dir
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
 from breakwater.core.session_log import SessionLog
@@ -62,6 +62,26 @@ class BreakwaterApp(App):
 
             self.push_screen(BrowseScreen(self.sessions or []))
             return
+        self._push_workbench()
+        if self.compare is not None:
+            from breakwater.ui.screens.compare import CompareScreen
+
+            self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
+        self._report_issues()
+
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy", follower=None) -> None:
+        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it
+        (followed, with no overlay, when `follower` is given)."""
+        from breakwater.core.overlay import overlay_path
+
+        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None and follower is None else None
+        self.replay = replay_of(log, policy, overlay=overlay, window_source=window_source)
+        self.overlay, self.follower = overlay, follower
+        self.workspace = workspace_of(log, None)
+        self._push_workbench()
+        self._report_issues()
+
+    def _push_workbench(self) -> None:
         if self.follower is not None:
             from breakwater.ui.screens.follow import FollowScreen
 
@@ -70,22 +90,6 @@ class BreakwaterApp(App):
         else:
             self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
                                           overlay=self.overlay))
-        if self.compare is not None:
-            from breakwater.ui.screens.compare import CompareScreen
-
-            self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
-        self._report_issues()
-
-    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy") -> None:
-        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it."""
-        from breakwater.core.overlay import overlay_path
-
-        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None else None
-        self.replay, self.overlay = replay_of(log, policy, overlay=overlay, window_source=window_source), overlay
-        self.workspace = workspace_of(log, None)
-        self.push_screen(ReplayScreen(self.replay, None, self.workspace, self.settings.play_interval,
-                                      overlay=self.overlay))
-        self._report_issues()
 
     def _report_issues(self) -> None:
         issues = [*self.replay.log.issues, *(self.overlay.issues if self.overlay else ())]
@@ -98,6 +102,24 @@ class BreakwaterApp(App):
                     severity="warning", timeout=20)
 
     # -- actions ----------------------------------------------------------------------------------
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: saved under the state directory (Textual's default, ~/Downloads,
+        may not exist: it then said only "Failed to save screenshot"), else the current one; the
+        notification says where, or why not."""
+        tried: list[str] = []
+        for folder in ([Path(path)] if path else [state_dir() / "screenshots", Path.cwd()]):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                saved = self.save_screenshot(filename, str(folder), time_format)
+            except OSError as exc:
+                tried.append(f"{folder}: {exc.strerror or exc}")
+                continue
+            self.notify(f"Saved to {saved}", title="Screenshot", timeout=10)
+            return None
+        self.notify("Could not save it — " + "; ".join(tried), title="Screenshot", severity="error", timeout=15)
+        return None
+
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT if self.theme == DARK else DARK
 

@@ -5,6 +5,7 @@ one line on stderr and a non-zero exit; Textual is imported only once that passe
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from breakwater.core.commands import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
@@ -58,9 +59,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
             from breakwater.formats.follow import Follower
 
             follower = Follower(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
-            log = follower.read()
-            if log is None:
-                return fail(f"{args.session}: nothing complete to show yet")
+            try:
+                log = follower.first(lambda: print(f"breakwater: waiting for {args.session} to hold a whole line "
+                                                   f"(ctrl+c stops)", file=sys.stderr))
+            except KeyboardInterrupt:
+                return 130
         else:
             log = read_session(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
         named = getattr(args, "overlay", None)

@@ -21,6 +21,7 @@ from breakwater.core.commands import resolve_policy
 from breakwater.core.json_lines import SessionLogError
 from breakwater.core.policy import PolicyError
 from breakwater.formats import load_session
+from breakwater.formats.follow import Follower
 from breakwater.formats.sessions import FoundSession, by_project
 
 
@@ -52,7 +53,9 @@ class BrowseScreen(Screen):
     BrowseScreen #browse-title { height: 1; padding: 0 1; background: $surface; }
     BrowseScreen OptionList { height: 1fr; }
     """
-    BINDINGS = [Binding("enter", "open", "Open", id="browse.open", tooltip="Open the session in the workbench")]
+    BINDINGS = [Binding("enter", "open", "Open", id="browse.open", tooltip="Open the session in the workbench"),
+                Binding("F", "open(True)", "Follow", id="browse.follow",
+                        tooltip="Open the session and follow it while its agent writes it")]
 
     def __init__(self, sessions: list[FoundSession]):
         super().__init__()
@@ -61,13 +64,14 @@ class BrowseScreen(Screen):
 
     def compose(self) -> ComposeResult:
         groups = by_project(self.sessions)
-        yield Static(f"{len(self.sessions):,} sessions in {len(groups):,} projects — enter opens one", id="browse-title")
+        yield Static(f"{len(self.sessions):,} sessions in {len(groups):,} projects — enter opens one, F follows it",
+                     id="browse-title")
         now = time.time()
+        index = {id(s): i for i, s in enumerate(self.sessions)}
         options: list[Option | None] = []
         for project, found in groups:
             options.append(Option(Text(f"{project}  ({len(found)})", style="bold underline"), disabled=True))
-            options.extend(Option(row(s, now), id=str(i)) for s in found
-                           for i in (self.sessions.index(s),))
+            options.extend(Option(row(s, now), id=str(index[id(s)])) for s in found)
         yield OptionList(*options, id="sessions")
         yield Footer()
 
@@ -81,7 +85,7 @@ class BrowseScreen(Screen):
         event.stop()
         self.action_open()
 
-    def action_open(self) -> None:
+    def action_open(self, follow: bool = False) -> None:
         lst = self.query_one(OptionList)
         if lst.highlighted is None:
             return
@@ -89,16 +93,19 @@ class BrowseScreen(Screen):
         if option.id is None:
             return
         self.opened_at = time.perf_counter()
-        self._open(self.sessions[int(option.id)].path)
+        self._open(self.sessions[int(option.id)].path, follow)
 
     @work(exclusive=True, group="open")
-    async def _open(self, path: Path) -> None:
+    async def _open(self, path: Path, follow: bool) -> None:
         self.query_one("#browse-title", Static).update(f"opening {path.name}…")
+        follower = Follower(path) if follow else None
         try:
-            log = await asyncio.to_thread(load_session, path)
+            log = await asyncio.to_thread(follower.read) if follower else await asyncio.to_thread(load_session, path)
+            if log is None:
+                raise SessionLogError(f"{path}: nothing complete to show yet")
             args = argparse.Namespace(policy=None, preset=None, window=None)
             policy = resolve_policy(args, log)
         except (SessionLogError, PolicyError) as exc:
             self.notify(str(exc), title="This session cannot be opened", severity="error", timeout=10)
             return
-        self.app.open_session(log, policy, args.window_source)
+        self.app.open_session(log, policy, args.window_source, follower)

@@ -10,7 +10,6 @@ modals the agent awaits: nothing ever waits on a prompt nobody can see.
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -20,6 +19,7 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import Footer, Input, Static
 
+from breakwater.core.visible import visible
 from breakwater.core.json_lines import checked_loads
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
@@ -162,7 +162,8 @@ class ChatScreen(ReplayScreen):
             chat.focus()
 
     def _show_stream(self, text: str, style: str = "") -> None:
-        self.query_one("#chat-stream", Static).update(Text(text[-STREAM_TAIL:].replace("\n", " ⏎ "), style=style))
+        self.query_one("#chat-stream", Static).update(Text(visible(text[-STREAM_TAIL:].replace("\n", " ⏎ ")),
+                                                           style=style))
 
     @on(AgentActivity)
     def _activity(self, message: AgentActivity) -> None:
@@ -189,10 +190,10 @@ class ChatScreen(ReplayScreen):
             wait = ev.event.get("retry_in_s") if ev.event is not None else None
             action = "compacting and retrying" if ev.event is not None and ev.event.get("kind") == "context_length" \
                 else ("retrying" + ("" if wait is None else f" in {wait} s"))
-            self.notify(f"{ev.text} — {action}", title="Request failed", severity="warning", timeout=8)
+            self.notify(visible(f"{ev.text} — {action}"), title="Request failed", severity="warning", timeout=8)
             self._show_stream(f"turn {ev.turn}: {ev.text} — {action}…", "bold")
         elif ev.kind == "error" and ev.event is not None:
-            self.notify(ev.text, title="Error", severity="error", timeout=12)
+            self.notify(visible(ev.text), title="Error", severity="error", timeout=12)
         elif ev.kind == "final":
             self._show_stream("assistant ✓ " + ev.text, "")
 
@@ -211,11 +212,10 @@ class ChatScreen(ReplayScreen):
             return None
         try:
             path = checked_loads(call.arguments or "{}").get("path")
-            fd = Workspace(self.agent.workspace).open(path, os.O_RDONLY)
+            old = Workspace(self.agent.workspace).read_regular(path, OLD_CONTENT_LIMIT)
         except (ValueError, AttributeError, TypeError, OSError, WorkspaceError):
             return None
-        with open(fd, "rb", closefd=True) as fh:
-            return fh.read(OLD_CONTENT_LIMIT).decode("utf-8", errors="replace")
+        return old.decode("utf-8", errors="replace")
 
     async def _review(self, proposal: SummaryProposal) -> SummaryDecision:
         before = self.detail.view if self.detail is not None else None

@@ -25,6 +25,7 @@ from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED
 from breakwater.ui.screens.fidelity import measure
+from breakwater.ui.screens.replay import SHORT_ROWS
 from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.compare import BilledChart, CompareTotals
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady
@@ -69,6 +70,11 @@ class CompareScreen(Screen):
     CompareScreen #cmp-chart { height: 9; border: round $primary-darken-2; }
     CompareScreen #cmp-totals { padding: 0 1; }
     CompareScreen #cmp-prompt { display: none; }
+    /* fewer than SHORT_ROWS rows: the list and the two requests keep their rows; the billed chart
+       goes (the totals under it say the same in figures) and each gauge keeps its figure and bar */
+    CompareScreen.-short #cmp-chart { display: none; }
+    CompareScreen.-short .cmp-gauge-row, CompareScreen.-short .cmp-side-label { height: 2; }
+    CompareScreen.-short #cmp-gauges-a, CompareScreen.-short #cmp-gauges-b { height: 2; }
     """
     BINDINGS = [
         Binding("right,l", "step(1)", "Next", key_display="→", id="compare.next", tooltip="Both policies: next turn"),
@@ -110,6 +116,9 @@ class CompareScreen(Screen):
         yield CompareTotals(id="cmp-totals")
         yield Input(id="cmp-prompt", placeholder="B: a preset name or a policy file (TOML), enter to compare")
         yield KeysFooter()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
 
     def on_mount(self) -> None:
         self.query_one("#cmp-chart").border_title = "Billed tokens so far — A and B"

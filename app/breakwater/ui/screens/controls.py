@@ -22,18 +22,18 @@ from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 STAGES = {"snip": "Snip", "mask": "Mask", "microcompact": "Microcompact"}
 
 CONTROL_BINDINGS = [
+    Binding("D", "deep_compact", "Deep compact", id="control.deep",
+            tooltip="Summarize the history before this request now (you see the summary first)"),
     Binding("P", "pin", "Pin", id="control.pin",
             tooltip="Pin or unpin the selected message: no stage compacts it, deep compactions keep it verbatim"),
+    Binding("u", "undo", "Undo", id="control.undo",
+            tooltip="Undo the selected summary, else the latest compaction, trigger or pin"),
     Binding("S", "trigger('snip')", "Snip now", show=False, id="control.snip",
             tooltip="Snip long tool results from this request on, whatever the zone"),
     Binding("M", "trigger('mask')", "Mask now", show=False, id="control.mask",
             tooltip="Mask old tool results from this request on, whatever the zone"),
     Binding("C", "trigger('microcompact')", "Microcompact now", show=False, id="control.microcompact",
             tooltip="Reduce old tool exchanges to one line each from this request on"),
-    Binding("D", "deep_compact", "Deep compact", id="control.deep",
-            tooltip="Summarize the history before this request now (you see the summary first)"),
-    Binding("u", "undo", "Undo", id="control.undo",
-            tooltip="Undo the selected summary, else the latest compaction, trigger or pin"),
 ]
 
 

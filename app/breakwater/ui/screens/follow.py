@@ -84,7 +84,8 @@ class FollowScreen(ReplayScreen):
         r = self.replay
         self.appended += 1
         self.recording = log
-        self.reload(Replay(log, r.policy, r.counter, r.model, r.summarizer, tokens=r.tokens))
+        self.reload(Replay(log, r.policy, r.counter, r.model, r.summarizer, tokens=r.tokens,
+                           window_source=r.window_source))
         if self.follow and self.messages:
             self.query_one(MessageList).select_index(len(self.messages) - 1)   # the newest in view
 

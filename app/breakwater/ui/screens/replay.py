@@ -21,7 +21,9 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Input
 
+from breakwater.core.visible import visible
 from breakwater.core.compare import counterpart
+from breakwater.core.context_categories import for_turn
 from breakwater.core.review import SummaryProposal
 from breakwater.core.edits import View
 from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
@@ -37,7 +39,9 @@ from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
+from breakwater.ui.screens.context import ContextScreen
 from breakwater.ui.widgets.badges import ROLES
+from breakwater.ui.widgets.context_line import ContextLine
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
 from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.gauges import Gauges
@@ -47,6 +51,9 @@ from breakwater.ui.widgets.policy_panel import PolicyPanel
 from breakwater.ui.widgets.replay_controls import SPEEDS, ReplayControls
 from breakwater.ui.widgets.timeline import Timeline
 
+
+
+STEP = Binding.Group("Step")
 
 
 class Superseded(Exception):
@@ -67,6 +74,7 @@ def pins_of(replay: Replay) -> set[str]:
     return pins
 
 
+SHORT_ROWS = 48        # a terminal with fewer rows lays the screen out for them (see breakwater.tcss)
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
 PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
@@ -74,27 +82,33 @@ PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     KEYS_NAME = "replay"   # in the footer, before the screen's keys that still work where the focus is
-    BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
-        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
-        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
-        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
-        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
-        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+    # in the order of importance: a narrow footer offers them in this order while they fit
+    BINDINGS = [
+        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back",
+                group=STEP),
+        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward",
+                group=STEP),
         Binding("space", "play", "Play", id="replay.play", tooltip="Step through the turns automatically"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
+        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+        Binding("p", "toggle_policy", "Policy", id="policy.show",
+                tooltip="Show the policy panel: change any value and the session is re-simulated"),
+        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
+        Binding("c", "compare", "A/B", id="compare.open",
+                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
+        *CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("slash", "prompt('search')", "Search", id="list.search", tooltip="Show only messages containing text"),
         Binding("r", "cycle_role", "Role", id="filter.role", tooltip="Filter the list by role (cycles)"),
         Binding("e", "cycle_kind", "Kind", id="filter.kind", tooltip="Filter the list by edit kind (cycles)"),
+        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
+        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="filter.clear",
                 tooltip="Show every message again"),
-        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
-        Binding("p", "toggle_policy", "Policy", id="policy.show",
-                tooltip="Show the policy panel: change any value and the session is re-simulated"),
-        Binding("c", "compare", "A/B", id="compare.open",
-                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
         Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
                 tooltip="Move the focus to the inspector (scroll the texts)"),
+        Binding("x", "context", "Context", show=False, id="context.show",
+                tooltip="This turn's request by category: system, tools, memory, messages, results, free space"),
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
@@ -121,10 +135,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")
+        yield ContextLine(id="context-line")
         with Horizontal(id="main"):
             yield MessageList(self.messages, pins_of(self.replay), id="messages")
             with Vertical(id="side"):
@@ -231,7 +246,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
-        self.notify(message.reason, title="Simulation failed", severity="error", timeout=30)
+        self.notify(visible(message.reason), title="Simulation failed", severity="error", timeout=30)
 
     @on(ViewReady)
     def _view_ready(self, message: ViewReady) -> None:
@@ -243,6 +258,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.detail = detail
         self.query_one(MessageList).set_detail(detail)
         self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
+        self.query_one(ContextLine).show(for_turn(self.replay, detail))
         self.query_one(ReplayControls).update_state(pending=False)
         self._show_selected()
         if self._fidelity_due:
@@ -395,9 +411,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
         self._simulate()
 
+    def on_resize(self, event) -> None:
+        # a short terminal: the timeline gives rows to the list, and the policy panel the inspector's
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
+
     def action_toggle_policy(self) -> None:
         panel = self.query_one(PolicyPanel)
         panel.display = not panel.display
+        self.query_one("#side").set_class(panel.display, "-policy")
         if panel.display:
             panel.table.focus()
         else:
@@ -407,6 +428,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         from breakwater.ui.screens.compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy), self.turn))
+
+    def action_context(self) -> None:
+        line = self.query_one(ContextLine)
+        if line.categories is not None and self.detail is not None:
+            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()

@@ -127,7 +127,8 @@ class PolicyPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="policy-summary")
         table = PolicyTable(id="policy-table", cursor_type="row", zebra_stripes=False)
-        for label, key in (("setting", "name"), ("value", "value"), ("unit", "unit"), ("preset", "preset")):
+        # the preset's value beside the value: the unit is what a narrow panel cuts
+        for label, key in (("setting", "name"), ("value", "value"), ("preset", "preset"), ("unit", "unit")):
             table.add_column(label, key=key)
         yield table
         yield Input(id="policy-input", select_on_focus=False)
@@ -167,9 +168,8 @@ class PolicyPanel(Vertical):
             if spec.group != group:
                 group = spec.group
                 replayed = any(s.changes_view for s in self.specs if s.group == group)
-                table.add_row(Text(group, style=self._c("group")), "",
-                              Text("" if replayed else "agent only", style=self._c("dim")), "",
-                              key=f"group:{group}")
+                table.add_row(Text(group, style=self._c("group")), "", "",
+                              Text("" if replayed else "agent only", style=self._c("dim")), key=f"group:{group}")
             table.add_row(*self._cells(spec), key=spec.name)
         self._summary()
 
@@ -182,8 +182,8 @@ class PolicyPanel(Vertical):
                     style=self._c("refused") if refused else self._c("changed"))
         name.append(spec.name, style=self._c("dim") if not spec.changes_view else "")
         shown = Text(show_value(value), style=self._c("changed") if differs else "", justify="right")
-        return name, shown, Text(spec.unit, style=self._c("dim")), Text(show_value(ref), style=self._c("dim"),
-                                                                         justify="right")
+        return name, shown, Text(show_value(ref), style=self._c("dim"), justify="right"), Text(spec.unit,
+                                                                                              style=self._c("dim"))
 
     def _redraw(self, names) -> None:
         table = self.table
@@ -191,7 +191,7 @@ class PolicyPanel(Vertical):
             spec = self._spec(name)
             if spec is None:
                 continue
-            for key, cell in zip(("name", "value", "unit", "preset"), self._cells(spec)):
+            for key, cell in zip(("name", "value", "preset", "unit"), self._cells(spec)):
                 table.update_cell(name, key, cell)
         self._summary()
 
