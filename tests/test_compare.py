@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.compare import compare, message_diffs
 from breakwater.core.policy import PRESETS
-from breakwater.core.policy_file import save
+from breakwater.core.policy.toml_file import save
 from breakwater.core.simulate import simulate, view_at
 from synth import session_messages, write_session
 

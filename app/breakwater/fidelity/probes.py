@@ -14,11 +14,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from breakwater.core.message import Message
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
                                      salient_errors)
-from breakwater.core.summarize import sentences, user_instructions
+from breakwater.core.stages.summarize import sentences, user_instructions
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,

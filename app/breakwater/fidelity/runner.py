@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
-from breakwater.core.session_log import SessionLog, SessionLogError
+from breakwater.core.log.session_log import SessionLog, SessionLogError
 from breakwater.core.simulate import make_pipeline
-from breakwater.core.summarize import Summarizer
+from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import FidelityRun, PresetSummary, SessionSummary, Tally, totals_json

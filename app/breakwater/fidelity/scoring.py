@@ -11,7 +11,7 @@ from typing import Collection, Sequence
 
 from ahocorasick_rs import AhoCorasick
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.fidelity.probes import Probe, matches, message_text, normalise, units
 
 

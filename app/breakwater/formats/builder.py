@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import RECORDED
-from breakwater.core.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
-from breakwater.core.summarize import summary_message_text
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import RECORDED
+from breakwater.core.log.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
+from breakwater.core.stages.summarize import summary_message_text
+from breakwater.core.log.tokens import heuristic_message
 
 MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
 

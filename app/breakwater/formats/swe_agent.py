@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from breakwater.core.session_log import SessionLog, SessionLogError
+from breakwater.core.log.session_log import SessionLog, SessionLogError
 from breakwater.formats.builder import SessionBuilder
 from breakwater.formats.openai_chat import feed_chat_message, feed_usage, read_json
 

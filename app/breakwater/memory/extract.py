@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Callable, Iterable, Sequence
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 
 Extractor = Callable[[list[Message]], str]
 

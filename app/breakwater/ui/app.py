@@ -19,7 +19,7 @@ from textual.screen import Screen
 from breakwater.core.overlay import OverlayFile
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.help import HelpScreen
 from breakwater.ui.screens.replay import ReplayScreen

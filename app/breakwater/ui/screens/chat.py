@@ -24,7 +24,7 @@ from textual.widgets import Footer, Input, Static
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
 from breakwater.agent.session import AgentError, AgentSession
-from breakwater.core.message import ToolCall
+from breakwater.core.log.message import ToolCall
 from breakwater.core.replay import Replay
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.tools.workspace import Workspace, WorkspaceError

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-from breakwater.core.message import Message
-from breakwater.core.session_log import Event
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import Event
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 
 STAGES = {"snip": "Snip", "mask": "Mask", "microcompact": "Microcompact"}

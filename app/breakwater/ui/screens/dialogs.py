@@ -19,7 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
 from breakwater.core.review import SummaryDecision, SummaryProposal
-from breakwater.core.message import ToolCall
+from breakwater.core.log.message import ToolCall
 from breakwater.fidelity.probes import Probe
 from breakwater.ui.widgets.would_lose import WouldLose
 

@@ -25,7 +25,7 @@ from breakwater.core.compare import counterpart
 from breakwater.core.review import SummaryProposal
 from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.strip import Strip
 
-from breakwater.core.commands import plural
+from breakwater.core.figures import plural
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
 from breakwater.ui.widgets.drawn import Drawn, runs

@@ -1,7 +1,7 @@
 """Deep compaction (SPEC §4, stage 5): where to cut, the summary that replaces the history before
 the cut, and the head of a request after it ([System][First user][Summary][pinned turns]).
 
-`DeepCompaction` is a part of `Pipeline` (core/pipeline.py).
+`DeepCompaction` is a part of `Pipeline` (core/fold/pipeline.py).
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from breakwater.core.message import Message
-from breakwater.core.tokens import heuristic_message
-from breakwater.core.session_log import Event
-from breakwater.core.summarize import ExtractiveSummarizer, summary_message_text
+from breakwater.core.log.message import Message
+from breakwater.core.log.tokens import heuristic_message
+from breakwater.core.log.session_log import Event
+from breakwater.core.stages.summarize import ExtractiveSummarizer, summary_message_text
 
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 

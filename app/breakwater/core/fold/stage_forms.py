@@ -3,7 +3,7 @@ far from the end of the history and in working memory; the counts of those forms
 enters as each message arrives, worked out without building them (a form is built only when a
 request that sends it is), and the caches that spare running a stage again.
 
-`StageForms` is a part of `Pipeline` (core/pipeline.py): its methods read the pipeline's policy,
+`StageForms` is a part of `Pipeline` (core/fold/pipeline.py): its methods read the pipeline's policy,
 calls, pins and sanitized list.
 """
 
@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import itertools
 
-from breakwater.core import mask as mask_stage
-from breakwater.core import microcompact as micro_stage
-from breakwater.core import snip as snip_stage
-from breakwater.core.ledger import NEAR
-from breakwater.core.mask import fold_placeholder, middle_marker
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.outcome import outcome_facts
+from breakwater.core.stages import mask as mask_stage
+from breakwater.core.stages import microcompact as micro_stage
+from breakwater.core.stages import snip as snip_stage
+from breakwater.core.fold.ledger import NEAR
+from breakwater.core.stages.mask import fold_placeholder, middle_marker
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.outcome import outcome_facts
 from breakwater.core.policy import Policy
-from breakwater.core.snip import head_tail, snip_marker
-from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
+from breakwater.core.stages.snip import head_tail, snip_marker
+from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
 
 # The counts of the far forms of long messages, shared by every pipeline of the same policy (a
 # re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry

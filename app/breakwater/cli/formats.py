@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from breakwater.core.session_log import SessionLog, SessionLogError
+from breakwater.core.log.session_log import SessionLog, SessionLogError
 
 IMPORT_FORMATS = ("auto", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 MAX_WARNINGS = 50
@@ -48,7 +48,7 @@ def _warn(logs: list[SessionLog]) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from breakwater.core.commands import fail
+    from breakwater.cli.core import fail
     from breakwater.formats import load_sessions
 
     try:

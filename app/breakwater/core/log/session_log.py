@@ -25,9 +25,9 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from breakwater.core.json_lines import (SessionLogError, open_session_file, read_line,
+from breakwater.core.log.json_lines import (SessionLogError, open_session_file, read_line,
                                         replace_surrogates_in, shallow)
-from breakwater.core.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
+from breakwater.core.log.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
 
 _ROLES = {r: r for r in ROLES}   # a set that hands out one shared string per role
 MAX_COUNT = 10**15  # beyond any real token, line or byte count: the field is garbage

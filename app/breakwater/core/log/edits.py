@@ -8,7 +8,7 @@ from itertools import islice
 from operator import attrgetter
 from typing import Any
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 
 KINDS = ("truncated-at-source", "snipped", "masked", "folded", "microcompacted", "summarized", "dropped",
          "merged", "stripped", "truncated-argument")

@@ -1,7 +1,7 @@
 """The compaction pipeline (SPEC §4) as a fold over the session log.
 
 `Pipeline` is fed the log's entries in order; before each request `plan()`
-decides what to send and `materialize()` (core/materialize.py) builds the
+decides what to send and `materialize()` (core/fold/materialize.py) builds the
 messages and edits. The result depends only on (log, policy): deep compactions
 it decides are returned as events that the caller appends to the log (the
 agent) or keeps aside (simulation), and recorded events are re-applied on
@@ -16,11 +16,11 @@ Per-message work is done once, when a message arrives: its token count at
 every stage level is kept in prefix sums, so a request costs O(1) arithmetic
 plus the few messages of working memory, not a pass over the history.
 
-Its parts, one module each: the stage forms of a message and their caches (core/stage_forms.py),
-the soft-zone search and the counts of request shapes (core/soft_zone.py), the plan of a request the
-search would end where it ended before (core/next_plan.py), deep compaction and the head after a
-summary (core/deep_compaction.py), the cache-stable prefix (core/stable_prefix.py); the plan itself
-is core/plan.py.
+Its parts, one module each: the stage forms of a message and their caches (core/fold/stage_forms.py),
+the soft-zone search and the counts of request shapes (core/fold/soft_zone.py), the plan of a request the
+search would end where it ended before (core/fold/next_plan.py), deep compaction and the head after a
+summary (core/stages/deep_compaction.py), the cache-stable prefix (core/fold/stable_prefix.py); the plan itself
+is core/fold/plan.py.
 They are mixed into `Pipeline`, so a method found on one costs what it did on a single class.
 """
 
@@ -30,24 +30,24 @@ import bisect
 from dataclasses import replace
 from typing import Iterable
 
-from breakwater.core import materialize as build
-from breakwater.core.deep_compaction import RECORDED as RECORDED  # imported from here by the formats
-from breakwater.core.deep_compaction import Compaction, DeepCompaction, _Active
-from breakwater.core.edits import View
-from breakwater.core.ledger import Ledger
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.next_plan import NextPlan
-from breakwater.core.plan import Plan as Plan  # imported from here by the tests
+from breakwater.core.fold import materialize as build
+from breakwater.core.stages.deep_compaction import RECORDED as RECORDED  # imported from here by the formats
+from breakwater.core.stages.deep_compaction import Compaction, DeepCompaction, _Active
+from breakwater.core.log.edits import View
+from breakwater.core.fold.ledger import Ledger
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.next_plan import NextPlan
+from breakwater.core.fold.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.policy import Policy
-from breakwater.core.sanitize import Sanitizer
-from breakwater.core.session_log import Entry, Event
-from breakwater.core.shape import join_users
-from breakwater.core.soft_zone import SoftZone
-from breakwater.core.stable_prefix import StablePrefix
-from breakwater.core.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
-from breakwater.core.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
-from breakwater.core.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
-from breakwater.core.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.stages.sanitize import Sanitizer
+from breakwater.core.log.session_log import Entry, Event
+from breakwater.core.stages.shape import join_users
+from breakwater.core.fold.soft_zone import SoftZone
+from breakwater.core.fold.stable_prefix import StablePrefix
+from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
+from breakwater.core.fold.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
+from breakwater.core.stages.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
+from breakwater.core.log.tokens import Calibration, TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
@@ -430,7 +430,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         self._joined[tuple(id(m) for m in msgs)] = (msgs, joined, tuple(absorbed))
         return joined, start, tuple(absorbed)
 
-    # -- building the request (core/materialize.py) ---------------------------------------------------
+    # -- building the request (core/fold/materialize.py) ---------------------------------------------------
     def materialize(self, plan: Plan) -> View:
         """The messages to send and every edit behind them."""
         return build.materialize(self, plan)

@@ -1,7 +1,7 @@
 """The cache-stable prefix (SPEC §7): how much of a request is identical to the previous one, what
 a provider's prompt cache can reuse, worked out from the two plans without building either request.
 
-`StablePrefix` is a part of `Pipeline` (core/pipeline.py).
+`StablePrefix` is a part of `Pipeline` (core/fold/pipeline.py).
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from breakwater.core import materialize as build
-from breakwater.core.ledger import NEAR
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.fold import materialize as build
+from breakwater.core.fold.ledger import NEAR
+from breakwater.core.log.tokens import heuristic_message
 
 if TYPE_CHECKING:
-    from breakwater.core.pipeline import Plan
+    from breakwater.core.fold.plan import Plan
 
 
 class StablePrefix:

@@ -6,7 +6,7 @@ the last `snip_tail_chars`; the middle becomes a marker that says how much went.
 
 from __future__ import annotations
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy
 
 STAGE = "snip"

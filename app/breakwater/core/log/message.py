@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from breakwater.core.text_cache import TextCache
+from breakwater.core.log.text_cache import TextCache
 
 ROLES = ("system", "user", "assistant", "tool")
 _ROLE = {r: r for r in ROLES}

@@ -14,7 +14,7 @@ from pathlib import Path
 import tomli_w
 
 from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset, validate
-from breakwater.core.policy_fields import field_specs
+from breakwater.core.policy.field_groups import field_specs
 
 
 def _toml(value) -> str:

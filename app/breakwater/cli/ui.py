@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakwater.core.commands import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
+from breakwater.cli.core import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
     sample_path
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
-from breakwater.core.session_log import SessionLogError
+from breakwater.core.log.session_log import SessionLogError
 from breakwater.tools import sandbox
 
 

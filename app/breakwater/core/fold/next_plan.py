@@ -4,13 +4,13 @@ level, up to the same kept boundary, while results are appended. The general pat
 `_fit`) finds that by building and counting a request shape per step; here it is a few lookups
 of the ledger's sums.
 
-`NextPlan` is a part of `Pipeline` (core/pipeline.py).
+`NextPlan` is a part of `Pipeline` (core/fold/pipeline.py).
 """
 
 from __future__ import annotations
 
-from breakwater.core.ledger import NEAR
-from breakwater.core.plan import Plan
+from breakwater.core.fold.ledger import NEAR
+from breakwater.core.fold.plan import Plan
 
 
 class NextPlan:

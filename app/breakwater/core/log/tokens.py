@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable
 
-from breakwater.core.message import LONG_TEXT, Message, text_sizes
+from breakwater.core.log.message import LONG_TEXT, Message, text_sizes
 
 MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 10

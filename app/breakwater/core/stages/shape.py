@@ -14,11 +14,11 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from breakwater.core import snip as snip_stage
-from breakwater.core.edits import Edit
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.stages import snip as snip_stage
+from breakwater.core.log.edits import Edit
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import Policy
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message
 
 
 def join_users(msgs: list[Message]) -> tuple[list[Message], list[str]]:

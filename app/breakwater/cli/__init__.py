@@ -15,9 +15,9 @@ import sys
 
 from breakwater import __version__
 
-REGISTRARS = ("breakwater.core.commands", "breakwater.memory.commands", "breakwater.tools.commands",
-              "breakwater.formats.commands", "breakwater.ui.commands", "breakwater.fidelity.commands",
-              "breakwater.agent.commands")
+REGISTRARS = ("breakwater.cli.core", "breakwater.cli.memory", "breakwater.cli.tools",
+              "breakwater.cli.formats", "breakwater.cli.ui", "breakwater.cli.fidelity",
+              "breakwater.cli.agent")
 EVERY = "*"
 # Commands that only read and print: once their output is flushed, nothing of theirs is left to
 # write (no log, lock or temp file), so the process may end without freeing what they built.
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last resort: one line and a report, never a traceback
-        from breakwater.crash import report_crash
+        from breakwater.cli.crash import report_crash
 
         print(report_crash(exc, argv if argv is not None else sys.argv[1:]), file=sys.stderr)
         return 70  # EX_SOFTWARE
@@ -80,7 +80,7 @@ def _dispatch(args: argparse.Namespace) -> int | None:
     """The sub-command asked for, or the workbench on the bundled sample when none was."""
     func = getattr(args, "func", None)
     if func is None:
-        from breakwater.ui import commands as ui_commands
+        from breakwater.cli import ui as ui_commands
 
         func = ui_commands.default
     return func(args)

@@ -14,8 +14,8 @@ from typing import Iterator
 
 from ahocorasick_rs import MATCHKIND_LEFTMOST_FIRST, BytesAhoCorasick
 
-from breakwater.core.message import Message, ToolCall, kept_utf8, utf8
-from breakwater.core.text_cache import TextCache
+from breakwater.core.log.message import Message, ToolCall, kept_utf8, utf8
+from breakwater.core.log.text_cache import TextCache
 
 # the argument names agents give a file path and a shell command (Claude Code, Codex, SWE-agent, ours)
 PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "target_file")

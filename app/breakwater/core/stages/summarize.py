@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Protocol, Sequence
 
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
                                      salient_errors)
 from breakwater.core.policy import Policy
 

@@ -10,19 +10,16 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from breakwater.core.figures import plural
 from breakwater.core.policy import (DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError, from_mapping,
                                     load_toml, preset)
 
 if TYPE_CHECKING:  # the heavy modules load in the commands that use them, so start-up stays short
-    from breakwater.core.session_log import SessionLog
+    from breakwater.core.log.session_log import SessionLog
     from breakwater.core.simulate import Simulation
 
 DEFAULT_SAMPLE = "long-refactor.jsonl"
 DEFAULT_MODEL = "gpt-4o"   # picks the tokenizer (o200k_base) when neither --model nor the session names one
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def counting_epilog() -> str:
@@ -138,7 +135,7 @@ def with_overlay(log: SessionLog, path: str | Path | None) -> SessionLog:
 def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
     """P2 of --compare, under the first policy's window rule: --window, else the session's window
     unless P2 is a file (a file's window is part of what is being compared)."""
-    from breakwater.core.policy_file import resolve
+    from breakwater.core.policy.toml_file import resolve
 
     try:
         other = resolve(args.compare)
@@ -164,7 +161,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_command(args: argparse.Namespace) -> int:
-    from breakwater.core.session_log import SessionLogError
+    from breakwater.core.log.session_log import SessionLogError
     from breakwater.core.simulate import simulate, view_at
     from breakwater.fidelity.loops import of_simulation
 
@@ -296,8 +293,8 @@ def print_comparison(comparison, log: SessionLog) -> None:
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
-    from breakwater.core.session_log import SessionLogError
-    from breakwater.core.tokens import (TokenCounter, TokenizerUnavailable, encoding_for_model, heuristic_message,
+    from breakwater.core.log.session_log import SessionLogError
+    from breakwater.core.log.tokens import (TokenCounter, TokenizerUnavailable, encoding_for_model, heuristic_message,
                                         heuristic_text)
 
     text = None

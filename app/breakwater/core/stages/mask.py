@@ -10,10 +10,10 @@ Tool calls (name and arguments) are never altered.
 
 from __future__ import annotations
 
-from breakwater.core.message import Message, utf8_len
-from breakwater.core.outcome import outcome_facts
+from breakwater.core.log.message import Message, utf8_len
+from breakwater.core.log.outcome import outcome_facts
 from breakwater.core.policy import Policy
-from breakwater.core.snip import head_tail
+from breakwater.core.stages.snip import head_tail
 
 STAGE = "mask"
 WORKING_MEMORY_STAGE = "working_memory"

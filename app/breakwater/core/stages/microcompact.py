@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 
-from breakwater.core.mask import fold
-from breakwater.core.message import Message, ToolCall, utf8
-from breakwater.core.outcome import outcome_facts, parsed_arguments
+from breakwater.core.stages.mask import fold
+from breakwater.core.log.message import Message, ToolCall, utf8
+from breakwater.core.log.outcome import outcome_facts, parsed_arguments
 from breakwater.core.policy import Policy
-from breakwater.core.text_cache import text_cached
+from breakwater.core.log.text_cache import text_cached
 
 STAGE = "microcompact"
 ARG_CHARS = 60

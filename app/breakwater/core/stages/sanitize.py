@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from breakwater.core.edits import Edit
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.edits import Edit
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.tokens import heuristic_message
 
 STAGE = "sanitize"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 
 STATIC_RULES = """You are a software engineering agent working in a local workspace through tools.
 

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import msgspec
 
-from breakwater.core.message import replace_surrogates
+from breakwater.core.log.message import replace_surrogates
 
 
 class SessionLogError(Exception):

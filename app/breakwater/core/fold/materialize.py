@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from breakwater.core.edits import Covered, Edit, Edits, View
-from breakwater.core.message import Message
+from breakwater.core.log.edits import Covered, Edit, Edits, View
+from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy
-from breakwater.core.shape import squeeze
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.stages.shape import squeeze
+from breakwater.core.log.tokens import heuristic_message
 
 if TYPE_CHECKING:
-    from breakwater.core.pipeline import Pipeline, Plan
+    from breakwater.core.fold.pipeline import Pipeline
+    from breakwater.core.fold.plan import Plan
 
 
 def counts(pipe: Pipeline, plan: Plan) -> dict[str, int]:

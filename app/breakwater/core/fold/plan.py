@@ -1,12 +1,12 @@
-"""The decision the pipeline makes for one request (core/pipeline.py `plan`): what to count and build."""
+"""The decision the pipeline makes for one request (core/fold/pipeline.py `plan`): what to count and build."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from breakwater.core.deep_compaction import Compaction
-from breakwater.core.edits import View
-from breakwater.core.message import Message
+from breakwater.core.stages.deep_compaction import Compaction
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message
 
 
 @dataclass(slots=True)

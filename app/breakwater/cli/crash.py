@@ -18,7 +18,7 @@ from breakwater import __version__
 
 
 def crash_dir() -> Path:
-    from breakwater.core.tokens import cache_dir
+    from breakwater.core.log.tokens import cache_dir
 
     return cache_dir().parent / "crash"  # beside the tokenizer cache: $BREAKWATER_CACHE_DIR or XDG's
 

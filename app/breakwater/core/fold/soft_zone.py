@@ -2,7 +2,7 @@
 as far as needed, that brings the request under the soft limit, then shape history when even that
 is over the hard limit; and the counts of the request shapes it tries.
 
-`SoftZone` is a part of `Pipeline` (core/pipeline.py).
+`SoftZone` is a part of `Pipeline` (core/fold/pipeline.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from breakwater.core.message import Message
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.message import Message
+from breakwater.core.log.tokens import heuristic_message
 
 EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
 
