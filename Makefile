@@ -24,7 +24,7 @@ screenshot: $(STAMP)  ## docs/workbench.svg, the README's picture, drawn by the 
 	$(PY) scripts/screenshot.py
 
 snapshots: $(STAMP)  ## regenerate the UI's SVG snapshots after a deliberate change of look (Python 3.11.7)
-	$(PY) -m pytest -q tests/test_ui_snapshots.py tests/test_ui_tuning_snapshots.py tests/test_ui_fidelity_snapshots.py --snapshot-update
+	$(PY) -m pytest -q tests/test_ui_snapshots.py tests/test_ui_tuning_snapshots.py tests/test_ui_fidelity_snapshots.py tests/test_transcripts_snapshots.py --snapshot-update
 
 clean:
 	rm -rf $(VENV) build *.egg-info app/*.egg-info

@@ -1,6 +1,8 @@
-"""Fidelity benchmark: the workbench gauge's replay of one session; `breakwater eval` over 200
-variants of the sample sessions under the default preset, 1 and 2 local workers (and a 2-worker
-Dask LocalCluster when `distributed` is installed).
+"""Fidelity benchmark: the workbench gauge's replay of one session; `eval` of one preset at 1k, 4k
+and 16k generated messages beside `simulate` of the same session (the growth ratio printed: linear
+is 4x the time for 4x the messages); the facts gauge on the 20,000-message bench session;
+`breakwater eval` as a user runs it on a corpus holding one large session, every preset, 1 and 2
+workers and a 2-worker Dask LocalCluster (issue 29 item 2: >= 1.7x with 2).
 
 Prints figures; asserts nothing.
 """
@@ -9,10 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synth import session_messages, write_session  # noqa: E402
 
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
 from breakwater.fidelity.runner import Corpus, evaluate_path, policy_for, replay, run_dask, run_local, task
@@ -64,8 +74,113 @@ def gauge() -> None:
               f"{len(run.probes)} facts): median {statistics.median(times) * 1000:.0f} ms of 5")
 
 
+def eval_command(args: list[str]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", *args], capture_output=True, text=True,
+                         check=True).stdout
+    return time.perf_counter() - t0, out
+
+
+def one_large_session(runs: int = 3) -> None:
+    """`breakwater eval DIR --json --counter heuristic` (all presets), fresh processes, wall clock
+    (parallel work is what is measured), runs alternating between 1 and 2 workers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_session(folder / "large.jsonl", session_messages(1500, avg_tool_chars=3000, seed=7),
+                      header={"window": 32000})
+        for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
+            shutil.copy(path, folder / path.name)
+        n = len(list(folder.iterdir()))
+        args = [str(folder), "--json", "--counter", "heuristic"]
+        times: dict[str, list[float]] = {"1": [], "2": [], "dask": []}
+        outs = set()
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            LocalCluster = None
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0") \
+            if LocalCluster else None
+        try:
+            for _ in range(runs):
+                for jobs in ("1", "2"):
+                    seconds, out = eval_command(args + ["--jobs", jobs])
+                    times[jobs].append(seconds)
+                    outs.add(out)
+                if cluster is not None:
+                    seconds, out = eval_command(args + ["--dask", cluster.scheduler_address])
+                    times["dask"].append(seconds)
+                    outs.add(out)
+        finally:
+            if cluster is not None:
+                cluster.close()
+        one = statistics.median(times["1"])
+        line = (f"eval of {n} sessions, one of 1,500 messages (2.3 MB), all {len(PRESETS)} presets, --counter "
+                f"heuristic, fresh process (wall, median of {runs}): --jobs 1 {one:.1f} s, --jobs 2 "
+                f"{statistics.median(times['2']):.1f} s ({one / statistics.median(times['2']):.2f}×)")
+        if times["dask"]:
+            line += (f", --dask LocalCluster of 2 {statistics.median(times['dask']):.1f} s "
+                     f"({one / statistics.median(times['dask']):.2f}×)")
+        print(line + f"; identical output: {len(outs) == 1}; load average {os.getloadavg()[0]:.1f}")
+
+
+def generated(n: int, folder: Path, window: int = 128_000):
+    """The bench session of `n` messages (bench_ui's: tool outputs of 2,000 chars on average)."""
+    from breakwater.formats import load_session
+
+    path = write_session(folder / f"s{n}.jsonl", session_messages(n, avg_tool_chars=2000, seed=n),
+                         header={"window": window})
+    return load_session(path)
+
+
+def cpu(fn) -> float:
+    c0 = time.process_time()
+    fn()
+    return time.process_time() - c0
+
+
+def child_cpu(*args: str) -> float:
+    """CPU seconds of one `breakwater` command in a fresh process, as a user runs it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "breakwater", *args], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def eval_growth() -> None:
+    """`breakwater eval` of one preset at 1k, 4k and 16k generated messages beside `breakwater
+    simulate` of the same file, heuristic counter, fresh processes, CPU seconds (median of 3)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        before = None
+        for n in (1_000, 4_000, 16_000):
+            path = str(write_session(Path(tmp) / f"s{n}.jsonl", session_messages(n, avg_tool_chars=2000, seed=n),
+                                     header={"window": 128_000}))
+            ev = statistics.median(child_cpu("eval", path, "--presets", DEFAULT_PRESET, "--counter", "heuristic",
+                                             "--jobs", "1", "--json") for _ in range(3))
+            sim = statistics.median(child_cpu("simulate", path, "--counter", "heuristic", "--json") for _ in range(3))
+            growth = f"; {ev / before:.2f}x the time of 4x fewer messages" if before else ""
+            print(f"eval --presets {DEFAULT_PRESET} --counter heuristic, generated {n:,} messages (native JSONL): "
+                  f"{ev:.2f} s CPU, {ev / sim:.2f}x simulate's {sim:.2f} s{growth}")
+            before = ev
+
+
+def facts_gauge() -> None:
+    """The workbench's facts gauge on the 20,000-message bench session (bench_ui's), as its worker
+    measures it: the default preset at the session's window, the exact counter."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = generated(20_000, Path(tmp))
+        policy = policy_for(DEFAULT_PRESET, log, None)
+        t0 = time.perf_counter()
+        took = cpu(lambda: replay(log, policy, "exact"))
+        wall = time.perf_counter() - t0
+        print(f"facts gauge, generated 20,000 messages (native JSONL, window {policy.window:,}): {wall:.1f} s "
+              f"({took:.1f} s CPU) to the figure")
+
+
 def main() -> None:
     gauge()
+    one_large_session()
+    eval_growth()
+    facts_gauge()
     fn = task([DEFAULT_PRESET])
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_variants(Path(tmp), SESSIONS)

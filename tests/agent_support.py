@@ -33,15 +33,23 @@ STATIC = static_system(tool_schemas())
 
 VALID_SUMMARY = """<analysis>The user asked for work on the project; tools ran; files were read.</analysis>
 <summary>
-## Original goal
+## Goal
 - Finish the scripted task in the workspace.
-## Key decisions
+## Constraints
+- (none)
+## Progress
+- Several steps are done.
+## Decisions
 - Read large outputs in slices from the spill file instead of printing them again.
-## Files read or changed
-- notes/report.md (changed)
-## Progress and next steps
-- Several steps are done; continue with the next scripted step.
-## Errors and resolutions
+## Next steps
+- Continue with the next scripted step.
+## Critical context
+- (none)
+## Errors
+- (none)
+## Files modified
+- notes/report.md (modified)
+## Files read
 - (none)
 </summary>"""
 

@@ -7,6 +7,7 @@ import pytest
 from breakwater.agent.chat import backoff_delay, retry_after
 from breakwater.agent.config import DEFAULT_BASE_URL, NO_KEY, ConfigError, load_config
 from breakwater.agent.redact import MARK, Redactor
+from breakwater.core.log.beneath import OwnedDir
 
 
 def write(path, text):
@@ -93,9 +94,9 @@ def test_the_redactor_scrubs_text_environment_and_files(tmp_path):
     big = tmp_path / "spill.log"
     chunk = b"x" * ((1 << 20) - 5)   # the second copy straddles the 1 MiB read boundary
     big.write_bytes(secret.encode() + chunk + secret.encode() + b"\ntail\n")
-    assert r.scrub_file(big) == 2
+    assert r.scrub_file(OwnedDir(big.parent), big.name) == 2
     assert big.read_bytes() == MARK.encode() + chunk + MARK.encode() + b"\ntail\n"
-    assert r.scrub_file(big) == 0
+    assert r.scrub_file(OwnedDir(big.parent), big.name) == 0
     assert Redactor(NO_KEY)("no-key stays") == "no-key stays" and Redactor("x").secret is None
 
 

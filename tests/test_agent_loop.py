@@ -448,3 +448,45 @@ async def test_cancelling_mid_stream_logs_the_partial_reply_and_the_session_goes
     assert partial.meta["error"] == "cancelled" and partial.content.startswith("slow")
     assert not any("slow words" in (m.get("content") or "") for m in last)
     assert_log_valid(log, policy)
+
+
+class SmallerProvider(Script):
+    """A provider whose real window is smaller than the session's: a request over it gets the
+    provider's context-length error (naming its window), like OpenAI's or vLLM's."""
+
+    def __init__(self, window: int, steps):
+        super().__init__(steps)
+        self.window = window
+        self.rejected: list[int] = []
+
+    def __call__(self, body):
+        from agent_support import is_summary_request
+
+        tokens = heuristic_tokens(body["messages"])
+        if not is_summary_request(body) and tokens > self.window:
+            self.rejected.append(tokens)
+            return Reply.context_length_exceeded(window=self.window, requested=tokens)
+        return super().__call__(body)
+
+
+async def test_a_context_length_error_naming_a_smaller_window_is_learnt_and_kept_to(tmp_path):
+    provider = SmallerProvider(5000, [*tool_steps(14, 300), Reply(text="Fits now."), Reply(text="and still")])
+    with serve(provider) as server:
+        result, log, seen = await run(server, tmp_path)      # the session's window: 128,000
+        received = [strip_volatile(r.messages) for r in answered(server)]
+        policy = resolve_policy(agent_config(server, tmp_path), None)
+    # a replay of the log keeps to the learnt window from where it was learnt, as the session did
+    assert replayed_requests(log, policy) == received
+    assert result.answer == "Fits now."
+    assert len(provider.rejected) == 1                        # once: the window was learnt from it
+    (config,) = events(log, "config")
+    assert config.get("window") == 5000 and config.get("was") == 128000
+    (error,) = events(log, "error", kind="context_length")
+    assert error.get("provider_window") == 5000
+    assert events(log, "compaction", trigger="context_length")
+    assert all(heuristic_tokens(r.messages) <= 5000 for r in answered(server))
+    said = [e.text for e in seen if e.kind == "retry"]
+    assert said == ["the provider's context window is 5,000 tokens, not 128,000: the session keeps to it from now on"]
+    requests = [e.view for e in seen if e.kind == "request"]
+    assert requests[-1].window == 5000                       # the gauge and the status line follow
+    assert server.problems == [] and provider.problems == []

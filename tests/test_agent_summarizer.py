@@ -39,7 +39,7 @@ def test_a_valid_summary_is_kept_and_the_request_follows_the_spec():
         s = summarizer(server, max_tokens=900, temperature=0.5)
         result = s.summarize(history(), None, POLICY)
     assert result.ok and result.summarizer == f"llm:{MODEL}" and result.reason == ""
-    assert result.text.startswith("## Original goal") and "<analysis>" not in result.text
+    assert result.text.startswith("## Goal") and "<analysis>" not in result.text
     (body,) = script.summary_bodies
     assert body["temperature"] == 0.2 and body["max_tokens"] == 900 and body["stream"] is False
     assert body["messages"] == summary_request(history(), None, POLICY)
@@ -62,7 +62,7 @@ def test_rejected_output_falls_back_to_the_extractive_summary_and_says_why(outpu
         result = s.summarize(history(), None, POLICY)
     assert result.ok and result.summarizer == FALLBACK_NAME
     assert result.reason.startswith("LLM summary rejected: ") and reason in result.reason
-    assert "## Original goal\n- Fix the flaky timeout in src/utils.go." in result.text
+    assert "## Goal\n- Fix the flaky timeout in src/utils.go." in result.text
     (outcome,) = s.take_outcomes()
     assert not outcome.ok and outcome.reason == result.reason
 
@@ -81,12 +81,12 @@ def test_a_transcript_too_long_for_one_request_is_summarized_in_slices():
     script = Script()
     with serve(script) as server:
         s = summarizer(server, window=4000, max_tokens=2048)
-        result = s.summarize(history(8), "## Original goal\n- the earlier summary", POLICY)
+        result = s.summarize(history(8), "## Goal\n- the earlier summary", POLICY)
     assert result.ok and result.summarizer == f"llm:{MODEL}"
     assert len(script.summary_bodies) >= 2
     first, *later = [b["messages"][1]["content"] for b in script.summary_bodies]
-    assert first.startswith("[earlier summary]: ## Original goal\n- the earlier summary")
-    assert all(t.startswith("[earlier summary]: ## Original goal\n- Finish the scripted task") for t in later)
+    assert first.startswith("[earlier summary]: ## Goal\n- the earlier summary")
+    assert all(t.startswith("[earlier summary]: ## Goal\n- Finish the scripted task") for t in later)
     assert all(b["max_tokens"] == 1000 for b in script.summary_bodies)  # a quarter of a small window
     assert server.problems == []
 
@@ -103,4 +103,4 @@ async def test_in_a_session_a_rejected_summary_is_logged_with_its_reason(tmp_pat
     assert compaction.get("reason") == "LLM summary rejected: missing <summary> tags"
     (error,) = events(log, "error", kind="summary")
     assert error.get("fallback") == "extractive" and error.get("message") == compaction.get("reason")
-    assert "## Original goal\n- go" in compaction.get("summary")
+    assert "## Goal\n- go" in compaction.get("summary")

@@ -108,6 +108,79 @@ def test_dask_without_a_scheduler_is_one_line(corpus):
     assert out.stderr.strip().splitlines()[-1].startswith("breakwater: cannot reach the Dask scheduler")
 
 
+@pytest.fixture
+def silent_port():
+    """A port on 127.0.0.1 that accepts connections and never says a word (no Dask scheduler)."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    done = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not done.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    done.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def test_dask_at_a_port_that_is_no_scheduler_gives_up_in_one_line(corpus, silent_port):
+    """It hung for good: a Client waits for the scheduler's handshake without a bound."""
+    pytest.importorskip("distributed")
+    out = run(str(corpus / "mixed-zh-en.jsonl"), "--dask", f"tcp://127.0.0.1:{silent_port}", "--dask-timeout", "2",
+              timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"breakwater: no Dask scheduler answered at tcp://127.0.0.1:{silent_port} within 2 s (something may be "
+        "listening there that is not a scheduler; --dask-timeout S waits longer)"]
+
+
+def test_dask_over_ucx_without_ucx_is_one_line(corpus):
+    """It wrote a crash report (distributed's UCX connector cannot be made without UCX)."""
+    pytest.importorskip("distributed")
+    out = run(str(corpus / "mixed-zh-en.jsonl"), "--dask", "ucx://127.0.0.1:8786", timeout=60)
+    assert out.returncode == 2 and "internal error" not in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert "ucx:// needs UCX support" in out.stderr
+
+
+def test_jobs_beyond_the_cores_are_capped_unless_asked(corpus):
+    """--jobs 1000 started a process per session (1,000 of them: 6.5 GB)."""
+    from breakwater.fidelity.runner import default_jobs
+
+    cores = default_jobs()
+    many = str(cores + 3)
+    out = run(str(corpus), "--json", "--jobs", many, "--presets", "breakwater", "--counter", "heuristic")
+    assert out.returncode == 0, out.stderr
+    assert f"breakwater: note: --jobs {many} is more than the {cores} cores here; running {cores} " \
+           f"(--oversubscribe runs {many})" in out.stderr.splitlines()
+    forced = run(str(corpus), "--json", "--jobs", many, "--oversubscribe", "--presets", "breakwater",
+                 "--counter", "heuristic")
+    assert forced.returncode == 0 and "note" not in forced.stderr
+    assert forced.stdout == out.stdout
+
+
+def test_one_session_split_over_workers_gives_the_same_figures(corpus):
+    """Two jobs share out each session's presets (the unit of work is a session and a preset):
+    the figures are those of one job, byte for byte."""
+    one = run(str(corpus / "nginx-error-log.jsonl"), "--json", "--jobs", "1")
+    two = run(str(corpus / "nginx-error-log.jsonl"), "--json", "--jobs", "2")
+    assert one.returncode == two.returncode == 0
+    assert one.stdout == two.stdout
+
+
 def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
     """Issue 12's tuning target, on the sample sessions and the real transcripts at a 32k window."""
     real = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -116,8 +189,10 @@ def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
     data = json.loads(out.stdout)
     default, masking = data["presets"]["breakwater"], data["presets"]["seed-001"]
     assert default["sessions"] == 17 and default["compactions"] > 0
-    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.95
-    assert masking["pinned_recall"] < 0.95                                    # the metric discriminates
+    # pinned recall by facts, not wording (issue 24): the facts a summary of 6,000 chars cannot hold
+    # (pi's hundred chat instructions) and an error line snipped out of a long npm log are lost now
+    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.9
+    assert masking["pinned_recall"] < 0.5                                     # the metric discriminates
 
 
 def simulate(*args):

@@ -85,7 +85,7 @@ def test_simulate_policy_reads_a_saved_file_back_identically(tmp_path):
     from breakwater.fidelity.loops import of_simulation
 
     log = read_session(session)
-    sim = simulate(log, policy, counter="heuristic")
+    sim = simulate(log, policy, counter="heuristic", window_source="policy file")
     assert from_file == {**sim.to_json(), "loops": [loop.to_json() for loop in of_simulation(sim, log)]}
     assert from_file["window"] == 12_000 and from_file["preset"] == "seed-000"
 

@@ -53,7 +53,7 @@ def test_the_cli_prints_the_same_bytes_as_before(tmp_path):
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     log = load_session(path)
-    sim = simulate(log, preset("breakwater").with_changes(window=8_000), "exact", "gpt-4o")
+    sim = simulate(log, preset("breakwater").with_changes(window=8_000), "exact", "gpt-4o", window_source="session")
     loops = [loop.to_json() for loop in of_simulation(sim, log)]
     assert out.stdout == json.dumps({**sim.to_json(), "loops": loops}, ensure_ascii=False) + "\n"
     assert sim.compaction_turns == [t.turn for t in sim.turns if t.compaction] != []

@@ -7,7 +7,7 @@ import pytest
 
 from breakwater.core.log import message
 from breakwater.core.log.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
-from breakwater.core.log.tokens import (Calibration, TokenCounter, encoding_for_model, heuristic_message,
+from breakwater.core.log.tokens import (TokenCounter, encoding_for_model, heuristic_message,
                                     heuristic_text)
 
 
@@ -92,12 +92,3 @@ def test_exact_count_is_cached_per_content():
     assert c.exact_encoded_chars == encoded  # a cache hit encodes nothing
 
 
-def test_calibration_running_average():
-    cal = Calibration()
-    assert cal.apply(1000) == 1000
-    cal.observe(1200, 1000)
-    cal.observe(1400, 1000)
-    assert cal.factor == pytest.approx(1.3)
-    assert cal.apply(1000) == 1300
-    cal.observe(10**9, 1)  # absurd figures are clamped
-    assert cal.factor <= Calibration.MAX

@@ -241,3 +241,139 @@ def test_sandbox_flag_demanding_bwrap_fails_in_one_line_where_it_cannot_run(dirs
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"breakwater {' '.join(command)}: sandbox = bwrap, but bubblewrap cannot run here: bwrap is not installed"]
+
+
+# -- issue 27: what even root cannot do inside -------------------------------------------------------
+@needs_bwrap
+def test_proc_sys_is_read_only_inside_even_as_root(tmp_path):
+    # a real value in core_pattern would make the kernel run a workspace file as root at the next crash
+    r = run_bash(Workspace(tmp_path), "for f in /proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches; do "
+                                      "(cat $f > $f) 2>/dev/null && echo WROTE $f || echo refused; done; "
+                                      "(echo h > /proc/sysrq-trigger) 2>/dev/null && echo WROTE sysrq || echo refused",
+                 sandbox=BWRAP)
+    assert r.content.split("\n")[:3] == ["refused"] * 3, r.content
+
+
+UNIX_CLIENT = ("import socket,sys\n"
+               "try:\n s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'hi'); print('ANSWER', s.recv(9).decode())\n"
+               "except OSError as e: print('refused', e.errno)\n")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [False, True])
+def test_host_unix_sockets_are_unreachable_without_network(tmp_path, network):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "client.py").write_text(UNIX_CLIENT)
+    # a host folder outside the workspace and outside /tmp (which the sandbox replaces)
+    folder = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    path = str(folder / "s")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        server.settimeout(30)
+
+        def answer():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"host:" + conn.recv(9))
+
+        import threading
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        box = sandbox.resolve("bwrap", network=network)
+        r = run_bash(Workspace(ws), f"python3 client.py {path}; python3 -c 'import socket; "
+                                    "a,b=socket.socketpair(); a.send(b\"p\"); print(\"pair\", b.recv(1))'",
+                     sandbox=box)
+        server.close()
+    os.unlink(path)
+    folder.rmdir()
+    first, second = r.content.split("\n")[:2]
+    assert first == ("ANSWER host:hi" if network else "refused 13"), r.content
+    assert second == "pair b'p'"        # a socket pair between the command's own processes still works
+
+
+# -- issue 27 item 4: what one call may take ------------------------------------------------------------
+from breakwater.tools.bounds import MB, Bounds  # noqa: E402
+
+SMALL = Bounds(max_procs=40, max_memory_mb=256, max_file_mb=8)
+
+
+@needs_bwrap
+def test_processes_are_bounded_and_the_result_says_so(tmp_path):
+    fork = ("import os, time\nn = 0\ntry:\n while n < 300:\n  if os.fork() == 0:\n   time.sleep(3); os._exit(0)\n"
+            "  n += 1\nexcept OSError as e:\n print('refused', e.errno)\nprint('started', n)\n")
+    (tmp_path / "fork.py").write_text(fork)
+    r = run_bash(Workspace(tmp_path), "python3 fork.py", sandbox=BWRAP, bounds=SMALL, timeout_s=60)
+    started = int(r.content.split("started ")[1].split()[0])
+    assert started < 40, r.content
+    assert "ran into the process bound (tool_max_procs = 40)" in r.content
+    assert r.meta["bounds_hit"] == ["the process bound (tool_max_procs = 40)"]
+
+
+@needs_bwrap
+def test_memory_is_bounded_and_the_result_says_so(tmp_path):
+    r = run_bash(Workspace(tmp_path), "python3 -c 'x = bytearray(1024 * 1024 * 1024); print(len(x))'; echo after",
+                 sandbox=BWRAP, bounds=SMALL, timeout_s=60)
+    assert "1073741824" not in r.content and "after" in r.content
+    assert "the memory bound (tool_max_memory_mb = 256)" in r.content, r.content
+
+
+@needs_bwrap
+def test_file_size_and_the_sandbox_tmp_are_bounded(tmp_path):
+    r = run_bash(Workspace(tmp_path), "head -c 50M /dev/zero > big; ls -l big | cut -d' ' -f5; "
+                                      "head -c 50M /dev/zero > /tmp/big 2>&1 | tail -1; du -k /tmp/big | cut -f1",
+                 sandbox=BWRAP, bounds=SMALL, timeout_s=60)
+    assert (tmp_path / "big").stat().st_size <= 8 * MB
+    assert "the file size bound (tool_max_file_mb = 8)" in r.content, r.content
+
+
+def test_the_spill_and_the_timeout_asked_for_are_bounded(tmp_path):
+    r = run_bash(Workspace(tmp_path), "head -c 20M /dev/zero | tr '\\0' a | fold -w 100; sleep 0.1",
+                 timeout_s=3600, max_timeout_s=30, max_spill_bytes=2 * MB)
+    spill = tmp_path / r.meta["spill"]
+    assert spill.stat().st_size == 2 * MB and r.meta["total_bytes"] > 20 * MB
+    assert "[the spill file is incomplete: it holds the first 2,097,152 bytes only (tool_max_spill_mb)]" in r.content
+    assert "[the timeout asked for, 3600s, was cut to 30s (tool_timeout_s)]" in r.content
+
+
+def test_the_bounds_come_from_the_policy(tmp_path):
+    from dataclasses import replace
+
+    from breakwater.core.policy import Policy
+    from breakwater.tools.registry import ToolContext, execute_tool
+
+    policy = replace(Policy(), tool_timeout_s=5.0, tool_max_spill_mb=1, tool_max_procs=40)
+    ctx = ToolContext.from_policy(Workspace(tmp_path), "s", policy, sandbox=BWRAP)
+    assert ctx.bounds == Bounds(40, 4096, 1024) and ctx.max_spill_bytes == MB
+    r = execute_tool("bash", '{"command": "sleep 20", "timeout_s": 3600}', ctx)
+    assert r.meta["timed_out"] and r.meta["duration_s"] < 15
+
+
+@needs_bwrap
+def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
+    import shutil
+
+    from breakwater.agent.config import load_config, resolve_sandbox
+
+    workspace, _ = dirs
+    home = Path(tempfile.mkdtemp(dir="/var/tmp"))       # outside /tmp, which the sandbox replaces
+    (home / ".config" / "breakwater").mkdir(parents=True)
+    (home / ".config" / "breakwater" / "config.toml").write_text(f'api_key = "{KEY}"\n')
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
+    (home / ".bashrc").write_text("export TOKEN=rc-secret\n")
+    (home / ".netrc").write_text("machine x password netrc-secret\n")
+    env = cli_env(home)
+    env["BREAKWATER_CONFIG"] = str(home / ".config" / "breakwater" / "config.toml")
+    config = load_config({"workspace": workspace}, env=env)
+    look = f"cat {home}/.ssh/id_ed25519 {home}/.bashrc {home}/.netrc {home}/.config/breakwater/config.toml 2>&1"
+    hidden = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env))
+    shown = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env, allow_secrets=True))
+    for secret in ("PRIVATE KEY", "rc-secret", "netrc-secret", KEY):
+        assert secret not in hidden.content, hidden.content
+    shutil.rmtree(home)
+    assert "PRIVATE KEY" in shown.content and "rc-secret" in shown.content and KEY not in shown.content

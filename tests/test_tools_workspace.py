@@ -218,3 +218,29 @@ def test_spill_path_names_the_first_spill_and_makes_its_directory(layout):
     path = spill_path(ws, "s1", "call_1")
     assert path == ws.root / ".agent" / "spill" / "s1" / "call_1.log" and path.parent.is_dir()
     assert not path.exists()
+
+
+# -- issue 27 item 1: Breakwater's own folders follow no link at all --------------------------------
+def test_owned_dir_refuses_links_hard_links_and_fifos(tmp_path, resolver):
+    from breakwater.core.log.beneath import OwnedDir, UnsafePathError
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    victim = outside / "bashrc"
+    victim.write_text("keep\n")
+    (ws / "inner").mkdir()
+    (ws / ".agent").symlink_to("inner")                 # a link that stays inside is refused too
+    with pytest.raises(UnsafePathError, match="refused, a symbolic link"):
+        OwnedDir(ws, ".agent").append("MEMORY.md", b"x")
+    (ws / ".agent").unlink()
+    own = OwnedDir(ws, ".agent/sessions")
+    own.append("log.jsonl", b"one\n")
+    (ws / ".agent" / "sessions" / "linked").symlink_to(victim)
+    os.link(victim, ws / ".agent" / "sessions" / "hard")
+    os.mkfifo(ws / ".agent" / "sessions" / "fifo")
+    for name, why in [("linked", "a symbolic link"), ("hard", "other hard links"), ("fifo", "a symbolic link or")]:
+        with pytest.raises(UnsafePathError, match=why):
+            own.append(name, b"evil\n")
+    assert victim.read_text() == "keep\n"
+    assert own.read("log.jsonl") == b"one\n"

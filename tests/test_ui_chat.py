@@ -144,7 +144,8 @@ async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path
             area.text = "## Original goal\n- EDITED BY THE USER"
             # the user's text keeps none of them: the list says so before it is accepted
             await until(pilot, lambda: len(dialog.query_one(WouldLose).lost) == len(dialog.at_risk))
-            assert f"Would lose {len(dialog.at_risk)} of {len(dialog.at_risk)} facts" in screen_text(app)
+            n = len(dialog.at_risk)
+            assert f"Would lose {n} of {n} fact{'' if n == 1 else 's'}" in screen_text(app)
             await pilot.press("ctrl+s")
             await until(pilot, lambda: events(app.agent.log, "compaction"))
             await idle(pilot)
@@ -188,7 +189,22 @@ async def test_without_a_model_the_chat_says_how_to_configure_and_the_rest_works
         await until(pilot, lambda: hasattr(app.screen, "agent") and app.screen.detail is not None)
         text = screen_text(app)
         assert "No model is configured" in text and "--base-url" in text
-        assert app.screen.query_one("#chat-input", Input).disabled
+        screen = app.screen
+        chat = screen.query_one("#chat-input", Input)
+        turn, shown = screen.turn, screen_text(app)
+        # typing goes into the input, not to the shortcuts behind it (h steps back, e filters, D compacts)
+        for key in "hello Done":
+            await pilot.press("space" if key == " " else key)
+        await pilot.pause()
+        assert chat.value == "hello Done" and app.focused is chat
+        assert screen.turn == turn and screen.query_one(MessageList).filter.kind is None
+        assert not isinstance(app.screen, SummaryReviewScreen)
+        await pilot.press("enter")                  # says how to configure a model, and keeps the text
+        await until(pilot, lambda: sum("No model is configured" in str(n.message) for n in app._notifications) >= 2)
+        assert chat.value == "hello Done"
+        assert shown.splitlines()[0] == screen_text(app).splitlines()[0]
+        chat.value = ""
+        screen.query_one(MessageList).focus()
         await pilot.press("f1")
         await until(pilot, lambda: "keys and colours" in screen_text(app))
         await asyncio.sleep(0)
@@ -230,4 +246,58 @@ async def test_errors_are_notifications_and_the_app_goes_on(tmp_path):
             await until(pilot, lambda: any(title == "The agent stopped" for title, _ in seen))
             assert app.is_running
             assert "after the retry" in screen_text(app)
+            await pilot.press("ctrl+q")
+
+
+async def test_a_deep_compaction_undone_before_the_next_request_is_not_counted(tmp_path):
+    steps = [step for k in range(3) for step in (bash(f"seq {k} 400"), Reply(text=f"round {k}"))]
+    with serve(Script(steps), window=4000) as server:
+        app = chat_app(server, tmp_path, window=4000)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            for k in range(3):
+                await say(pilot, f"part {k}")
+                await idle(pilot)
+            screen = app.screen
+            counted = [line for line in screen_text(app).splitlines() if "deep compaction" in line and "▼" in line]
+            screen.query_one(MessageList).focus()
+            await pilot.press("D")
+            await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: events(app.agent.log, "compaction"))
+            await idle(pilot)
+            await pilot.press("u")
+            await until(pilot, lambda: events(app.agent.log, "undo"))
+            await until(pilot, lambda: screen.replay.log.events[-1].type == "undo")
+            await idle(pilot)
+            await until(pilot, lambda: not screen.replay.simulation.recorded)
+            assert [line for line in screen_text(app).splitlines()
+                    if "deep compaction" in line and "▼" in line] == counted
+            assert "recorded in the transcript" not in screen_text(app)
+            await pilot.press("ctrl+q")
+
+
+async def test_a_smaller_provider_window_is_learnt_said_and_shown(tmp_path):
+    from test_agent_loop import SmallerProvider, tool_steps
+
+    provider = SmallerProvider(5000, [*tool_steps(14, 300), Reply(text="Fits now.")])
+    with serve(provider) as server:
+        app = chat_app(server, tmp_path)
+        said = []
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: hasattr(app.screen, "agent"))
+            screen = app.screen
+            show = screen._show_stream
+            screen._show_stream = lambda text, style="": (said.append(text), show(text, style))
+            await say(pilot, "go")
+            await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))   # the forced compaction
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: app.screen is screen)
+            await idle(pilot)
+            assert len(provider.rejected) == 1
+            assert any("context window is 5,000 tokens, not 128,000" in line for line in said)
+            # the status line moved on to the retried request, and the gauge shows the window kept to
+            retry = next(k for k, line in enumerate(said) if "5,000 tokens, not 128,000" in line)
+            assert any("sending" in line for line in said[retry:])
+            assert "of window 5,000" in screen_text(app)
             await pilot.press("ctrl+q")

@@ -57,11 +57,12 @@ def test_no_arguments_opens_the_workbench_on_the_bundled_sample_in_a_terminal(tm
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    # a home and a folder with no sessions (with some, `breakwater` lists them: tests/test_browse.py)
     env = {**os.environ, "BREAKWATER_CONFIG": str(tmp_path / "none.toml"), "TERM": "xterm-256color",
-           "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}
+           "OPENAI_API_KEY": "", "OPENAI_BASE_URL": "", "HOME": str(tmp_path)}
     (tmp_path / "none.toml").write_text("")
     proc = subprocess.Popen([sys.executable, "-m", "breakwater"], stdin=slave, stdout=slave, stderr=slave, env=env,
-                            close_fds=True)
+                            close_fds=True, cwd=tmp_path)
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 60

@@ -35,7 +35,7 @@ async def test_gauges_and_badges_equal_simulate_json(name):
             drawn = gauges.draw().plain
             mark = "" if row["counted"] == "exact" else "≈"
             assert f"sent {mark}{row['sent_tokens']:,} of window {expected['window']:,}" in drawn, row
-            assert f"raw ≈{row['raw_tokens']:,}" in drawn
+            assert f"without compaction ≈{row['raw_tokens']:,}" in drawn
             assert f"cache-stable prefix ≈{row['stable_prefix_tokens']:,}" in drawn
             saved += int(drawn.split("saved ≈")[1].split()[0].replace(",", ""))
             assert {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}[row["zone"]] in drawn

@@ -71,19 +71,21 @@ async def test_gauges_show_the_counts_and_limits():
         assert f"soft limit {p.soft_limit:,}" in text and f"hard limit {p.hard_limit:,}" in text
         assert f"exact {d.exact_tokens:,} (o200k_base)" in text
         assert f"API {d.view.api_tokens:,}" in text
-        assert f"raw ≈{d.view.raw_tokens:,}" in text
+        assert f"without compaction ≈{d.view.raw_tokens:,}" in text
+        assert d.calibration.describe() in text and "(session)" in text   # the fit, where the window came from
         assert app.screen.query_one(Gauges).detail is d
 
 
 async def test_a_request_sent_as_is_saves_nothing():
-    """Turn 10 of long-refactor is sent whole, counted by tiktoken (16,440) where raw is the
-    heuristic (17,521): the gauge said "saved 1,081 (6%)" and a prefix of 18,796, larger than the request."""
+    """Turn 10 of long-refactor is sent whole, counted by tiktoken (16,440) where raw was the
+    heuristic (17,521): the gauge said "saved 1,081 (6%)" and a prefix of 18,796, larger than the request.
+    Both are one unit now (core/log/accounting.py): without compaction is what is sent."""
     app = app_for("long-refactor.jsonl", turn=10)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, 10)
         await until(pilot, lambda: "sent as is" in screen_text(app))
         d = app.screen.detail
-        assert d.view.counted == "exact" and d.view.sent_tokens < d.view.raw_tokens
+        assert d.view.counted == "exact" and d.view.sent_tokens == d.view.raw_tokens
         text = screen_text(app)
         assert "saved ≈0 (0%)" in text
         assert 0 < d.view.stable_prefix_tokens <= d.view.sent_tokens

@@ -17,7 +17,7 @@ def _app(theme: str, name: str = "long-refactor.jsonl", turn: int | None = None)
 
 
 @pytest.mark.parametrize("theme", ["breakwater-dark", "breakwater-light"])
-@pytest.mark.parametrize("size", [(120, 40), (200, 60)])
+@pytest.mark.parametrize("size", [(100, 30), (200, 60)])
 def test_replay_screen(snap_compare, theme, size):
     assert snap_compare(_app(theme), terminal_size=size, run_before=measured)
 

@@ -1,4 +1,4 @@
-"""SVG snapshots of the policy panel and of the A/B view, in both themes, at a fixed size.
+"""SVG snapshots of the policy panel and of the A/B view, in both themes, at 100x30 and 200x60.
 
 Regenerate after a deliberate change of look with `make snapshots` (every snapshot file), and review the SVGs.
 """
@@ -13,12 +13,13 @@ from breakwater.ui.screens.compare import CompareScreen
 from breakwater.ui.widgets.compare import CompareTotals
 from ui_support import app_for, measured, ready, until
 
-SIZE = (160, 50)
+SIZES = [(100, 30), (200, 60)]   # the smallest terminal the workbench is made for, and a large one
 THEMES = ("breakwater-dark", "breakwater-light")
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("theme", THEMES)
-def test_policy_panel(snap_compare, theme):
+def test_policy_panel(snap_compare, theme, size):
     app = app_for("long-refactor.jsonl", counter="heuristic", settings=UISettings(theme=theme))
 
     async def edited(pilot):
@@ -38,11 +39,12 @@ def test_policy_panel(snap_compare, theme):
         await pilot.press("enter", *"0.9", "enter")  # refused: the reason shows in the panel
         await pilot.pause(0.5)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=edited)
+    assert snap_compare(app, terminal_size=size, run_before=edited)
 
 
+@pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("theme", THEMES)
-def test_comparison(snap_compare, theme):
+def test_comparison(snap_compare, theme, size):
     log = read_session(sample_path("long-refactor.jsonl"))
     window = log.header["window"]
     app = make_app(log, PRESETS["seed-000"].with_changes(window=window), counter="heuristic", turn=150,
@@ -55,4 +57,4 @@ def test_comparison(snap_compare, theme):
         await pilot.press("n")
         await pilot.pause(0.5)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=compared)
+    assert snap_compare(app, terminal_size=size, run_before=compared)

@@ -20,7 +20,7 @@ def app_for(name_or_path: str | Path = "long-refactor.jsonl", *, turn: int | Non
     log = read_session(path)
     ns = argparse.Namespace(policy=None, preset=policy_args.get("preset"), window=policy_args.get("window"))
     return make_app(log, resolve_policy(ns, log), turn=turn, settings=settings or UISettings(),
-                    counter=policy_args.get("counter", "exact"))
+                    counter=policy_args.get("counter", "exact"), window_source=ns.window_source)
 
 
 async def until(pilot, condition, timeout: float = 30.0) -> None:

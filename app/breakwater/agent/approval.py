@@ -9,11 +9,12 @@ user can allow it.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from typing import Awaitable, Callable, TextIO
 
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.core.log.message import ToolCall
 from breakwater.tools.result import ToolResult
 
@@ -29,10 +30,11 @@ def denied_result(call: ToolCall, why: str) -> ToolResult:
     return ToolResult(text, {"tool": call.name, "denied": True, "error": why})
 
 
-def describe(call: ToolCall, limit: int = 2000) -> str:
-    """The call as a person should read it before saying yes."""
+def describe(call: ToolCall, limit: int | None = 2000) -> str:
+    """The call as a person should read it before saying yes: control characters drawn visibly, so
+    nothing in it can rewrite the line; `limit` None shows all of it."""
     try:
-        args = json.loads(call.arguments) if call.arguments else {}
+        args = checked_loads(call.arguments) if call.arguments else {}
     except ValueError:
         args = None
     if isinstance(args, dict) and call.name == "bash" and isinstance(args.get("command"), str):
@@ -43,7 +45,8 @@ def describe(call: ToolCall, limit: int = 2000) -> str:
         text = f"write_file: {args['path']}{size}"
     else:
         text = f"{call.name}({call.arguments})"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = visible(text)
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 class TerminalApprover:
@@ -56,7 +59,7 @@ class TerminalApprover:
 
     def __call__(self, call: ToolCall) -> bool:
         with self._lock:
-            self.out.write(f"\nThe agent wants to run {describe(call)}\nAllow? [y/N] ")
+            self.out.write(f"\nThe agent wants to run {describe(call, None)}\nAllow? [y/N] ")
             self.out.flush()
             answer = self.stdin.readline()
             return answer.strip().lower() in ("y", "yes")

@@ -29,6 +29,11 @@ FATAL = "fatal"
 _CONTEXT_WORDS = re.compile(
     r"context[_ ]length|maximum context|context window|exceeds? the (?:available )?context|context size|"
     r"too many tokens|prompt is too long|input is too long|reduce the length", re.IGNORECASE)
+# the window the provider names in that error: "maximum context length is 32000 tokens" (OpenAI, vLLM),
+# "context length of 32000", "context window of 32,000", "n_ctx: 4096" / "context size (4096)" (llama.cpp)
+_WINDOW_WORDS = re.compile(
+    r"(?:maximum context length is|context length of|context window (?:is|of)|context size \(|n_ctx[:= ]*)\s*"
+    r"(\d[\d,_]*)", re.IGNORECASE)
 _RETRYABLE_STATUS = (408, 409, 429)
 # a Retry-After longer than this (or than the backoff cap, if larger) is not worth waiting for
 MAX_RETRY_AFTER_S = 120.0
@@ -65,6 +70,7 @@ class Failure:
     status: int | None = None
     code: str | None = None
     retry_after: float | None = None
+    window: int | None = None  # the context window a context-length error names, if it names one
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -81,7 +87,7 @@ def classify(exc: BaseException) -> Failure:
         message = f"HTTP {status}: {one_line(_body_message(exc.body) or exc.message)}"
         if status == 413 or code == "context_length_exceeded" or (
                 status == 400 and _CONTEXT_WORDS.search(str(exc.message))):
-            return Failure(CONTEXT_LENGTH, message, status, code)
+            return Failure(CONTEXT_LENGTH, message, status, code, window=provider_window(f"{message} {exc.message}"))
         if status == 429 and code == "insufficient_quota":
             return Failure(FATAL, message, status, code)
         if status in _RETRYABLE_STATUS or status >= 500:
@@ -95,6 +101,15 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, openai.APIError):  # an error event inside a stream
         return Failure(TRANSIENT, f"API error: {one_line(exc.message)}", code=exc.code)
     return Failure(FATAL, f"{type(exc).__name__}: {one_line(exc)}")
+
+
+def provider_window(text: str) -> int | None:
+    """The context window a provider's error message names (None if it names none)."""
+    m = _WINDOW_WORDS.search(text)
+    if m is None:
+        return None
+    window = int(re.sub(r"[,_]", "", m.group(1)))
+    return window if window > 0 else None
 
 
 def _body_code(body: Any) -> str | None:

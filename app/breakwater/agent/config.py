@@ -160,9 +160,12 @@ def validate(cfg: AgentConfig) -> AgentConfig:
     return cfg
 
 
-def resolve_sandbox(cfg: AgentConfig, *, network: bool = False,
+def resolve_sandbox(cfg: AgentConfig, *, network: bool = False, allow_secrets: bool = False,
                     env: Mapping[str, str] | None = None) -> tool_sandbox.Sandbox:
     """The sandbox bash runs in under these settings, with the config file (it may hold the
-    key) hidden; SandboxError when `sandbox = bwrap` cannot be honoured here."""
+    key) hidden, and the usual secrets (~/.ssh, shell rc files...) unless `allow_secrets`;
+    SandboxError when `sandbox = bwrap` cannot be honoured here."""
     path, _ = config_path(env)
-    return tool_sandbox.resolve(cfg.sandbox, hide=[path], network=network)
+    home = (env if env is not None else os.environ).get("HOME")
+    hidden = [path] if allow_secrets else [path, *tool_sandbox.secrets(home)]
+    return tool_sandbox.resolve(cfg.sandbox, hide=hidden, network=network)

@@ -41,6 +41,7 @@ from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
 from breakwater.core.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.fold.pipeline import Compaction, Pipeline
@@ -54,7 +55,7 @@ from breakwater.core.stages.prompt import (
     with_volatile,
 )
 from breakwater.core.log.session_log import Event, SessionLog, new_session_id, utc_now
-from breakwater.core.stages.summarize import ExtractiveSummarizer
+from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.log.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.log.validity import api_problems
 from breakwater.memory.consolidate import consolidate
@@ -175,7 +176,8 @@ class AgentSession:
         root = self._workspace.root
         self._tool_env, scrubbed = self.redact.tool_environment()
         try:
-            self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network)
+            self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network,
+                                           allow_secrets=self.policy.tool_allow_secrets)
         except SandboxError as exc:
             raise AgentError(str(exc)) from None
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
@@ -206,7 +208,7 @@ class AgentSession:
                   "preset": self.policy.preset, "policy": self.policy.to_dict()}
         path = root / SESSIONS_DIR / session_file_name(self.session_id)
         try:
-            self.log = SessionLog.create(path, header)
+            self.log = SessionLog.create(path, header, anchor=root)
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
@@ -225,7 +227,7 @@ class AgentSession:
         system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
         self._note({"kind": "sandbox", "sandbox": self.sandbox.kind, "network": self.sandbox.network,
-                    "hidden": [str(p) for p in self.sandbox.hide], "notice": self.sandbox.notice,
+                    "hidden": [str(p) for p in (*self.sandbox.hide, *self.sandbox.hide_dirs)], "notice": self.sandbox.notice,
                     "undumpable": self.sandbox.undumpable})
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
@@ -376,17 +378,24 @@ class AgentSession:
             except openai.APIError as exc:
                 failure = classify(exc)
                 if failure.kind == CONTEXT_LENGTH:
+                    # the provider names its window: smaller than the session's, it is the one to keep to
+                    learned = failure.window if failure.window and failure.window < view.window else None
                     event = self._error({"kind": "context_length", "turn": turn, "status": failure.status,
                                          "code": failure.code, "message": failure.message,
                                          "sent_tokens": view.sent_tokens, "window": view.window,
+                                         **({"provider_window": learned} if learned else {}),
                                          "action": "retry after a deep compaction" if not forced else "give up"})
                     if forced:
                         raise AgentError(f"the provider rejected the request as too long even after a deep "
                                          f"compaction ({failure.message})") from None
                     forced = True
-                    self._emit("retry", event=event, text=f"{failure.message}; compacting", turn=turn)
+                    rejected = view.sent_tokens
+                    said = f"{failure.message}; compacting"
+                    if learned:
+                        said = self._learn_window(learned, view.window, failure.message)
+                    self._emit("retry", event=event, text=said, turn=turn)
                     view, comp = await self._prepare("context_length")
-                    if comp is None:
+                    if comp is None and not (learned and view.sent_tokens < rejected):
                         why = ("the summary was declined" if self.last_review is not None
                                else "there is nothing left to compact")
                         raise AgentError(f"the provider rejected the request as too long and {why} "
@@ -396,6 +405,15 @@ class AgentSession:
                 await self._retry_or_raise(failure, failures, turn)
                 continue
             return reply, self._record_reply(reply, sent, turn)
+
+    def _learn_window(self, window: int, was: int, message: str) -> str:
+        """Keep to the window the provider named from here on: logged as a `config` event, which the
+        pipeline (live and replayed) plans under; what to tell the user."""
+        self._append(Event("config", self.log.next_event_id(),
+                           {"window": window, "was": was, "reason": f"the provider's context-length error: {message}"}))
+        if getattr(self.summarizer, "model", None) == self.model and hasattr(self.summarizer, "window"):
+            self.summarizer.window = min(self.summarizer.window, window)   # the same model summarizes
+        return f"the provider's context window is {window:,} tokens, not {was:,}: the session keeps to it from now on"
 
     def request_params(self) -> dict[str, Any]:
         """Extra chat-completions parameters for the next request (None values are left out)."""
@@ -635,7 +653,8 @@ class AgentSession:
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
             try:
-                found = self.redact.scrub_file(self._workspace.root / spill)
+                folder, _, name = spill.rpartition("/")
+                found = self.redact.scrub_file(OwnedDir(self._workspace.root, folder), name)
             except OSError as exc:
                 return ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
             if found:

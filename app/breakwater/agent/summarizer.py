@@ -21,8 +21,8 @@ import openai
 from breakwater.agent.chat import TRANSIENT, backoff_delay, classify
 from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy
+from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.summarize import (
-    ExtractiveSummarizer,
     SummaryResult,
     summary_request,
     transcript,

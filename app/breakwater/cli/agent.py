@@ -12,6 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from breakwater.core.log.visible import visible
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
 from breakwater.tools import sandbox
 
@@ -58,12 +59,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = asyncio.run(run_agent(config, args.prompt, approve=approve, on_event=on_event))
     except AgentError as exc:
         where = f" (session: {exc.session_path})" if exc.session_path else ""
-        print(say(f"breakwater run: {exc}{where}"), file=sys.stderr)
+        print(visible(say(f"breakwater run: {exc}{where}")), file=sys.stderr)
         return 1
     except PolicyError as exc:
-        print(say(f"breakwater run: {exc}"), file=sys.stderr)
+        print(visible(say(f"breakwater run: {exc}")), file=sys.stderr)
         return 2
-    print(say(result.answer))
+    print(visible(say(result.answer)))
     print(f"session: {result.session_path}")
     return 0
 
@@ -81,7 +82,7 @@ class ProgressPrinter:
                     f"({ev.event.get('summarizer')}, trigger {ev.event.get('trigger')})")
         elif ev.kind == "retry":
             wait = ev.event.get("retry_in_s")
-            line = f"· {ev.text}; retrying" + ("" if wait is None else f" in {wait} s")
+            line = f"· {visible(ev.text)}; retrying" + ("" if wait is None else f" in {wait} s")
         else:
             return
         print(line, file=sys.stderr, flush=True)

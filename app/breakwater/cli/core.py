@@ -10,16 +10,16 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from breakwater.core.figures import plural
-from breakwater.core.policy import (DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError, from_mapping,
-                                    load_toml, preset)
+from breakwater.core.log.models import DEFAULT_MODEL, counting_model, resolve_window
+from breakwater.core.log.words import plural
+from breakwater.core.policy import DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError
+from breakwater.core.policy.for_session import resolve_policy
 
 if TYPE_CHECKING:  # the heavy modules load in the commands that use them, so start-up stays short
     from breakwater.core.log.session_log import SessionLog
     from breakwater.core.simulate import Simulation
 
 DEFAULT_SAMPLE = "long-refactor.jsonl"
-DEFAULT_MODEL = "gpt-4o"   # picks the tokenizer (o200k_base) when neither --model nor the session names one
 
 
 def counting_epilog() -> str:
@@ -32,9 +32,16 @@ def counting_epilog() -> str:
                          for name, text in pairs)
 
     counter = textwrap.fill(f"counter: exact (the default) uses tiktoken with the encoding of --model, else of the "
-                            f"session's model, else of {DEFAULT_MODEL}; an unknown model falls back to the heuristic "
-                            f"(≈). `breakwater tokens` follows the same rule.", 96)
-    return (f"how each figure is counted (≈ marks an estimate):\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n"
+                            f"session's model, else of {DEFAULT_MODEL}, wherever the zone or `fits` could change; an "
+                            f"unknown model falls back to the heuristic (≈). `breakwater tokens` follows the same rule.",
+                            96)
+    window = textwrap.fill("window: --window, else the window the session recorded, else the named model's "
+                           "(genai-prices), else the policy's; `window_source` says which. The model's prices give "
+                           "the cost fields (USD, cache-aware).", 96)
+    intro = textwrap.fill("how each figure is counted (≈ marks an estimate): a request is visible tokens plus the "
+                          "unseen overhead, fitted to the transcript's recorded usage; without and with compaction "
+                          "are counted alike, so saved = without − with:", 96)
+    return (f"{intro}\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n{window}\n\n"
             f"presets:\n{items(PRESET_DESCRIPTIONS.items())}")
 
 
@@ -49,38 +56,17 @@ def sample_path(name: str = DEFAULT_SAMPLE) -> Path:
     return Path(str(resources.files("breakwater.sample_sessions") / name))
 
 
-def read_session(path: str | Path) -> SessionLog:
-    """Load any supported session; report skipped lines on stderr, one line each."""
+def read_session(path: str | Path, fmt: str = "auto", session: str | None = None) -> SessionLog:
+    """Load any supported session (of a file holding several, the principal one or `session`);
+    report skipped lines on stderr, one line each."""
     from breakwater.formats import load_session
 
-    log = load_session(path)
+    log = load_session(path, fmt, session)
     for issue in log.issues[:50]:
         print(f"breakwater: warning: {issue}", file=sys.stderr)
     if len(log.issues) > 50:
         print(f"breakwater: warning: {len(log.issues) - 50} more lines skipped or repaired", file=sys.stderr)
     return log
-
-
-def resolve_policy(args: argparse.Namespace, log: SessionLog | None) -> Policy:
-    """--policy, else --preset, else the policy the session was recorded under, else the default;
-    then --window (or the session's window when no policy file was given)."""
-    header = log.header if log else {}
-    if getattr(args, "policy", None):
-        policy = load_toml(Path(args.policy))
-    elif getattr(args, "preset", None):
-        policy = preset(args.preset)
-    elif isinstance(header.get("policy"), dict):
-        try:  # a recording of our own agent: replay under exactly its policy
-            policy = from_mapping(header["policy"])
-        except PolicyError as exc:
-            raise PolicyError(f"the policy recorded in the session is not usable ({exc}); pass --preset") from None
-    else:
-        recorded = header.get("preset")
-        policy = preset(recorded if recorded in PRESETS else DEFAULT_PRESET)
-    window = getattr(args, "window", None) or (None if getattr(args, "policy", None) else header.get("window"))
-    if isinstance(window, int) and window != policy.window:
-        policy = policy.with_changes(window=window)
-    return policy
 
 
 def add_replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,10 +75,21 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
     group.add_argument("--policy", metavar="FILE.toml", help="policy file")
-    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else the policy's)")
+    p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else its model's, "
+                   "else the policy's)")
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
-                   help="exact: heuristic on the hot path, tiktoken near the limits (default); heuristic: never tiktoken")
-    p.add_argument("--model", help=f"model name that picks the tokenizer (default: the session's, else {DEFAULT_MODEL})")
+                   help="exact: heuristic on the hot path, tiktoken wherever the zone or fits could change (default); "
+                        "heuristic: never tiktoken")
+    p.add_argument("--model", help=f"model name that picks the tokenizer, the window and the prices (default: the "
+                                   f"session's, else {DEFAULT_MODEL} for the tokenizer)")
+    # the formats are named by the reader (an unknown one is refused there): importing it here would
+    # load every command's start-up with it
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help="the session file's format: claude-code, codex, pi, openai, swe-agent, mini-swe-agent, "
+                        "openhands or native (default: detected from the content)")
+    p.add_argument("--session", dest="session_id", metavar="ID",
+                   help="of a file holding several sessions (sidechains, an eval output), the one to open "
+                        "(its id or the end of it)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,7 +136,10 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 
     try:
         other = resolve(args.compare)
-        window = args.window or (log.header.get("window") if args.compare in PRESETS else None)
+        if args.compare in PRESETS:
+            window, args.compare_window_source = resolve_window(log.header, args.model, args.window)
+        else:
+            window, args.compare_window_source = args.window, "--window" if args.window else "policy file"
         if isinstance(window, int) and window != other.window:
             other = other.with_changes(window=window)
     except PolicyError as exc:
@@ -167,20 +167,19 @@ def _simulate_command(args: argparse.Namespace) -> int:
 
     args.model = args.model or None
     try:
-        log = with_overlay(read_session(args.session), getattr(args, "overlay", None))
+        log = with_overlay(read_session(args.session, args.format, args.session_id), getattr(args, "overlay", None))
         policy = resolve_policy(args, log)
         other = compare_policy(args, log) if getattr(args, "compare", None) else None
     except (SessionLogError, PolicyError) as exc:
         return fail(str(exc))
-    if args.counter == "exact" and not args.model and not log.header.get("model"):
-        args.model = DEFAULT_MODEL
     turns = log.turn_count()
     if other is not None:
         if args.view is not None and not 1 <= args.view <= turns:
             return fail(f"--view {args.view} with --compare: the session has turns 1..{turns}")
         from breakwater.core.compare import compare
 
-        comparison = compare(log, policy, other, args.counter, args.model, args.view)
+        comparison = compare(log, policy, other, args.counter, args.model, args.view,
+                             (args.window_source, args.compare_window_source))
         loops = {side: of_simulation(sim, log) for side, sim in (("a", comparison.a), ("b", comparison.b))}
         if args.json:
             out = comparison.to_json()
@@ -209,11 +208,11 @@ def _simulate_command(args: argparse.Namespace) -> int:
         from breakwater.fidelity.loops import file_reads, find
 
         writer = JsonWriter(sys.stdout)   # the turns are written as they come, never all kept
-        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn)
+        sim = simulate(log, policy, args.counter, args.model, on_turn=writer.turn, window_source=args.window_source)
         loops = find(sim.compaction_turns, file_reads(log))   # of_simulation, from what was not kept
         writer.finish(sim, {"loops": [loop.to_json() for loop in loops]})
     else:
-        sim = simulate(log, policy, args.counter, args.model)
+        sim = simulate(log, policy, args.counter, args.model, window_source=args.window_source)
         print_table(sim, log)
         print_loops(of_simulation(sim, log))
     over = sim.over_window
@@ -305,7 +304,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         if text is None:
             return fail(str(exc))
         log = None
-    model = args.model or (log.header.get("model") if log else None) or DEFAULT_MODEL
+    model = counting_model(log.header if log else {}, args.model)
     enc = encoding_for_model(model)
     counter = TokenCounter(enc)
     try:

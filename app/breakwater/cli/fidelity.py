@@ -26,9 +26,13 @@ def register(sub) -> None:
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: tiktoken near the limits (default); heuristic: never tiktoken")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--jobs", type=int, help="parallel local processes (default: the cores available)")
+    p.add_argument("--jobs", type=int, help="parallel local processes (default and most: the cores available)")
+    p.add_argument("--oversubscribe", action="store_true", help="run --jobs processes even if there are more "
+                                                                "than cores (each holds a session in memory)")
     p.add_argument("--dask", metavar="SCHEDULER_ADDRESS",
                    help="run on an existing Dask cluster (needs breakwater[cluster]); workers must see the paths")
+    p.add_argument("--dask-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to wait for the Dask scheduler to answer (default: 10)")
     p.set_defaults(func=cmd_eval)
 
 
@@ -76,8 +80,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"breakwater: warning: {m}: no such file or folder", file=sys.stderr)
     if not files:
         return fail("no session files to evaluate")
+    if args.dask_timeout <= 0:
+        return fail(f"--dask-timeout must be more than 0 seconds, got {args.dask_timeout:g}")
+    cores = default_jobs()
+    jobs = args.jobs or cores
+    if jobs > cores and not args.oversubscribe and not args.dask:
+        # every process holds a session and the interpreter: 1,000 of them took 6.5 GB for no gain
+        print(f"breakwater: note: --jobs {jobs} is more than the {cores} cores here; running {cores} "
+              f"(--oversubscribe runs {jobs})", file=sys.stderr)
+        jobs = cores
     fn = task(presets, args.window, args.counter)
-    results = run_dask(files, fn, args.dask) if args.dask else run_local(files, fn, args.jobs or default_jobs())
+    results = run_dask(files, fn, args.dask, args.dask_timeout) if args.dask else run_local(files, fn, jobs)
     corpus = Corpus(tuple(presets))
     try:
         for summary in _with_progress(results, len(files)):

@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                   "OpenHands)")
     p.add_argument("--format", choices=IMPORT_FORMATS, default="auto", help="source format (default: detected "
                                                                            "from the content)")
-    p.add_argument("-o", "--output", metavar="OUT", help="output file, or a directory for a file holding several "
-                                                          "sessions (default: the principal session on stdout)")
+    p.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (a name ending .jsonl: the principal session, or the one --session picks), or a "
+                        "directory for every session of a file holding several (default: the principal one on stdout)")
     p.add_argument("--session", metavar="ID", help="import only this session of a file holding several")
     p.set_defaults(func=cmd_import)
 
@@ -36,7 +37,33 @@ def write_native(log: SessionLog, out: IO[str]) -> None:
 
 
 def _file_name(session_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", session_id).strip("_") + ".jsonl"
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", session_id).strip("_") or "session") + ".jsonl"
+
+
+def _targets(logs: list[SessionLog], out: Path) -> tuple[list[tuple[SessionLog, Path]], list[str]]:
+    """A file in `out` for each session, never one for two (ids that are equal, or equal once made
+    a file name: `a/b` and `a_b`), and a note for each name changed."""
+    targets, notes, taken = [], [], set()
+    for log in logs:
+        name = _file_name(log.id)
+        stem, n = name.removesuffix(".jsonl"), 1
+        while name.lower() in taken:   # case too: a case-insensitive file system would merge them
+            n += 1
+            name = f"{stem}-{n}.jsonl"
+        if n > 1:
+            notes.append(f"{out / _file_name(log.id)} is already taken by another session of the file; "
+                         f"session {log.id} goes to {out / name}")
+        taken.add(name.lower())
+        targets.append((log, out / name))
+    return targets, notes
+
+
+def _to_directory(out: Path, several: bool) -> bool:
+    """-o names a directory when it is one, ends with a slash, or has no .jsonl name and the file holds
+    several sessions; else it is the file to write (never a directory named FILE.jsonl)."""
+    if out.is_dir() or str(out).endswith(("/", "\\")):
+        return True
+    return several and out.suffix.lower() != ".jsonl" and not out.is_file()
 
 
 def _warn(logs: list[SessionLog]) -> None:
@@ -49,29 +76,36 @@ def _warn(logs: list[SessionLog]) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from breakwater.cli.core import fail
-    from breakwater.formats import load_sessions
+    from breakwater.formats import holds, load_sessions, pick_session
 
     try:
         logs = load_sessions(args.source, args.format)
     except SessionLogError as exc:
         return fail(str(exc))
     if args.session:
-        chosen = [log for log in logs if log.id == args.session or log.id.endswith(args.session)]
-        if not chosen:
-            return fail(f"{args.source}: no session {args.session!r} (it holds {', '.join(l.id for l in logs)})")
-        logs = chosen[:1]
+        try:
+            logs = [pick_session(args.source, logs, args.session)]
+        except SessionLogError as exc:
+            return fail(str(exc))
     _warn(logs)
     out = Path(args.output) if args.output else None
-    if out is None:
-        write_native(logs[0], sys.stdout)
-        if len(logs) > 1:
-            print(f"breakwater: note: the file holds {len(logs)} sessions; wrote {logs[0].id}; use -o DIR for all "
-                  f"or --session ID", file=sys.stderr)
-        return 0
-    to_dir = len(logs) > 1 or out.is_dir()
+    several = len(logs) > 1
+    to_dir = out is not None and _to_directory(out, several)
+    if not to_dir:
+        if several:
+            print(f"breakwater: note: {holds(logs)}; wrote {logs[0].id}; -o DIR writes them all, --session ID "
+                  f"picks one", file=sys.stderr)
+            logs = logs[:1]
+        if out is None:
+            write_native(logs[0], sys.stdout)
+            return 0
+        targets, notes = [(logs[0], out)], []
+    else:
+        targets, notes = _targets(logs, out)
+    for note in notes:
+        print(f"breakwater: note: {note}", file=sys.stderr)
     try:
         (out if to_dir else out.parent).mkdir(parents=True, exist_ok=True)
-        targets = [(log, out / _file_name(log.id) if to_dir else out) for log in logs]
         for log, target in targets:
             with open(target, "w", encoding="utf-8") as fh:
                 write_native(log, fh)

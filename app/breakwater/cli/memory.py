@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from breakwater.core.log.visible import visible
 from breakwater.core.policy import Policy
 
 _POLICY = Policy()
@@ -101,8 +102,8 @@ def _search(args) -> int:
     if not hits:
         print("no matching memory")
     for n, hit in enumerate(hits, 1):
-        print(f"#{n}  score {hit.score:.3f}  {hit.source}")
-        for line in hit.text.splitlines():
+        print(f"#{n}  score {hit.score:.3f}  {visible(hit.source)}")
+        for line in visible(hit.text).splitlines():
             print(f"    {line}")
     return 0
 
@@ -114,11 +115,11 @@ def _show(args) -> int:
     store = _store(args)
     text = store.read_memory()
     print(f"== {store.memory_path}")
-    print(text.rstrip("\n") if text else "(empty)")
+    print(visible(text.rstrip("\n")) if text else "(empty)")
     fragments = store.fragment_paths()
     print(f"== fragments: {len(fragments)}")
     for path in fragments:
-        print(f"  {path.name}")
+        print(f"  {visible(path.name)}")
     print(f"== {project_memory_path(args.workspace)}: {len(read_sessions(args.workspace))} session entries")
     return 0
 

@@ -11,7 +11,10 @@ import argparse
 import sys
 import uuid
 
+from breakwater.core.log.visible import visible
 from breakwater.tools import sandbox
+from breakwater.core.policy import Policy
+from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult
@@ -98,9 +101,11 @@ def _bash(args) -> int:
         return 2
     sandbox.say_once(box, prefix="breakwater tool bash")
     env, _ = Redactor(config.api_key).tool_environment()
+    policy = Policy()       # the same bounds as the agent's bash by default
     result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
                       session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
-                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box)
+                      max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box,
+                      bounds=Bounds.from_policy(policy), max_spill_bytes=policy.tool_max_spill_mb * MB)
     return _show(result)
 
 
@@ -121,9 +126,9 @@ def _write_file(args) -> int:
 
 def _show(result: ToolResult) -> int:
     if result.is_error:
-        print(f"breakwater tool: {result.meta['error']}", file=sys.stderr)
+        print(f"breakwater tool: {visible(result.meta['error'])}", file=sys.stderr)
         return 1
     sys.stdout.flush()
-    sys.stdout.buffer.write((result.content + "\n").encode("utf-8"))
+    sys.stdout.buffer.write((visible(result.content) + "\n").encode("utf-8", "replace"))
     sys.stdout.flush()
     return 0

@@ -5,6 +5,7 @@ one line on stderr and a non-zero exit; Textual is imported only once that passe
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from breakwater.cli.core import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
@@ -23,7 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overlay", metavar="FILE",
                    help="pins, triggers and undos made on this recording (default: SESSION.overlay.jsonl beside it)")
     p.add_argument("--compare", metavar="P2", help="open beside a second policy: a preset name or a policy file")
+    p.add_argument("--follow", action="store_true",
+                   help="the agent is still writing SESSION: show each new turn as it is appended")
     p.set_defaults(func=cmd_replay)
+
+    b = sub.add_parser("browse", help="list the sessions of Claude Code, Codex, pi and this workspace; open one",
+                       description="The sessions found in ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions "
+                                   "and ./.agent/sessions, grouped by project, newest first; enter opens one.")
+    b.set_defaults(func=cmd_browse)
 
     c = sub.add_parser("chat", help="open the workbench chatting with a live agent",
                        description="Chat with the agent while watching its context: the same list, gauges, "
@@ -45,8 +53,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from breakwater.core.overlay import OverlayFile, overlay_path
 
+    follower = None
     try:
-        log = read_session(args.session)
+        if getattr(args, "follow", False):
+            from breakwater.formats.follow import Follower
+
+            follower = Follower(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
+            try:
+                log = follower.first(lambda: print(f"breakwater: waiting for {args.session} to hold a whole line "
+                                                   f"(ctrl+c stops)", file=sys.stderr))
+            except KeyboardInterrupt:
+                return 130
+        else:
+            log = read_session(args.session, getattr(args, "format", "auto"), getattr(args, "session_id", None))
         named = getattr(args, "overlay", None)
         if named and not Path(named).is_file():
             return fail(f"--overlay {named}: no such file")
@@ -65,13 +84,44 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from breakwater.ui.app import make_app
 
     app = make_app(log, policy, turn=args.turn, counter=args.counter, model=args.model, workspace=workspace,
-                   settings=settings, compare=other, overlay=overlay)
+                   settings=settings, compare=other, overlay=None if follower else overlay, follower=follower,
+                   window_source=args.window_source)
+    app.run()
+    return app.return_code or 0
+
+
+def cmd_browse(args: argparse.Namespace) -> int:
+    from breakwater.formats.sessions import find_sessions
+
+    sessions = find_sessions()
+    if not sessions:
+        return fail("no sessions found in ~/.claude/projects, ~/.codex/sessions, ~/.pi/agent/sessions or "
+                    "./.agent/sessions; `breakwater replay FILE` opens any transcript")
+    return _browse(sessions)
+
+
+def _browse(sessions) -> int:
+    from breakwater.ui.config import UISettings, UISettingsError
+
+    try:
+        settings = UISettings.load()
+    except UISettingsError as exc:
+        return fail(str(exc))
+    from breakwater.ui.app import browse_app
+
+    app = browse_app(sessions, settings)
     app.run()
     return app.return_code or 0
 
 
 def default(args: argparse.Namespace) -> int:
-    """`breakwater` with no command: the workbench on the bundled sample, offline."""
+    """`breakwater` with no command: the sessions the user's agents left, else the workbench on the
+    bundled sample, offline."""
+    from breakwater.formats.sessions import find_sessions
+
+    sessions = find_sessions()
+    if sessions:
+        return _browse(sessions)
     ns = argparse.Namespace(session=str(sample_path()), preset=None, policy=None, window=None, counter="exact",
                             model=None, turn=None, workspace=None, overlay=None, compare=None)
     return cmd_replay(ns)

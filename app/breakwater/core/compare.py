@@ -21,7 +21,7 @@ class Totals:
 
     billed_raw: int
     billed_sent: int
-    saved: int   # like for like, as Simulation.saved counts it (not billed_raw - billed_sent)
+    saved: int   # billed_raw - billed_sent, as Simulation.saved counts it
     compactions: int
     hard_turns: int
     turns: int
@@ -158,14 +158,16 @@ def counterpart(policy: Policy) -> Policy:
 
 
 def compare(log: SessionLog, a: Policy, b: Policy, counter: str = "exact", model: str | None = None,
-            turn: int | None = None) -> Comparison:
-    """Simulate `log` under `a` and `b`; compare the requests of `turn` (default: the last turn)."""
+            turn: int | None = None, window_sources: tuple[str, str] = ("policy", "policy")) -> Comparison:
+    """Simulate `log` under `a` and `b`; compare the requests of `turn` (default: the last turn).
+    `window_sources`: where each policy's window came from (core/log/models.py)."""
     if turn is None:
         turn = log.turn_count() or None
     wanted = (turn,) if turn else ()
     tokens = token_counter(log, counter, model)   # B counts again only what A never sent
-    return Comparison(simulate(log, a, counter, model, views=wanted, tokens=tokens),
-                      simulate(log, b, counter, model, views=wanted, tokens=tokens), turn)
+    return Comparison(simulate(log, a, counter, model, views=wanted, tokens=tokens, window_source=window_sources[0]),
+                      simulate(log, b, counter, model, views=wanted, tokens=tokens, window_source=window_sources[1]),
+                      turn)
 
 
 __all__ = ["Comparison", "MessageDiff", "Totals", "TurnDiff", "compare", "counterpart", "message_diffs"]

@@ -5,19 +5,19 @@ simulation itself so the help text costs no import of the pipeline.
 """
 
 FIGURE_RULES = {
-    "raw_tokens": "the whole history before the request by the seed's heuristic, never calibrated (≈): "
-                  "it never shrinks",
-    "sent_tokens": "the heuristic times the calibration factor (≈), confirmed by tiktoken near the limits; "
-                   "`counted` says which",
-    "stable_prefix_tokens": "≈ the start of the request identical to the previous request, what a "
-                            "provider's prompt cache can reuse, counted as sent_tokens is: heuristic times "
-                            "calibration, or its share of tiktoken's count; never more than sent_tokens",
-    "billed_raw": "sum of raw_tokens (≈)",
+    "sent_tokens": "the request in the provider's tokens (core/log/accounting.py): visible tokens (the heuristic, ≈, "
+                   "or tiktoken's count wherever the zone or `fits` could change; `counted` says which) fitted "
+                   "to the transcript's recorded usage as ratio × visible + unseen overhead",
+    "raw_tokens": "without compaction: sent_tokens plus what the policy took out of the whole log (recorded "
+                  "summaries included), counted by the same fit; never less than sent_tokens for a policy that "
+                  "only removes text",
+    "base_tokens": "the history after summaries and sanitizing, before the soft-zone stages: what decides the zone",
+    "stable_prefix_tokens": "≈ the start of the request identical to the previous request, the unseen overhead "
+                            "included: what a provider's prompt cache can reuse; never more than sent_tokens",
+    "billed_raw": "sum of raw_tokens",
     "billed_sent": "sum of sent_tokens",
-    "saved": "billed_raw minus the sent requests counted the same way as raw (≈, like for like)",
+    "saved": "billed_raw − billed_sent, exactly",
+    "calibration": "the fit in force after the last request: overhead (unseen tokens per request) and ratio "
+                   "(provider tokens per visible token), each with its standard error, from `samples` recorded "
+                   "requests; none recorded: ratio 1, overhead 0",
 }
-
-
-def plural(n: int, word: str) -> str:
-    """`n` words, as the command line and the workbench both state a count."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"

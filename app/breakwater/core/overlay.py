@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
 from breakwater.core.fold.pipeline import Compaction
@@ -29,13 +30,17 @@ KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin
 SUFFIX = ".overlay.jsonl"
 
 
+def state_dir() -> Path:
+    """Breakwater's folder in the user's state directory ($XDG_STATE_HOME, else ~/.local/state)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "breakwater"
+
+
 def overlay_path(session: Path) -> Path:
     """Where the overlay of `session` lives: beside it, named after it — except for the bundled
     samples (package data, maybe read-only), whose overlays live in the user's state directory."""
     samples = Path(str(resources.files("breakwater.sample_sessions")))
     if session.resolve().parent == samples.resolve():
-        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-        return state / "breakwater" / "overlays" / (session.name + SUFFIX)
+        return state_dir() / "overlays" / (session.name + SUFFIX)
     return session.with_name(session.name + SUFFIX)
 
 
@@ -123,13 +128,38 @@ class OverlayFile:
             raise ValueError(reason)
         event = Event.from_record(record, fallback_id=record["id"])
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        # never through a link planted at the overlay's name (issue 27), and never half a line
+        OwnedDir(self.path.parent).append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(),
+                                          durable=False)
         self.events.append(event)
         return event
 
     def apply(self, log: SessionLog) -> SessionLog:
         return apply_overlay(log, self.events)
+
+    def remove(self, ids: Iterable[str]) -> list[Event]:
+        """Take events out of the file (and the undos naming them), every other line kept as it
+        was, bad ones included; the events removed. The file is replaced whole, never half written."""
+        gone = set(ids)
+        gone |= {ev.id for ev in self.events if ev.type == "undo" and str(ev.get("target")) in gone}
+        drop: set[int] = set()
+        valid = 0
+        for lineno, obj, _ in iter_json_lines(self.path):
+            if obj is None or _invalid(obj):
+                continue
+            valid += 1   # the id load_overlay gives an event written without one
+            if str(obj.get("id") or f"o{valid:05d}") in gone:
+                drop.add(lineno)
+        with open(self.path, "rb") as fh:
+            lines = list(fh)   # split as iter_json_lines numbers them
+        kept = b"".join(line for n, line in enumerate(lines, 1) if n not in drop)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_bytes(kept)
+        os.replace(tmp, self.path)
+        removed = [ev for ev in self.events if ev.id in gone]
+        # read back: an event written without an id is named by its place, which may have moved
+        self.events, self.issues = load_overlay(self.path)
+        return removed
 
 
 def manual_compaction(log: SessionLog, policy: Policy, turn: int, counter: str = "exact",

@@ -32,7 +32,8 @@ from breakwater.core.fold.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.log.session_log import Entry, SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate, token_counter
-from breakwater.core.log.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.log.accounting import Calibration
+from breakwater.core.log.tokens import TokenCounter, heuristic_message
 
 CHECKPOINTS = 96        # at most this many per session: a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few
@@ -120,7 +121,8 @@ class TurnDetail:
     heuristic_tokens: int  # the sent request by the plain heuristic (SPEC §2), before calibration
     exact_tokens: int | None  # by tiktoken, when the model's encoding is known
     encoding: str | None
-    calibration: Calibration  # the correction factor in force at this request
+    calibration: Calibration  # the accounting fit in force at this request (core/log/accounting.py)
+    window_source: str = "policy"   # where the window came from (core/log/models.py)
     # sent message id -> the ids joined into it so that turns alternate (the summary, a user message)
     joined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -157,6 +159,7 @@ class Replay:
     simulation: Simulation | None = None
     recording: SessionLog | None = None   # the file as recorded, when `log` has an overlay merged in
     tokens: TokenCounter | None = None    # shared with `with_policy`: text counted once stays counted
+    window_source: str = "policy"         # where the policy's window came from (core/log/models.py)
     _checkpoints: list[_Checkpoint] = field(default_factory=list, repr=False)
     _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -196,7 +199,8 @@ class Replay:
 
         tokens = self._tokens()
         sim = simulate(self.log, self.policy, self.counter, self.model, self.summarizer,
-                       views=() if focus is None else (focus,), before_turn=before_turn, tokens=tokens)
+                       views=() if focus is None else (focus,), before_turn=before_turn, tokens=tokens,
+                       window_source=self.window_source)
         with self._lock:
             self.simulation = sim
             self._checkpoints = checkpoints
@@ -332,7 +336,7 @@ class Replay:
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
         kept[3] = TurnDetail(view, EditsById(view.edits), sent_by_id, summary, self.history_size(view.turn),
-                             heuristic, exact, counter.encoding_name, calibration, joined)
+                             heuristic, exact, counter.encoding_name, calibration, self.window_source, joined)
         return kept[3]
 
     def history_size(self, turn: int) -> int:
@@ -350,8 +354,9 @@ class Replay:
     # -- what part 2 and part 3 build on ----------------------------------------------------------
     def with_policy(self, policy: Policy) -> "Replay":
         """The same log under another policy (not yet run)."""
+        source = self.window_source if policy.window == self.policy.window else "tuned"
         return Replay(self.log, policy, self.counter, self.model, self.summarizer, recording=self.recording,
-                      tokens=self._tokens())
+                      tokens=self._tokens(), window_source=source)
 
     def append(self, entry: Entry) -> None:
         """A live entry: appended to the log; figures are stale until the next `run()`."""

@@ -26,17 +26,20 @@ ACTIONS = ("accept", "edit", "cancel")
 class SummaryProposal:
     compaction: Compaction
     covered: tuple[str, ...]     # ids of the log messages the summary replaces
-    tokens_before: int
-    tokens_after: int
+    tokens_before: int           # the request as it is now (what the gauge shows)
+    tokens_after: int            # the request as it will be sent once the summary is accepted
+    view: View                   # that request
 
     @classmethod
     def of(cls, comp: Compaction, view: View, previous: View | None) -> "SummaryProposal":
         """The proposal for `comp`, whose request is `view`: it covers what `view` summarizes and
-        `previous` (the request before it, if any) did not."""
+        `previous` (the request before it, if any) did not. Its figures are the requests' own, counted
+        as the gauge counts them (the compaction's own figures are the history's, before the stages)."""
         earlier = {e.message_id for e in previous.edits if e.kind == "summarized"} if previous else set()
         covered = tuple(dict.fromkeys(e.message_id for e in view.edits
                                       if e.kind == "summarized" and e.message_id not in earlier))
-        return cls(comp, covered, comp.tokens_before, comp.tokens_after)
+        before = previous.sent_tokens if previous is not None else comp.tokens_before
+        return cls(comp, covered, before, view.sent_tokens, view)
 
     @property
     def summary(self) -> str:

@@ -12,9 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
+from breakwater.core.log.accounting import Calibration, request_cost
 from breakwater.core.log.edits import View
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
+from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
 from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.log.session_log import Event, SessionLog
@@ -76,8 +78,15 @@ class TurnStats:
     recorded_compaction: str | None = None   # from the log (its agent's), applied right before this request
     fits: bool = True
     stable_prefix_tokens: int = 0
-    sent_heuristic: int = 0
     compaction_source: str | None = None    # "recorded" (from the log) or "decided" (by this run)
+    # what the provider billed for this very request, when the transcript records it (eval compares)
+    billed_tokens: int | None = None
+    billed_cached: int | None = None
+    # USD at the model's prices, cache-aware (core/log/accounting.py request_cost), when they are known
+    cost_raw: float | None = None
+    cost_sent: float | None = None
+    # without compaction each request extends the last one: all of it but the log's growth since is cached
+    raw_cached: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
@@ -91,6 +100,12 @@ class TurnStats:
             out["compaction_source"] = self.compaction_source
         if self.recorded_compaction:
             out["recorded_compaction"] = self.recorded_compaction
+        if self.billed_tokens is not None:
+            out["billed_tokens"] = self.billed_tokens
+            if self.billed_cached is not None:
+                out["billed_cached"] = self.billed_cached
+        if self.cost_sent is not None:
+            out["cost_raw"], out["cost_sent"] = self.cost_raw, self.cost_sent
         return out
 
     def json_text(self) -> str:
@@ -111,8 +126,12 @@ class TurnStats:
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
                 f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
                 f'{around[0]}{self.stable_prefix_tokens}{around[1]}{edited}}}')
-        if self.api_tokens is None and not self.compaction and not self.recorded_compaction:
-            return text + "}"
+        if self.api_tokens is None and not self.compaction and not self.recorded_compaction \
+                and self.billed_tokens is None:
+            if self.cost_sent is None:
+                return text + "}"
+            return text + f', "cost_raw": {self.cost_raw!r}, "cost_sent": {self.cost_sent!r}}}'
+
         rest = self.to_json()
         return text + ", " + json.dumps({k: rest[k] for k in list(rest)[12:]}, ensure_ascii=False)[1:]
 
@@ -124,16 +143,21 @@ class Simulation:
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)   # empty when `simulate(on_turn=...)` took them
     compactions: list[Compaction] = field(default_factory=list)   # decided by this run
-    recorded: list[str] = field(default_factory=list)   # ids of the log's compactions applied (its agent's)
+    recorded: list[str] = field(default_factory=list)   # the log's compactions applied, less those undone before any request
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
     # totals over every turn, kept as they go so that a simulation need not keep its turns
     turn_count: int = 0
     billed_raw: int = 0
     billed_sent: int = 0
-    sent_heuristic: int = 0
     over_window: list[TurnStats] = field(default_factory=list)
     compaction_turns: list[int] = field(default_factory=list)   # turns with a compaction, decided or recorded
+    model: str | None = None            # the model named (--model, the session's), whose window and tokenizer
+    window_source: str = "policy"       # where the window came from (core/log/models.py)
+    calibration: Calibration = field(default_factory=Calibration)   # the fit in force after the last request
+    prices: ModelInfo | None = None     # the model's, when known: costs in USD
+    cost_raw: float = 0.0
+    cost_sent: float = 0.0
 
     def add(self, t: TurnStats, keep: bool = True) -> None:
         if keep:
@@ -141,7 +165,11 @@ class Simulation:
         self.turn_count += 1
         self.billed_raw += t.raw_tokens
         self.billed_sent += t.sent_tokens
-        self.sent_heuristic += t.sent_heuristic
+        if self.prices is not None:
+            t.cost_raw = round(request_cost(self.prices, t.raw_tokens, t.raw_cached), 6)
+            t.cost_sent = round(request_cost(self.prices, t.sent_tokens, t.stable_prefix_tokens), 6)
+            self.cost_raw += t.cost_raw
+            self.cost_sent += t.cost_sent
         if not t.fits:
             self.over_window.append(t)
         if t.compaction:
@@ -149,15 +177,22 @@ class Simulation:
 
     @property
     def saved(self) -> int:
-        return self.billed_raw - self.sent_heuristic
+        return self.billed_raw - self.billed_sent
 
     def header_json(self) -> dict[str, Any]:
         p = self.policy
-        return {"window": p.window, "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
+        prices = self.prices
+        priced = None if prices is None else {"model": prices.name, "source": prices.source, "input": prices.input,
+                                              "cache_read": prices.cache_read, "cache_write": prices.cache_write}
+        return {"model": self.model, "prices_per_mtok": priced, "window": p.window, "window_source": self.window_source,
+                "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
                 "counter": self.counter, "encoding": self.encoding, "counting": FIGURE_RULES}
 
     def totals_json(self) -> dict[str, Any]:
         return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
+                "calibration": self.calibration.to_json(),
+                **({} if self.prices is None else {"cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
+                                                   "cost_saved": round(self.cost_raw - self.cost_sent, 6)}),
                 "compactions": len(self.compactions) + len(self.recorded),
                 "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
                 "over_window": len(self.over_window), "turns": self.turn_count}
@@ -212,29 +247,54 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
 
 
 def token_counter(log: SessionLog, counter: str = "exact", model: str | None = None) -> TokenCounter:
-    return TokenCounter.for_model(model or log.header.get("model")) if counter == "exact" else TokenCounter(None)
+    """The counter for `counter`: with "exact", the tokenizer of the model `counting_model` names."""
+    return TokenCounter.for_model(counting_model(log.header, model)) if counter == "exact" else TokenCounter(None)
 
 
 def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
              summarizer=None, until_turn: int | None = None, views: Collection[int] = (),
              before_turn: Callable[[Pipeline, int], None] | None = None,
              tokens: TokenCounter | None = None,
-             on_turn: Callable[[Simulation, TurnStats], None] | None = None) -> Simulation:
+             on_turn: Callable[[Simulation, TurnStats], None] | None = None,
+             window_source: str = "policy") -> Simulation:
     """One plan per turn; the full request (messages and edits) only for the turns in `views`.
     `before_turn(pipeline, i)` is called before each request is planned, `i` being the index in
     `log.entries` of the assistant message that request produced (replay keeps checkpoints).
-    `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`."""
+    `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`; a turn is
+    handed over once what the provider billed for it (the usage event after its reply) is known.
+    `window_source`: where the policy's window came from (core/log/models.py `resolve_window`)."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
-    sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name)
+    named = named_model(log.header, model)
+    info = lookup(named) if named else None
+    sim = Simulation(policy, pipe.mode, pipe.counter.encoding_name, model=named, window_source=window_source,
+                     calibration=pipe.calibration, prices=info if info is not None and info.input is not None else None)
     keep, feed = on_turn is None, pipe.feed
+    shaped: set[str] = set()   # the log's compactions some request was built with
+    pending: TurnStats | None = None
+    raw_h: int | None = None   # the whole log before the last request, by the heuristic (what it cached)
+
+    def hand_over() -> None:
+        sim.add(pending, keep)
+        if not keep:
+            on_turn(sim, pending)
+
     t0 = time.perf_counter()
     for i, entry in enumerate(log.entries):
         if isinstance(entry, Event):
             feed(entry)
             if entry.type == "compaction" and pipe.applied(entry.id):
                 sim.recorded.append(entry.id)
+            elif entry.type == "undo" and entry.get("target") in sim.recorded and entry.get("target") not in shaped:
+                sim.recorded.remove(entry.get("target"))   # taken back before any request: it never happened
+            elif entry.type == "usage" and pending is not None and entry.get("turn") == pending.turn:
+                billed, cached = entry.get("prompt_tokens"), entry.get("cached_tokens")
+                pending.billed_tokens = billed if isinstance(billed, int) else None
+                pending.billed_cached = cached if isinstance(cached, int) else None
             continue
         if entry.role == "assistant":
+            if pending is not None:
+                hand_over()
+                pending = None
             if until_turn is not None and pipe.turn + 1 > until_turn:
                 break
             if before_turn is not None:
@@ -247,17 +307,22 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 sim.compactions.append(plan.new_compaction)
             recorded = plan.recorded_compaction
             if recorded:
+                shaped.add(recorded.id)
                 if comp is None:
                     comp, source = recorded, "recorded"
             stats = TurnStats(plan.turn, entry.id, plan.raw_tokens, plan.base_tokens, plan.sent_tokens,
                               plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
-                              plan.sent_heuristic, source if comp else None)
-            sim.add(stats, keep)
-            if not keep:
-                on_turn(sim, stats)
+                              source if comp else None)
+            if sim.prices is not None and raw_h is not None:
+                stats.raw_cached = max(0, plan.raw_tokens - pipe.calibration.scale(pipe.raw_tokens - raw_h))
+            raw_h = pipe.raw_tokens
+            pending = stats
         feed(entry)
+    if pending is not None:
+        hand_over()
+    sim.calibration = pipe.calibration
     sim.seconds = time.perf_counter() - t0
     return sim
 

@@ -1,82 +1,166 @@
 """Probes: the checkable facts of a session, each with the request that first carried it.
 
-A probe is recoverable from a request when one unit of what is sent (a message, or an
-assistant message together with the tool results that answer it) contains all of its
-`anchors` and, when `any_of` is set, at least one of those. Anchors are normalised text
-(`normalise`), so a fact counts whether it survives verbatim, re-quoted in a summary, or
-re-cased; a summary that only alludes to it does not carry it.
+A fact is structured — the task's goal, each user instruction, a file read or modified (by a tool
+or by a shell command), a command and its exit status, an error's signature, a decision, a pin —
+and carries a matcher over its content: the terms that identify it (paths, identifiers, numbers,
+the key words of an instruction), found on token boundaries in one message, close together. So a
+summary that paraphrases a fact keeps it, one that drops it loses it, and a text that has the words
+scattered about (or `ls` inside `implementation_details`) does not carry it. The matcher never
+looks for the extractive summarizer's own wording.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Iterator
 
-from breakwater.core.log.message import Message
+from breakwater.core.log.error_signature import Signature, error_signatures
+from breakwater.core.log.file_effects import MODIFIED, command_head, file_effects, in_place_edit
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.log.session_log import Event, SessionLog
-from breakwater.core.log.outcome import (CHANGE_TOOLS, PATH_KEYS, call_args, command_of, exit_status, reports_errors,
-                                     salient_errors)
-from breakwater.core.stages.summarize import sentences, user_instructions
+from breakwater.core.stages.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
+                                       user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
 # the error it is working on, and what the user pinned
 PINNED_KINDS = ("goal", "constraint", "file-modified", "last-error", "pinned")
 
-ANCHOR_CHARS = 80           # a prefix this long identifies a sentence, a command or an error line
 MAX_ERRORS_PER_RESULT = 3
 MAX_DECISIONS_PER_MESSAGE = 3
-RESOLUTION_LOOKAHEAD = 3    # assistant messages after an error where its resolution is looked for
+MAX_INSTRUCTIONS_PER_MESSAGE = 10
+KEY_WORDS = 8               # the key words of a sentence a matcher looks for, at most
+KEY_IDENTS = 3              # the identifiers and numbers it requires, at most
+WORD_SHARE = 0.6            # of the key words, at least this share must be there
+NEAR = {"goal": 600, "constraint": 300, "file-read": 0, "file-modified": 80, "command": 200, "error": 300,
+        "decision": 300, "pinned": 0}
+CORRECTION_WEIGHT = 2       # an instruction with a word of correction or constraint counts twice
 
-_QUOTES = str.maketrans({c: " " for c in "`*\"'“”‘’\\"})
-_DECISION = re.compile(
-    r"(?i)\b(?:i'll|i will|we'll|we will|let's|decided|decide|going to|plan is|plan:|instead|because|"
-    r"switch(?:ed)? to|will use|chose|choose|rather than)\b|决定|改用|选择|因为|打算|采用|方案")
-_RESOLUTION = re.compile(
-    r"(?i)\b(?:fix|fixed|fixing|because|cause|caused|the problem|the issue|instead|resolved|root cause)\b|"
-    r"修|原因|因为|导致|问题|解决")
+_PUNCT = str.maketrans({c: " " for c in "`*\"'“”‘’\\()[]{}<>,;:!?=|→…«»"})
+_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
+_TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
+STOP = frozenset("""a about above after again all also am an and any are as at be because been before being
+below between both but by can could did do does doing done down during each few for from further had has have
+having he her here hers him his how i if in into is it its itself just let lets like me more most my myself
+now of off on once or other our ours out over own please same she should so some such than that the their them
+then there these they this those through to too under until up us very was we were what when where which while
+who whom why will with would you your yours want need make sure think see look going use using get got also
+may might must shall via per one two okay ok yes thanks thank hi hello""".split())
+NEGATIONS = ("no", "not", "never", "without", "avoid", "don t", "doesn t", "dont", "can t", "cannot", "shouldn t",
+             "mustn t", "won t", "isn t", "aren t", "off limits", "forbidden", "disallowed", "nothing", "none",
+             "instead of", "rather than", "except", "only", "stop")
+NEGATION_WORDS = frozenset(w for n in NEGATIONS for w in n.split())
+# a decision states a choice and why, not the next step narrated ("let's look at ...")
+_CHOICE = re.compile(r"(?i)\b(?:decided|decide|will use|instead|because|switch(?:ed)? to|rather than|plan is|chose|"
+                     r"choose|going with|the fix is|the fix:|root cause)\b|决定|改用|选择|因为|打算")
+# what says a file was changed: past tenses and participles, and the tools that change files (the
+# bare verbs are instructions and nouns as often: "change", "fix", "update")
+CHANGE_WORDS = ("modified", "modifies", "modifying", "changed", "changing", "edited", "edits", "editing", "wrote",
+                "writes", "written", "created", "creates", "updated", "updates", "patched", "fixed", "fixes",
+                "replaced",
+                "rewrote", "rewritten", "added", "removed", "deleted", "inserted", "sed -i", "str_replace",
+                "apply_patch", "tee", "refactored", "renamed", "(m)", "(new)", "(a)")
+
+
+def status_words(code: int) -> tuple[str, ...]:
+    words = [f"exit {code}", f"exit code {code}", f"exit status {code}", f"exited {code}", f"exited with {code}",
+             f"returncode {code}", f"return code {code}", f"returned {code}", f"rc {code}", f"status {code}"]
+    words += ["succeeded", "success", "successful", "successfully", "passed", "passes", "ok", "worked"] if code == 0 \
+        else ["failed", "fails", "failing", "failure", f"exit code {code}"]
+    return tuple(dict.fromkeys(words))
 
 
 def normalise(text: str) -> str:
-    """Case, width, quoting and whitespace do not change a fact."""
+    """Case, width, quoting, markup and punctuation between words do not change a fact."""
     text = unicodedata.normalize("NFKC", text).casefold()
     # summaries quote tool calls as JSON, where newlines and quotes come escaped
-    text = text.replace("\\n", " ").replace("\\t", " ").translate(_QUOTES)
+    text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " ")).translate(_PUNCT)
     return " ".join(text.split())
-
-
-def clip(norm: str, limit: int = ANCHOR_CHARS) -> str:
-    """A prefix of normalised text, cut at a word boundary when there is one, without the closing
-    punctuation a summary may not repeat."""
-    if len(norm) > limit:
-        cut = norm.rfind(" ", limit // 2, limit)
-        norm = norm[: cut if cut > 0 else limit]
-    return norm.rstrip(".,;:!?。，；：！？…、 ")
 
 
 @dataclass(frozen=True, slots=True)
 class Probe:
     id: str
     category: str              # one of CATEGORIES
-    kind: str                  # goal, constraint, file-read, file-modified, command, error, resolution, decision, pinned
+    kind: str                  # goal, constraint, file-read, file-modified, command, error, decision, pinned
     text: str                  # the fact, for people
     turn: int                  # the first request whose history carries it
     message_id: str            # where it came from (the workbench jumps there)
-    anchors: tuple[str, ...]
-    any_of: tuple[str, ...] = ()
+    parts: tuple[tuple[str, ...], ...]   # normalised terms: each part is found when one of its terms is
+    must: int = 0              # the first `must` parts are required ...
+    need: int = 0              # ... and `need` of the others
+    near: int = 0              # the parts found lie within this many characters (0: anywhere in the message)
     until: int | None = None   # a pin stops being a probe when it is unpinned
+    weight: int = 1            # how many facts it counts as (an instruction the user insisted on: 2)
+    resolved: int | None = None  # an error: the turn of the first request after the same command succeeded
 
     def live_at(self, turn: int) -> bool:
         return self.turn <= turn and (self.until is None or turn < self.until)
 
+    def terms(self) -> Iterator[str]:
+        for part in self.parts:
+            yield from part
 
-def matches(probe: Probe, text: str) -> bool:
-    """Whether one unit's normalised text carries the probe."""
-    return all(a in text for a in probe.anchors) and (not probe.any_of or any(a in text for a in probe.any_of))
+
+def _word(c: str) -> bool:
+    return c.isalnum() or c == "_"
 
 
+def at_boundary(text: str, start: int, end: int, prefix: bool = False) -> bool:
+    """Whether text[start:end] stands on token boundaries: not inside a word, a dotted name or a path
+    (a `prefix` may end inside a word)."""
+    if start > 0:
+        c = text[start - 1]
+        if _word(c) or (c in ".-" and start > 1 and _word(text[start - 2])):
+            return False
+    if end < len(text) and not prefix:
+        c = text[end]
+        if _word(c) or (c in "./-" and end + 1 < len(text) and _word(text[end + 1])):
+            return False
+    return True
+
+
+def satisfied(probe: Probe, found: dict[int, list[int]]) -> bool:
+    """Whether the parts found (part index -> positions) carry the probe."""
+    must, parts = probe.must, probe.parts
+    if any(i not in found for i in range(must)):
+        return False
+    others = sum(1 for i in range(must, len(parts)) if i in found)
+    if others < probe.need:
+        return False
+    if not probe.near or len(found) < 2:
+        return True
+    # some position of the first part found has the required parts around it
+    first = min(found)
+    for at in found[first]:
+        lo, hi = at - probe.near, at + probe.near
+        near = {i for i, pos in found.items() if any(lo <= p <= hi for p in pos)}
+        if all(i in near for i in range(must)) and sum(1 for i in near if i >= must) >= probe.need:
+            return True
+    return False
+
+
+def matches(probe: Probe, norm: str) -> bool:
+    """Whether one message's normalised text carries the probe (the slow way: one probe)."""
+    found: dict[int, list[int]] = {}
+    for i, part in enumerate(probe.parts):
+        for term in part:
+            prefix = term.endswith(PREFIX)
+            term = term.rstrip(PREFIX)
+            at = norm.find(term)
+            while at >= 0:
+                if at_boundary(norm, at, at + len(term), prefix):
+                    found.setdefault(i, []).append(at)
+                at = norm.find(term, at + 1)
+    return satisfied(probe, found)
+
+
+# -- how a message reads to the matcher ----------------------------------------------------------
 def _flatten(value) -> Iterator[str]:
     if isinstance(value, str):
         yield value
@@ -90,56 +174,109 @@ def _flatten(value) -> Iterator[str]:
         yield str(value)
 
 
-def message_text(msg: Message) -> str:
-    """Everything of a message that reaches the model, tool-call arguments unescaped."""
+def lead_of(call: ToolCall | None, result: Message) -> str | None:
+    """What a tool result is read after: the command it answers, or the file an in-place edit changed."""
+    if call is None:
+        return None
+    command = command_of(call)
+    if command:
+        return command
+    edited = in_place_edit(call, result.content)
+    return f"edited {edited}" if edited else None
+
+
+def message_text(msg: Message, lead: str | None = None) -> str:
+    """Everything of a message that reaches the model, tool-call arguments unescaped, the files a call
+    changes named as changed; a tool result after what it answers (`lead_of`) and its exit status."""
+    if msg.role == "tool":
+        code = exit_status(msg)
+        head = (lead or "") + (f" exit {code}" if code is not None else "")
+        return f"{head}\n{msg.content}" if head else msg.content
     if not msg.tool_calls:
         return msg.content
     parts = [msg.content]
     for c in msg.tool_calls:
         args = call_args(c)
         parts.append(f"{c.name} " + (" ".join(_flatten(args)) if args else c.arguments))
+        parts += [f"modified {path}" for path, how in file_effects(c) if how == MODIFIED]
     return "\n".join(parts)
 
 
-def units(messages: Iterable[Message]) -> Iterator[list[Message]]:
-    """An assistant message with tool calls and the results that follow it form one unit."""
-    current: list[Message] = []
-    for m in messages:
-        if m.role == "tool" and current and current[0].tool_calls:
-            current.append(m)
-            continue
-        if current:
-            yield current
-        current = [m]
-    if current:
-        yield current
+# -- the terms that identify a fact ----------------------------------------------------------------
+def _tokens(text: str) -> list[str]:
+    return [t.strip(".-/") for t in _TOKEN.findall(normalise(text)) if t.strip(".-/")]
 
 
-def status_markers(code: int) -> tuple[str, ...]:
-    return (f"exit code: {code}", f"exit code {code}", f"exit status {code}", f"exit status: {code}",
-            f"exited with {code}", f"exit {code}")
+def key_terms(text: str) -> tuple[list[str], list[str]]:
+    """(identifiers and numbers, key words) of a sentence: the first are what it names exactly (a
+    path, a dotted or snake_case name, a number, a CamelCase name), the second its content words."""
+    camel = {w.casefold() for w in re.findall(r"[\w.]+", text) if _CAMEL.search(w)}
+    idents, words = [], []
+    for t in _tokens(text):
+        if any(c.isdigit() for c in t) or any(c in t for c in "_./@#") or t in camel:
+            if len(t) >= 2 and t not in idents:
+                idents.append(t)
+        elif len(t) >= 3 and t not in STOP and t not in NEGATION_WORDS and not t.isdigit():
+            stem = stem_of(t)
+            if stem not in words:
+                words.append(stem)
+    return idents, words
 
 
-def change_markers(path: str) -> tuple[str, ...]:
-    p = normalise(path)
-    verbs = ("created", "replaced", "modified", "changed", "wrote", "edited", "updated", "patched")
-    return tuple(dict.fromkeys([*(f"{normalise(t)} {p}" for t in CHANGE_TOOLS), *(f"{v} {p}" for v in verbs),
-                                f"{p} (changed)", f"{p} (modified)", f"{p}: modified", f"{p}: changed"]))
+_SUFFIXES = ("ing", "ed", "es", "s", "e", "ly")
+PREFIX = "*"   # a term ending so is a stem: found at the start of a word, whatever ends it
 
 
+def stem_of(word: str) -> str:
+    """A key word as a stem (`touched` and `touch` -> `touch*`): a paraphrase inflects its words."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and word[:-len(suffix)].isalpha():
+            return word[:-len(suffix)] + PREFIX
+    return word + PREFIX if word.isalpha() else word
+
+
+def path_tail(path: str) -> str:
+    """The last two components of a path: what a summary names whether it writes it absolute or not."""
+    parts = [p for p in normalise(path).split("/") if p and p != "."]
+    return "/".join(parts[-2:])
+
+
+def _text_parts(text: str, idents_max: int = KEY_IDENTS, extra: tuple[tuple[str, ...], ...] = ()
+                ) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
+    """(parts, must, need) of a sentence's matcher: its identifiers required, then `extra` parts
+    required, then its key words, of which WORD_SHARE must be there."""
+    idents, words = key_terms(text)
+    idents = sorted(idents[:8], key=len, reverse=True)[:idents_max]
+    words = words[:KEY_WORDS]
+    if not idents and len(words) < 2:
+        return None
+    parts = tuple((i,) for i in idents) + extra + tuple((w,) for w in words)
+    return parts, len(idents) + len(extra), math.ceil(WORD_SHARE * len(words))
+
+
+def negated(text: str) -> bool:
+    norm = f" {normalise(text)} "
+    return any(f" {w} " in norm for w in NEGATIONS) or "n t " in norm
+
+
+# -- extraction --------------------------------------------------------------------------------------
 class _Collector:
     def __init__(self) -> None:
         self.probes: list[Probe] = []
         self.seen: set[tuple] = set()
 
     def add(self, category: str, kind: str, text: str, turn: int, message_id: str,
-            anchors: tuple[str, ...], any_of: tuple[str, ...] = (), key: tuple | None = None) -> Probe | None:
-        anchors = tuple(a for a in anchors if a)
-        key = key or (kind, anchors, any_of)
-        if not anchors or key in self.seen:
+            parts: tuple[tuple[str, ...], ...], must: int, need: int, key: tuple | None = None,
+            weight: int = 1) -> Probe | None:
+        parts = tuple(tuple(t for t in p if t) for p in parts)
+        if not parts or not all(parts):
+            return None
+        key = key or (kind, parts)
+        if key in self.seen:
             return None
         self.seen.add(key)
-        probe = Probe(f"p{len(self.probes):04d}", category, kind, text, turn, message_id, anchors, any_of)
+        probe = Probe(f"p{len(self.probes):04d}", category, kind, text, turn, message_id, parts, must, need,
+                      NEAR.get(kind, 0), weight=weight)
         self.probes.append(probe)
         return probe
 
@@ -148,75 +285,145 @@ def extract(log: SessionLog) -> list[Probe]:
     """The probes of a session, in the order the session created them."""
     col = _Collector()
     turn = 1                    # the request that will first see the entries fed so far
-    first_user = True
-    results: dict[str, Message] = {m.tool_call_id: m for m in log.messages if m.role == "tool" and m.tool_call_id}
-    open_errors: list[tuple[Probe, int]] = []   # error probes still looking for a resolution
+    goal_seen = False
+    calls = {c.id: c for m in log.messages for c in m.tool_calls}
+    heads_failed: dict[tuple[str, ...], list[int]] = {}   # command head -> error probes it left open
     pins: dict[str, int] = {}                   # message id -> index of its pinned probe
     by_id = {m.id: m for m in log.messages}
-    calls = {c.id: c for m in log.messages for c in m.tool_calls}
+    answered = {m.tool_call_id for m in log.messages if m.role == "tool"}
     for entry in log.entries:
         if isinstance(entry, Event):
             _pin_event(entry, turn, col, pins, by_id)
             continue
         msg = entry
         if msg.role == "user":
-            _user(msg, turn, first_user, col)
-            first_user = False
+            goal_seen = _user(msg, turn, goal_seen, col)
         elif msg.role == "assistant":
-            _assistant(msg, turn + 1, col, results, open_errors)
+            _assistant(msg, turn + 1, col, answered)
             turn += 1
-        elif msg.role == "tool" and reports_errors(msg, calls.get(msg.tool_call_id or "")):
-            for line in salient_errors(msg.content, MAX_ERRORS_PER_RESULT):
-                anchor = clip(normalise(line))
-                probe = col.add("errors", "error", line.strip()[:200], turn, msg.id, (anchor,)) if len(anchor) >= 8 else None
-                if probe:
-                    open_errors.append((probe, RESOLUTION_LOOKAHEAD))
-    source = _source_units(log)
-    return [p for p in col.probes if matches(p, source.get(p.message_id, ""))]
+        elif msg.role == "tool":
+            call = calls.get(msg.tool_call_id or "")
+            _result(msg, call, turn, col, heads_failed)
+    source = _sources(log, calls)
+    return [p for p in col.probes if _carried_by_source(p, source)]
 
 
-def _user(msg: Message, turn: int, first: bool, col: _Collector) -> None:
-    goal = next(sentences(msg.content), None) if first else None
-    if goal:
-        col.add("goal", "goal", goal[:300], turn, msg.id, (clip(normalise(goal)),))
-    for s in user_instructions(msg.content):
-        if s != goal:
-            col.add("goal", "constraint", s[:300], turn, msg.id, (clip(normalise(s)),))
+def _carried_by_source(probe: Probe, source: dict[str, str]) -> bool:
+    """A probe its own message does not carry would be a miss with no compaction at all: dropped."""
+    text = source.get(probe.message_id)
+    return text is not None and matches(probe, text)
 
 
-def _assistant(msg: Message, turn: int, col: _Collector, results: dict[str, Message],
-               open_errors: list[tuple[Probe, int]]) -> None:
+def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
+    """The goal (the format's task statement, else the first user message's first sentence) and every
+    instruction of the user's own messages; a framework's observations state none."""
+    meta = msg.meta or {}
+    task = task_statement(msg)
+    if meta.get("is_demo") or (task is None and (meta.get("message_type") == "observation" or msg.is_observation)) \
+            or is_wrapper(msg.content):
+        return goal_seen
+    goal = None
+    if not goal_seen and (task is not None or msg.content.strip()):
+        goal = next(sentences(_prose(task if task is not None else user_text(msg.content))), None)
+        shaped = _text_parts(goal) if goal else None
+        if shaped:
+            col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
+            goal_seen = True
+    if task is not None:
+        return goal_seen
+    found = 0
+    for s in sentences(_prose(user_text(msg.content))):
+        if found >= MAX_INSTRUCTIONS_PER_MESSAGE:
+            break
+        if s == goal or s.endswith(("?", "？")) or _code_like(s):
+            continue
+        shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+        if shaped and col.add("goal", "constraint", s[:300], turn, msg.id, *shaped,
+                              weight=CORRECTION_WEIGHT if USER_CONSTRAINT.search(s) else 1):
+            found += 1
+    return goal_seen
+
+
+_FENCE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_CODE_LINE = re.compile(r"^\s*(?:>>>|\.\.\.|\$ |\d+:|[#/]{2}|[{}()\[\]<>]|def |class |import |from \S+ import "
+                        r"|return )")
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code and without lines that read as code."""
+    text = _FENCE.sub("\n", text)
+    return "\n".join(line for line in text.splitlines() if not _CODE_LINE.match(line))
+
+
+def _code_like(sentence: str) -> bool:
+    letters = sum(c.isalpha() or c.isspace() for c in sentence)
+    return letters < 0.7 * len(sentence) or len(sentence.split()) < 3
+
+
+def _assistant(msg: Message, turn: int, col: _Collector, answered: set) -> None:
     text = msg.content.strip()
     if text:
-        decided = 0
-        for s in sentences(text):
-            if decided < MAX_DECISIONS_PER_MESSAGE and _DECISION.search(s):
-                col.add("decisions", "decision", s[:300], turn, msg.id, (clip(normalise(s)),))
-                decided += 1
-        still = []
-        for probe, left in open_errors:
-            fix = next((s for s in sentences(text) if _RESOLUTION.search(s)), None)
-            if fix:
-                col.add("errors", "resolution", f"{fix[:200]} (after: {probe.text[:80]})", turn, msg.id,
-                        (clip(normalise(fix)),), key=("resolution", msg.id, fix))
-            elif left > 1:
-                still.append((probe, left - 1))
-        open_errors[:] = still
+        for s in [d for d in decision_lines(text) if _CHOICE.search(d)][:MAX_DECISIONS_PER_MESSAGE]:
+            shaped = _text_parts(s)
+            if shaped:
+                col.add("decisions", "decision", s[:300], turn, msg.id, *shaped)
     for call in msg.tool_calls:
-        args = call_args(call)
-        path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
-        if path and call.name in CHANGE_TOOLS:
-            col.add("files", "file-modified", f"modified {path}", turn, msg.id, (normalise(path),),
-                    change_markers(path), key=("file-modified", path))
-        elif path:
-            col.add("files", "file-read", f"read {path}", turn, msg.id, (normalise(path),), key=("file-read", path))
-        cmd = command_of(call)
-        if cmd:
-            result = results.get(call.id)
-            code = exit_status(result) if result else None
-            shown = " ".join(cmd.split())[:200]
-            col.add("commands", "command", f"{shown} → exit {code}" if code is not None else shown, turn, msg.id,
-                    (clip(normalise(cmd)),), status_markers(code) if code is not None else ())
+        command = command_of(call)
+        if command and call.id not in answered:   # no result ever came: the command, with no status
+            _command(command, None, turn, msg.id, col)
+        for path, how in file_effects(call):
+            tail = path_tail(path)
+            if not tail:
+                continue
+            if how == MODIFIED:
+                col.add("files", "file-modified", f"modified {path}", turn, msg.id, ((tail,), CHANGE_WORDS), 2, 0,
+                        key=("file-modified", tail))
+            elif ("file-modified", tail) not in col.seen:
+                col.add("files", "file-read", f"read {path}", turn, msg.id, ((tail,),), 1, 0, key=("file-read", tail))
+
+
+def _command(command: str, code: int | None, turn: int, message_id: str, col: _Collector) -> None:
+    head = tuple(normalise(t) for t in command_head(command))
+    if head:
+        parts = tuple((t,) for t in head) + ((status_words(code),) if code is not None else ())
+        shown = " ".join(command.split())[:200]
+        col.add("commands", "command", f"{shown} → exit {code}" if code is not None else shown, turn, message_id,
+                parts, len(parts), 0)
+
+
+def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) -> None:
+    command = command_of(call) if call is not None else None
+    code = exit_status(msg)
+    if command:
+        _command(command, code, turn, msg.id, col)
+        if code == 0:
+            shown = " ".join(command.split())[:60]
+            for i in heads_failed.pop(command_head(command), ()):
+                p = col.probes[i]
+                col.probes[i] = replace(p, resolved=turn, text=f"{p.text} (resolved: `{shown}` then exited 0)")
+    path = in_place_edit(call, msg.content) if call is not None else None
+    if path:
+        col.add("files", "file-modified", f"modified {path}", turn, msg.id, ((path_tail(path),), CHANGE_WORDS), 2, 0,
+                key=("file-modified", path_tail(path)))
+    if not reports_errors(msg, call):
+        return
+    for sig in error_signatures(msg.content, MAX_ERRORS_PER_RESULT):
+        shaped = _signature_parts(sig)
+        if shaped is None:
+            continue
+        probe = col.add("errors", "error", sig.text, turn, msg.id, *shaped, key=("error", sig.text))
+        if probe is not None and command:
+            heads_failed.setdefault(command_head(command), []).append(len(col.probes) - 1)
+
+
+def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
+    head = normalise(sig.head)
+    if sig.kind == "line":
+        return _text_parts(sig.detail)
+    idents, words = key_terms(sig.detail) if sig.detail else ([], [])
+    words = words[:KEY_WORDS]
+    required = ((head,),) + tuple((i,) for i in idents[:2] if i != head)
+    return required + tuple((w,) for w in words), len(required), math.ceil(WORD_SHARE * len(words))
 
 
 def _pin_event(ev: Event, turn: int, col: _Collector, pins: dict[str, int], by_id: dict[str, Message]) -> None:
@@ -226,22 +433,20 @@ def _pin_event(ev: Event, turn: int, col: _Collector, pins: dict[str, int], by_i
         return
     if ev.type == "pin" and mid not in pins:
         norm = normalise(message_text(msg))
-        anchors = (norm,) if len(norm) <= 400 else (norm[:200], norm[-200:])
-        col.add("pinned", "pinned", f"pinned {msg.role} message: {msg.content[:120]}", turn, mid, anchors,
-                key=("pinned", mid, turn))
-        pins[mid] = len(col.probes) - 1
+        if not norm:
+            return
+        parts = ((norm,),) if len(norm) <= 400 else ((norm[:200].rsplit(" ", 1)[0],), (norm[-200:].split(" ", 1)[-1],))
+        if col.add("pinned", "pinned", f"pinned {msg.role} message: {msg.content[:120]}", turn, mid, parts,
+                   len(parts), 0, key=("pinned", mid, turn)):
+            pins[mid] = len(col.probes) - 1
     elif ev.type == "unpin" and mid in pins:
         i = pins.pop(mid)
-        p = col.probes[i]
-        col.probes[i] = Probe(p.id, p.category, p.kind, p.text, p.turn, p.message_id, p.anchors, p.any_of, turn)
+        col.probes[i] = replace(col.probes[i], until=turn)
 
 
-def _source_units(log: SessionLog) -> dict[str, str]:
-    """Each message's own unit, normalised: a probe its source does not match would be a miss with
-    no compaction at all, so such a probe is dropped."""
+def _sources(log: SessionLog, calls: dict) -> dict[str, str]:
     out = {}
-    for unit in units(log.messages):
-        text = normalise("\n".join(message_text(m) for m in unit))
-        for m in unit:
-            out[m.id] = text
+    for m in log.messages:
+        call = calls.get(m.tool_call_id or "") if m.role == "tool" else None
+        out[m.id] = normalise(message_text(m, lead_of(call, m)))
     return out

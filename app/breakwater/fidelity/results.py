@@ -17,7 +17,8 @@ PINNED = "pinned_categories"
 
 @dataclass(slots=True)
 class Tally:
-    """Probe-turn pairs kept and live, per category, for the pinned categories and overall."""
+    """Probe-turn pairs kept and live, per category, for the pinned categories and overall (a probe of
+    weight w counts as w probes)."""
 
     kept: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
@@ -59,12 +60,14 @@ class FidelityRun:
         return bool(self.kept[i] >> (turn - 1) & 1)
 
     def recall_at(self, turn: int, categories: Iterable[str] | None = None) -> float | None:
-        """The share of the facts created so far that turn `turn`'s request still carries."""
+        """The share of the facts created so far that turn `turn`'s request still carries (an
+        instruction the user insisted on counts as `weight` facts)."""
         cats = set(categories) if categories is not None else None
         live = [i for i, p in enumerate(self.probes) if self._live(i, turn) and (cats is None or p.category in cats)]
         if not live:
             return None
-        return sum(self._is_kept(i, turn) for i in live) / len(live)
+        probes = self.probes
+        return sum(probes[i].weight for i in live if self._is_kept(i, turn)) / sum(probes[i].weight for i in live)
 
     def pinned_counts(self, turn: int) -> tuple[int, int]:
         """(kept, live) of what must not be lost — goal and constraints, modified files, pins, and
@@ -73,7 +76,8 @@ class FidelityRun:
             return 0, 0
         live = [i for i, p in enumerate(self.probes) if p.kind in PINNED_KINDS and self._live(i, turn)]
         live += [i for i, start, end in self.last_error_spans() if start <= turn < end]
-        return sum(self._is_kept(i, turn) for i in live), len(live)
+        probes = self.probes
+        return sum(probes[i].weight for i in live if self._is_kept(i, turn)), sum(probes[i].weight for i in live)
 
     def pinned_at(self, turn: int) -> float | None:
         """The share of what must not be lost that turn `turn`'s request still carries."""
@@ -133,7 +137,7 @@ class FidelityRun:
             if stop <= p.turn:
                 continue
             span = ((1 << (stop - p.turn)) - 1) << (p.turn - 1)
-            kept, live = (self.kept[i] & span).bit_count(), stop - p.turn
+            kept, live = (self.kept[i] & span).bit_count() * p.weight, (stop - p.turn) * p.weight
             t.add("all", kept, live)
             t.add(p.category, kept, live)
             if p.kind in PINNED_KINDS:
@@ -161,6 +165,36 @@ class PresetSummary:
 
 
 @dataclass(slots=True)
+class BilledCheck:
+    """The accounting model against what the provider billed (issue 23): the agent's own history
+    replayed, each request after the first predicted from the usage recorded before it only."""
+
+    input_errors: list[float] = field(default_factory=list)   # |predicted - billed| / billed, per request
+    cache_errors: list[float] = field(default_factory=list)   # the same for cache reads, where recorded
+    input_signed: list[float] = field(default_factory=list)   # (predicted - billed) / billed: the bias
+
+    def merge(self, other: "BilledCheck") -> None:
+        self.input_errors += other.input_errors
+        self.cache_errors += other.cache_errors
+        self.input_signed += other.input_signed
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": len(self.input_errors), **spread(self.input_errors),
+                "bias": median(self.input_signed),
+                "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)}}
+
+
+def median(xs: list[float]) -> float | None:
+    return sorted(xs)[len(xs) // 2] if xs else None
+
+
+def spread(xs: list[float]) -> dict[str, float | None]:
+    """The median and 90th percentile (nearest rank) of absolute relative errors."""
+    s = sorted(xs)
+    return {"median_abs_error": median(s), "p90_abs_error": s[min(len(s) - 1, -(-9 * len(s) // 10) - 1)] if s else None}
+
+
+@dataclass(slots=True)
 class SessionSummary:
     path: str
     title: str = ""
@@ -168,12 +202,17 @@ class SessionSummary:
     probes: dict[str, int] = field(default_factory=dict)   # per category
     presets: dict[str, PresetSummary] = field(default_factory=dict)
     error: str | None = None     # why the session could not be evaluated
+    format: str = ""
+    billed: BilledCheck | None = None   # when the session records usage
 
     def to_json(self) -> dict[str, Any]:
         if self.error:
             return {"path": self.path, "error": self.error}
-        return {"path": self.path, "title": self.title, "turns": self.turns, "probes": dict(self.probes),
-                "presets": {name: s.to_json() for name, s in self.presets.items()}}
+        out = {"path": self.path, "title": self.title, "format": self.format, "turns": self.turns,
+               "probes": dict(self.probes), "presets": {name: s.to_json() for name, s in self.presets.items()}}
+        if self.billed is not None:
+            out["billed_vs_predicted"] = self.billed.to_json()
+        return out
 
 
 def saving(raw: int, sent: int) -> float:

@@ -17,21 +17,42 @@ from typing import Callable, Iterable, Iterator, Sequence
 from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
 from breakwater.core.log.session_log import SessionLog, SessionLogError
-from breakwater.core.simulate import make_pipeline
+from breakwater.core.recount import own_history_policy
+from breakwater.core.log.models import resolve_window
+from breakwater.core.simulate import make_pipeline, simulate
 from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
-from breakwater.fidelity.results import FidelityRun, PresetSummary, SessionSummary, Tally, totals_json
-from breakwater.fidelity.scoring import Scorer
+from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
+                                         totals_json)
+from breakwater.fidelity.scoring import Scorer, Tracker
 
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
-    """The named preset at `window`, else at the session's own window, else the preset's."""
+    """The named preset at `window`, else the session's own window, else its model's (as `simulate`:
+    core/log/models.py), else the preset's."""
     policy = preset(name)
-    w = window or log.header.get("window")
+    w = resolve_window(log.header, None, window)[0]
     if isinstance(w, int) and not isinstance(w, bool) and w != policy.window:
         policy = policy.with_changes(window=w)
     return policy
+
+
+def billed_check(log: SessionLog, counter: str = "exact") -> BilledCheck | None:
+    """Each request of the agent's own history, predicted by the accounting model from the usage
+    recorded before it, against the usage recorded for it; None when the session records none."""
+    check = BilledCheck()
+    recorded = False
+    for t in simulate(log, own_history_policy(), counter).turns:
+        if t.billed_tokens is None:
+            continue
+        if recorded:   # the first request has no earlier usage to fit: nothing is predicted
+            check.input_errors.append(abs(t.sent_tokens - t.billed_tokens) / t.billed_tokens)
+            check.input_signed.append((t.sent_tokens - t.billed_tokens) / t.billed_tokens)
+            if t.billed_cached:
+                check.cache_errors.append(abs(t.stable_prefix_tokens - t.billed_cached) / t.billed_cached)
+        recorded = True
+    return check if recorded else None
 
 
 class Stopped(Exception):
@@ -41,7 +62,7 @@ class Stopped(Exception):
 def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
            summarizer: Summarizer | None = None, model: str | None = None,
            stop: Callable[[], bool] | None = None) -> FidelityRun:
-    """Build every request the pipeline would send and record which probes each one carries.
+    """Follow every request the pipeline would send and record which probes each one carries.
 
     Pass the same `scorer` to replays of one session under several policies: the messages
     they leave untouched are then searched once. `summarizer` replaces the offline one, to
@@ -49,8 +70,8 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     for `simulate` (the workbench passes its own, so both runs make the same decisions)."""
     scorer = scorer or Scorer(extract(log))
     probes = scorer.probes
-    kept = [0] * len(probes)
     pipe = make_pipeline(log, policy, counter, model, summarizer)
+    tracker = Tracker(scorer, pipe)
     raw = sent = turns = 0
     summaries: set[str] = set()
     compaction_turns: list[int] = []
@@ -59,21 +80,18 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
             if stop is not None and stop():
                 raise Stopped
             plan = pipe.plan()
-            view = plan.built or pipe.materialize(plan)
             turns = plan.turn
             raw += plan.raw_tokens
             sent += plan.sent_tokens
-            bit = 1 << (turns - 1)
-            for i in scorer.carried(view.messages):
-                kept[i] |= bit
+            tracker.update(plan, plan.built.messages if plan.built is not None else None)
             # a summary in the request, new or replayed from the log, marks a deep compaction
-            for m in view.messages:
+            for m in (plan.built.messages if plan.built is not None else plan.head):
                 comp = (m.meta or {}).get("compaction") if m.meta else None
                 if comp and comp not in summaries:
                     summaries.add(comp)
                     compaction_turns.append(turns)
         pipe.feed(entry)
-    return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(kept), raw, sent,
+    return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(tracker.kept(turns)), raw, sent,
                        tuple(compaction_turns), tuple(loops.file_reads(log)))
 
 
@@ -83,20 +101,21 @@ def summarize_run(run: FidelityRun) -> PresetSummary:
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
-                  counter: str = "exact") -> SessionSummary:
-    """One session under every preset. Never raises for a bad session: the reason is returned."""
-    from breakwater.formats import load_session
-
+                  counter: str = "exact", reuse: bool = False, billed: bool = True) -> SessionSummary:
+    """One session under every preset. Never raises for a bad session: the reason is returned.
+    `reuse`: take the session this process loaded last if it is this one (a worker given the
+    presets of one session one at a time loads and searches it once)."""
     out = SessionSummary(str(path))
     try:
-        log = load_session(path)
+        log = _loaded(path) if reuse else _load(path)
         policies = [policy_for(name, log, window) for name in presets]
     except (SessionLogError, PolicyError, OSError) as exc:
         out.error = str(exc)
         return out
-    scorer = Scorer(extract(log))
+    scorer = _scorer(log) if reuse else Scorer(extract(log))
     probes = scorer.probes
     out.title = str(log.header.get("title") or Path(path).name)
+    out.format = log.source_format or "native"
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
     for name, policy in zip(presets, policies):
@@ -106,14 +125,58 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
             out.error = f"{name}: {type(exc).__name__}: {exc}"
             out.presets.clear()
             break
+    else:
+        if billed:
+            out.billed = billed_check(log, counter)
     return out
 
 
-Task = Callable[[str], SessionSummary]
+def _load(path: str) -> SessionLog:
+    from breakwater.formats import load_session
+
+    return load_session(path)
+
+
+# the session this process loaded last, its file's identity and its scorer (made when first asked)
+_last: list = [None, None, None]
+
+
+def _loaded(path: str) -> SessionLog:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return _load(path)   # which says why it cannot be read, as for any session
+    key = (path, st.st_mtime_ns, st.st_size)
+    if _last[0] != key:
+        _last[:] = [None, None, None]   # let the previous session go before loading the next
+        _last[:] = [key, _load(path), None]
+    return _last[1]
+
+
+def _scorer(log: SessionLog) -> Scorer:
+    if _last[1] is not log:
+        return Scorer(extract(log))
+    if _last[2] is None:
+        _last[2] = Scorer(extract(log))
+    return _last[2]
+
+
+def merge(parts: Sequence[SessionSummary]) -> SessionSummary:
+    """One session's summary from its presets' (in the presets' order), as `evaluate_path` of them
+    all gives it: the first preset that failed names the error and no preset's figures are kept."""
+    out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes))
+    out.format, out.billed = parts[0].format, parts[0].billed
+    for part in parts:
+        if part.error:
+            out.error = part.error
+            out.presets.clear()
+            break
+        out.presets.update(part.presets)
+    return out
 
 
 @dataclass
-class _Eval:
+class Task:
     """A picklable `evaluate_path` with its settings bound (sent to pool and Dask workers)."""
 
     presets: tuple[str, ...]
@@ -123,9 +186,26 @@ class _Eval:
     def __call__(self, path: str) -> SessionSummary:
         return evaluate_path(path, self.presets, self.window, self.counter)
 
+    def unit(self, path: str, preset: str) -> SessionSummary:
+        """One preset of one session: the unit of parallel work."""
+        return evaluate_path(path, (preset,), self.window, self.counter, reuse=True,
+                             billed=preset == self.presets[0])
+
+    def units(self, paths: Sequence[str]) -> list[tuple[str, str]]:
+        """Every (session, preset), the largest sessions first: a long session's presets start at
+        once on every worker, where one task per session kept a worker on it long after the others
+        had finished."""
+        def size(path: str) -> int:
+            try:
+                return os.stat(path).st_size
+            except OSError:
+                return 0
+        by_size = sorted(paths, key=size, reverse=True)
+        return [(path, name) for path in by_size for name in self.presets]
+
 
 def task(presets: Sequence[str], window: int | None = None, counter: str = "exact") -> Task:
-    return _Eval(tuple(presets), window, counter)
+    return Task(tuple(presets), window, counter)
 
 
 def default_jobs() -> int:
@@ -135,37 +215,105 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class _Gather:
+    """Puts each session's presets back together as they complete, in any order."""
+
+    def __init__(self, presets: Sequence[str]):
+        self.presets = tuple(presets)
+        self.parts: dict[str, dict[str, SessionSummary]] = {}
+
+    def add(self, path: str, preset: str, part: SessionSummary) -> SessionSummary | None:
+        got = self.parts.setdefault(path, {})
+        got[preset] = part
+        if len(got) < len(self.presets):
+            return None
+        del self.parts[path]
+        return merge([got[name] for name in self.presets])
+
+
 def run_local(paths: Sequence[str], fn: Task, jobs: int) -> Iterator[SessionSummary]:
-    """Results in completion order; one job runs in this process."""
-    if jobs <= 1 or len(paths) <= 1:
+    """Results in completion order; one job runs in this process. Several jobs share out the
+    (session, preset) pairs, the largest sessions first."""
+    units = fn.units(paths)
+    if jobs <= 1 or len(units) <= 1:
         for p in paths:
             yield fn(p)
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        futures = [pool.submit(fn, p) for p in paths]
+    gather = _Gather(fn.presets)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
+        futures = {pool.submit(fn.unit, path, name): (path, name) for path, name in units}
         for fut in as_completed(futures):
-            yield fut.result()
+            whole = gather.add(*futures[fut], fut.result())
+            if whole is not None:
+                yield whole
 
 
 class ClusterError(RuntimeError):
     pass
 
 
-def run_dask(paths: Sequence[str], fn: Task, address: str) -> Iterator[SessionSummary]:
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _reach(address: str, timeout: float) -> None:
+    """Shake hands with the scheduler, bounded: a port that accepts connections but never answers
+    as a Dask scheduler would (an HTTP server, a worker's nanny, a stray listener) holds a Client
+    forever."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.addressing import parse_address
+
+    try:
+        scheme, _ = parse_address(address)
+    except ValueError as exc:
+        raise ClusterError(f"--dask {address}: {exc}") from None
+    if scheme == "ucx" and not any(_has(m) for m in ("distributed_ucxx", "ucp")):
+        raise ClusterError(f"--dask {address}: ucx:// needs UCX support (distributed-ucxx), which is not "
+                           f"installed here; use the scheduler's tcp:// address")
+
+    async def shake() -> None:
+        comm = await connect(address, timeout=timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(shake(), timeout + 1))   # connect says first if nothing listens
+    except asyncio.TimeoutError:
+        raise ClusterError(f"no Dask scheduler answered at {address} within {timeout:g} s (something may be "
+                           f"listening there that is not a scheduler; --dask-timeout S waits longer)") from None
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def run_dask(paths: Sequence[str], fn: Task, address: str,
+             timeout: float = CONNECT_TIMEOUT_S) -> Iterator[SessionSummary]:
     """The same work on an existing Dask cluster; workers must see the same session paths."""
     try:
         from distributed import Client
         from distributed import as_completed as dask_completed
     except ImportError:
         raise ClusterError("--dask needs the cluster extra: pip install 'breakwater[cluster]'") from None
+    _reach(address, timeout)
     try:
-        client = Client(address, timeout="10s")
+        client = Client(address, timeout=f"{timeout}s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
     try:
-        futures = client.map(fn, list(paths), pure=False)
-        for fut in dask_completed(futures):
-            yield fut.result()
+        gather = _Gather(fn.presets)
+        units = fn.units(paths)
+        # the scheduler starts the highest priority first: the order of `units`, largest first
+        futures = {client.submit(fn.unit, path, name, pure=False, priority=len(units) - k): (path, name)
+                   for k, (path, name) in enumerate(units)}
+        for fut in dask_completed(list(futures)):
+            whole = gather.add(*futures[fut], fut.result())
+            if whole is not None:
+                yield whole
     finally:
         client.close()
 
@@ -209,8 +357,16 @@ class Corpus:
         rank = {p: i for i, p in enumerate(order)}
         return sorted(self.sessions, key=lambda s: rank.get(s.path, len(rank)))
 
+    def billed_by_format(self) -> dict[str, BilledCheck]:
+        out: dict[str, BilledCheck] = {}
+        for s in self.sessions:
+            if s.billed is not None:
+                out.setdefault(s.format, BilledCheck()).merge(s.billed)
+        return dict(sorted(out.items()))
+
     def to_json(self, order: Iterable[str]) -> dict:
         sessions = self.ordered(order)
         return {"presets": {name: t.to_json() for name, t in self.totals().items()},
+                "billed_vs_predicted": {fmt: c.to_json() for fmt, c in self.billed_by_format().items()},
                 "sessions": [s.to_json() for s in sessions if not s.error],
                 "skipped": [s.to_json() for s in sessions if s.error]}

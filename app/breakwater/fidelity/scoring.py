@@ -1,18 +1,33 @@
-"""Scoring: which probes one request still carries.
+"""Scoring: which probes a request still carries, and how that changes request by request.
 
-Each distinct message text is normalised and searched once for all anchors; a unit's hits
-are the union of its messages' hits, and the probes it carries are found from the anchors it
-hit, so a request costs a few set operations per unit rather than a search per probe.
+A probe is carried when one message of the request holds its parts on token boundaries, close
+together (`probes.satisfied`). Every term of every probe is found in one Aho-Corasick pass over a
+message's normalised text; a message's hits are kept by its text, so a message sent unchanged in a
+thousand requests is searched once.
+
+`Tracker` follows a replay without building each request: a request is its head (summary, first
+user message kept, pins) and the history from `plan.start` to `plan.n`, each message in the form its
+stage level gives it (`materialize.level_of`). Between two requests only the messages whose form
+changed (a boundary moved, a message was added or changed) are looked at again, and a probe's
+state changes only when the number of messages carrying it goes to or from zero. Eval of a session
+is then linear in its length, where building every request was quadratic.
 """
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ahocorasick_rs import AhoCorasick
 
 from breakwater.core.log.message import Message
-from breakwater.fidelity.probes import Probe, matches, message_text, normalise, units
+from breakwater.core.stages.summarize import SUMMARY_HEADER
+from breakwater.fidelity.probes import (PREFIX, Probe, at_boundary, lead_of, matches, message_text, normalise,
+                                       satisfied)
+
+if TYPE_CHECKING:
+    from breakwater.core.fold.pipeline import Pipeline, Plan
+
+_NONE: frozenset[int] = frozenset()
 
 
 class Scorer:
@@ -20,59 +35,232 @@ class Scorer:
         self.probes = list(probes)
         index: dict[str, int] = {}
         for p in self.probes:
-            for a in (*p.anchors, *p.any_of):
-                index.setdefault(a, len(index))
-        # one Aho-Corasick pass per text finds every anchor, however many probes there are
-        self._automaton = AhoCorasick(list(index)) if index else None
-        # a probe is looked at only when its first anchor was hit
-        self._by_first: dict[int, list[int]] = {}
-        self._need: list[tuple[frozenset[int], frozenset[int]]] = []
+            for t in p.terms():
+                index.setdefault(t, len(index))
+        # one Aho-Corasick pass per text finds every term, however many probes there are
+        self._automaton = AhoCorasick([t.rstrip(PREFIX) for t in index]) if index else None
+        self._prefix = [t.endswith(PREFIX) for t in index]
+        # term -> [(probe, part)] where it stands
+        self._where: list[list[tuple[int, int]]] = [[] for _ in index]
         for i, p in enumerate(self.probes):
-            self._by_first.setdefault(index[p.anchors[0]], []).append(i)
-            self._need.append((frozenset(index[a] for a in p.anchors), frozenset(index[a] for a in p.any_of)))
-        self._message_hits: dict[tuple, frozenset[int]] = {}
-        self._unit_hits: dict[tuple, frozenset[int]] = {}
+            for k, part in enumerate(p.parts):
+                for t in part:
+                    self._where[index[t]].append((i, k))
+        self._hits: dict[str, frozenset[int]] = {}
 
-    def _hits(self, msg: Message) -> frozenset[int]:
-        key = (msg.content, msg.tool_calls)
-        hit = self._message_hits.get(key)
+    def text_hits(self, norm: str) -> frozenset[int]:
+        """Indices of the probes one normalised text carries."""
+        if self._automaton is None or not norm:
+            return _NONE
+        found: dict[int, dict[int, list[int]]] = {}
+        for t, start, end in self._automaton.find_matches_as_indexes(norm, overlapping=True):
+            if at_boundary(norm, start, end, self._prefix[t]):
+                for i, k in self._where[t]:
+                    found.setdefault(i, {}).setdefault(k, []).append(start)
+        return frozenset(i for i, parts in found.items() if satisfied(self.probes[i], parts)) or _NONE
+
+    def hits(self, msg: Message, lead: str | None = None) -> frozenset[int]:
+        """Indices of the probes one message carries (a tool result read after `lead`, `probes.lead_of`)."""
+        text = message_text(msg, lead)
+        hit = self._hits.get(text)
         if hit is None:
-            found = self._automaton.find_matches_as_indexes(normalise(message_text(msg)), overlapping=True) \
-                if self._automaton else ()
-            hit = self._message_hits[key] = frozenset(i for i, _, _ in found)
+            if len(self._hits) > 1 << 16:
+                self._hits.clear()
+            hit = self._hits[text] = self.text_hits(normalise(text))
         return hit
 
-    def _carried(self, anchors: frozenset[int]) -> frozenset[int]:
-        found = self._unit_hits.get(anchors)
-        if found is None:
-            out = []
-            for a in anchors:
-                for i in self._by_first.get(a, ()):
-                    need, one_of = self._need[i]
-                    if need <= anchors and (not one_of or not one_of.isdisjoint(anchors)):
-                        out.append(i)
-            found = self._unit_hits[anchors] = frozenset(out)
-        return found
-
     def carried(self, messages: Sequence[Message]) -> set[int]:
-        """Indices (into `probes`) of every probe some unit of `messages` carries."""
+        """Indices (into `probes`) of every probe some message of `messages` carries."""
+        commands = {c.id: c for m in messages if m.tool_calls for c in m.tool_calls}
         out: set[int] = set()
-        for unit in units(messages):
-            hits = self._hits(unit[0])
-            for m in unit[1:]:
-                hits = hits | self._hits(m)
-            out |= self._carried(hits)
+        for m in messages:
+            call = commands.get(m.tool_call_id or "") if m.role == "tool" else None
+            out |= self.hits(m, lead_of(call, m))
         return out
 
 
-def at_risk(scorer: Scorer, request: Sequence[Message], replaced: Collection[str], turn: int) -> list[Probe]:
-    """The probes live at `turn` that `request` carries only in the messages a compaction would
-    replace (`replaced`: message ids; a replaced assistant message takes its tool results along)."""
-    gone = set(replaced)
-    calls = {c.id for m in request if m.id in gone for c in m.tool_calls}
-    kept = [m for m in request if m.id not in gone and not (m.role == "tool" and m.tool_call_id in calls)]
-    elsewhere = scorer.carried(kept)
-    return [scorer.probes[i] for i in sorted(scorer.carried(request) - elsewhere) if scorer.probes[i].live_at(turn)]
+class Tracker:
+    """The probes each request of one replay carries, followed from one request to the next.
+
+    `update(plan)` after each `pipe.plan()`; `kept()` at the end gives, per probe, the bit mask of
+    the turns whose request carried it (bit k-1 for turn k)."""
+
+    def __init__(self, scorer: Scorer, pipe: Pipeline):
+        self.scorer, self.pipe = scorer, pipe
+        n = len(scorer.probes)
+        self.count = [0] * n           # messages of the current request carrying each probe
+        self.on = [False] * n          # whether the last request carried it
+        self.since = [0] * n           # the turn from which it has been carried, while on
+        self.masks = [0] * n
+        self._segments: list[tuple[int, int, tuple[int, bool]]] = []
+        self._applied: dict[int, frozenset[int]] = {}   # position -> the hits counted for it
+        self._forms: dict[int, dict[tuple[int, bool], frozenset[int]]] = {}
+        self._formed = 0                 # positions below it are the only ones with forms
+        self._head: tuple = ()
+        self._head_hits: list[frozenset[int]] = []
+        self._touched: set[int] = set()
+        self._override = False   # the last request was built whole (squeezed): its states are not the counts
+
+    # -- counting ---------------------------------------------------------------------------------
+    def _add(self, hits: frozenset[int], step: int) -> None:
+        count, touched = self.count, self._touched
+        for p in hits:
+            count[p] += step
+            if count[p] == (1 if step > 0 else 0):
+                touched.add(p)
+
+    def _form_hits(self, i: int, key: tuple[int, bool]) -> frozenset[int]:
+        by_key = self._forms.get(i)
+        if by_key is None:
+            by_key = self._forms[i] = {}
+            self._formed = max(self._formed, i + 1)
+        hit = by_key.get(key)
+        if hit is None:
+            pipe = self.pipe
+            level, near = key
+            res = pipe._transform(i, level, near) if level else None
+            msg = res[0] if res else pipe.san.out[i].message
+            call = pipe.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
+            hit = by_key[key] = self.scorer.hits(msg, lead_of(call, msg))
+        return hit
+
+    # -- one request -------------------------------------------------------------------------------
+    def update(self, plan: Plan, built: Sequence[Message] | None = None) -> None:
+        """Follow the pipeline to request `plan.turn` (`built`: its messages, when planning built it)."""
+        changed = plan.changed_from
+        for i in range(changed, self._formed):   # the forms of messages changed since (new ones have none)
+            self._forms.pop(i, None)
+        self._formed = min(self._formed, changed)
+        self._update_head(plan.head)
+        self._update_region(_segments(plan), changed)
+        turn = plan.turn
+        if built is not None:
+            carried = self.scorer.carried(built)
+            self._touched = set()
+            self._record(turn, range(len(self.count)), lambda p: p in carried)
+            self._override = True
+            return
+        if self._override:
+            # after a request built whole, every probe's state is the count's again
+            self._touched.update(range(len(self.count)))
+            self._override = False
+        touched, self._touched = self._touched, set()
+        self._record(turn, touched, lambda p: self.count[p] > 0)
+
+    def _record(self, turn: int, probes, now) -> None:
+        on, since, masks = self.on, self.since, self.masks
+        for p in probes:
+            state = now(p)
+            if state == on[p]:
+                continue
+            if state:
+                since[p] = turn
+            else:
+                masks[p] |= _span(since[p], turn)
+            on[p] = state
+
+    def _update_head(self, head: Sequence[Message]) -> None:
+        if len(head) == len(self._head) and all(a is b for a, b in zip(head, self._head)):
+            return   # the same messages (held here, so no other message can come to have their ids)
+        for hits in self._head_hits:
+            self._add(hits, -1)
+        commands = {c.id: c for m in head if m.tool_calls for c in m.tool_calls}
+        self._head_hits = []
+        for m in head:
+            call = commands.get(m.tool_call_id or "") or self.pipe.calls.get(m.tool_call_id or "") \
+                if m.role == "tool" else None
+            self._head_hits.append(self.scorer.hits(m, lead_of(call, m)))
+        for hits in self._head_hits:
+            self._add(hits, 1)
+        self._head = tuple(head)
+
+    def _update_region(self, segments: list[tuple[int, int, tuple[int, bool]]], changed: int) -> None:
+        old, applied = self._segments, self._applied
+        if segments == old and changed >= _end(old):
+            return
+        for a, b, was, now in _diff(old, segments, changed):
+            for i in range(a, b):
+                if was is not None:
+                    self._add(applied.pop(i, _NONE), -1)
+                if now is not None:
+                    hits = self._form_hits(i, now)
+                    if hits:
+                        applied[i] = hits
+                        self._add(hits, 1)
+        self._segments = segments
+
+    def kept(self, turns: int) -> list[int]:
+        """Per probe, the turns (1..turns) whose request carried it, as a bit mask."""
+        out = list(self.masks)
+        for p, on in enumerate(self.on):
+            if on:
+                out[p] |= _span(self.since[p], turns + 1)
+        return out
+
+
+def _span(start: int, stop: int) -> int:
+    """Bits start-1 .. stop-2: turns start .. stop-1."""
+    return ((1 << (stop - start)) - 1) << (start - 1) if stop > start else 0
+
+
+def _segments(plan: Plan) -> list[tuple[int, int, tuple[int, bool]]]:
+    """The sent region as (start, end, (stage level, near)) runs, as `materialize.level_of` gives them."""
+    s, n, boundary, near_start = plan.start, plan.n, plan.boundary, plan.near_start
+    near_level = plan.level if boundary >= near_start else plan.lower
+    runs = [(s, min(boundary, near_start, n), (plan.level, False)),
+            (max(s, boundary), min(near_start, n), (plan.lower, False)),
+            (max(s, near_start), n, (near_level, True))]
+    out: list[tuple[int, int, tuple[int, bool]]] = []
+    for a, b, (level, near) in runs:
+        if b <= a:
+            continue
+        key = (level, near) if level else (0, False)
+        if out and out[-1][1] == a and out[-1][2] == key:
+            out[-1] = (out[-1][0], b, key)
+        else:
+            out.append((a, b, key))
+    return out
+
+
+def _end(segments) -> int:
+    return segments[-1][1] if segments else 0
+
+
+def _key_at(segments, i: int):
+    for a, b, key in segments:
+        if a <= i < b:
+            return key
+    return None
+
+
+def _diff(old, new, changed: int):
+    """(start, end, form before, form now) of the runs of positions whose form changed, or whose
+    message did (from `changed` on)."""
+    cuts = sorted({c for a, b, _ in (*old, *new) for c in (a, b)} | {changed})
+    for a, b in zip(cuts, cuts[1:]):
+        was, now = _key_at(old, a), _key_at(new, a)
+        if was is None and now is None:
+            continue
+        if was != now or a >= changed:
+            yield a, b, was, now
+
+
+def at_risk(scorer: Scorer, before: Sequence[Message], after: Sequence[Message], summary_id: str,
+            turn: int) -> list[Probe]:
+    """The probes live at `turn` that request `before` carries and request `after` (the same turn
+    once a deep compaction is made) carries only if its new summary (the message marked with
+    `summary_id`) says them: what the compaction loses unless the summary keeps it, by the very
+    measure the fidelity gauge applies to whole requests (an earlier summary it folds in counts too)."""
+    rest = [_without_summary(m) if m.meta and m.meta.get("compaction") == summary_id else m for m in after]
+    gone = scorer.carried(before) - scorer.carried(rest)
+    return [scorer.probes[i] for i in sorted(gone) if scorer.probes[i].live_at(turn)]
+
+
+def _without_summary(msg: Message) -> Message:
+    """The message that holds the new summary without it: the first user message the request keeps
+    may be joined with it, and still says what it said."""
+    at = msg.content.find(SUMMARY_HEADER)
+    return msg.with_content(msg.content[:at] if at >= 0 else "")
 
 
 def not_carried(probes: Sequence[Probe], text: str) -> list[Probe]:

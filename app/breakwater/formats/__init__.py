@@ -4,50 +4,94 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
-from breakwater.core.log.json_lines import SessionLogError, open_session_file
+from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
 from breakwater.core.log.session_log import LoadIssue, SessionLog, load_native
 from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex, looks_like_mini_swe_agent,
                                        looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
                                        looks_like_pi, looks_like_swe_agent)
 
-__all__ = ["load_session", "load_sessions", "detect_format", "SessionLogError", "FORMATS"]
+__all__ = ["load_session", "load_sessions", "detect_format", "pick_session", "holds", "SessionLogError", "FORMATS"]
 
 FORMATS = ("native", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+# the formats whose loader takes a document already read (one JSON value, or a file of one line)
+DOCUMENT_FORMATS = ("swe-agent", "mini-swe-agent", "openhands")
 
 
-def _sniff(path: Path) -> tuple[object | None, bool]:
-    """(the first record, whether the file is one JSON list): enough to tell the formats apart."""
+class _Sniffed(NamedTuple):
+    first: object | None      # the first record: enough to tell the formats apart
+    is_list: bool             # whether the file is one JSON list
+    document: object | None   # the whole file, when telling needed it read: the loader takes it from here
+    notes: tuple[str, ...] = ()
+
+
+def _sniff(path: Path) -> _Sniffed:
     with open_session_file(path) as fh:
         head = fh.read(65536)
-    text = head.decode("utf-8", errors="replace").lstrip()
-    if not text:
-        return None, False
-    if text.startswith("[") and path.stat().st_size < MAX_DOCUMENT_BYTES:
-        try:
-            data = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
-        except (ValueError, RecursionError):
-            return None, True
-        return (data[0] if isinstance(data, list) and data else None), True
-    first_line = text.split("\n", 1)[0]
+        text = head.decode("utf-8", errors="replace").lstrip()
+        if not text:
+            return _Sniffed(None, False, None)
+        size = path.stat().st_size
+        if text.startswith("[") and size < MAX_DOCUMENT_BYTES:
+            return _document(path, head + fh.read(), True)
+        # the whole first line, however long (a first record past the head was taken for broken JSON)
+        fh.seek(0)
+        line = fh.readline(MAX_DOCUMENT_BYTES)
+        whole = not fh.read(65536).strip() and not fh.read(1)
+    if whole and text.startswith("{"):   # one line and nothing after it: a one-line JSON document
+        found = _document(path, line, False)
+        if found.document is not None:
+            return found
     try:  # the first line; several objects glued on it: the first one decides
-        return json.JSONDecoder().raw_decode(first_line)[0], False
+        return _Sniffed(json.JSONDecoder().raw_decode(line.decode("utf-8", errors="replace").strip())[0], False,
+                        None)
     except (ValueError, RecursionError):
         pass
-    if text.startswith("{") and path.stat().st_size < MAX_DOCUMENT_BYTES:
-        try:  # one pretty-printed JSON document
-            return json.loads(path.read_bytes().decode("utf-8", errors="replace")), False
-        except (ValueError, RecursionError):
-            return None, False
-    return None, False
+    if text.startswith("{") and size < MAX_DOCUMENT_BYTES:   # one pretty-printed JSON document
+        return _document(path, path.read_bytes(), False)
+    return _Sniffed(None, False, None)
+
+
+def _document(path: Path, raw: bytes, is_list: bool) -> _Sniffed:
+    """The file read whole as one JSON document, once: the loader is handed what was read."""
+    notes: list[str] = []
+    try:
+        data = decode_document(raw, path, notes)
+    except SessionLogError:   # the loader reads it again and says why it cannot
+        return _Sniffed(None, is_list, None)
+    first = (data[0] if data else None) if is_list else data
+    return _Sniffed(first, is_list, data, tuple(notes))
+
+
+def readers_that_load(path: Path, tried: str) -> list[str]:
+    """The formats other than `tried` whose reader finds messages in `path`: what to suggest when
+    detection guessed wrong. Only asked after a failure, and only for a file small enough to read."""
+    if path.stat().st_size >= MAX_DOCUMENT_BYTES:
+        return []
+    found = []
+    for fmt in FORMATS:
+        if fmt == tried:
+            continue
+        try:
+            logs = load_sessions(path, fmt)
+        except (SessionLogError, OSError, ValueError, RecursionError):
+            continue
+        if any(log.messages for log in logs):
+            found.append(fmt)
+    return found
 
 
 def detect_format(path: Path) -> str:
     """The format of a session file, from its content (never its name)."""
-    obj, is_list = _sniff(Path(path))
+    return _detected(_sniff(Path(path)))
+
+
+def _detected(sniffed: _Sniffed) -> str:
+    obj, is_list = sniffed.first, sniffed.is_list
     if is_list:
         return "openhands" if looks_like_openhands_event(obj) else "openai"
     if not isinstance(obj, dict):
@@ -77,23 +121,47 @@ def _importer(fmt: str):
     elif fmt == "openhands":
         from breakwater.formats.openhands import load_openhands as load
     else:
-        raise SessionLogError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise SessionLogError(f"unknown format {fmt!r} (one of auto, {', '.join(FORMATS)})")
     return load
 
 
 def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
     """Every session the file holds (a Claude Code main file and its subagents, an eval
-    output with one session per instance); the principal one first."""
+    output with one session per instance); the principal one first. A file that detection
+    cannot read says which `--format` would."""
     path = Path(path)
-    if fmt == "auto":
-        fmt = detect_format(path)
+    if fmt != "auto":
+        return _load(path, fmt)
+    document: _Sniffed | None = _sniff(path)
+    fmt = _detected(document)
+    if document.document is None:
+        document = None
+    try:
+        return _load(path, fmt, document)
+    except SessionLogError as exc:
+        others = readers_that_load(path, fmt) if path.is_file() else []
+        if not others:
+            raise
+        raise SessionLogError(f"{exc}; read as {fmt} (detected); it loads with "
+                              f"{' or '.join(f'--format {o}' for o in others)}") from None
+
+
+def _load(path: Path, fmt: str, document: _Sniffed | None = None) -> list[SessionLog]:
     if fmt == "native":
         return [load_native(path)]
     if fmt == "openai":
         from breakwater.formats.openai_chat import load_openai_messages
 
+        if document is not None:
+            return [load_openai_messages(path, document.document, list(document.notes))]
         return [load_openai_messages(path)]
-    logs = _importer(fmt)(path)
+    load = _importer(fmt)
+    # a document read to tell its format is not read again (the notes of one that needed repairs
+    # are worded per format: such a file is read by the format's own loader)
+    if document is not None and not document.notes and fmt in DOCUMENT_FORMATS:
+        logs = load(path, document.document)
+    else:
+        logs = load(path)
     if not any(log.entries for log in logs):
         reason = logs[0].issues[0] if logs and logs[0].issues else "no messages"
         raise SessionLogError(f"{path}: nothing to import as {fmt} ({reason})")
@@ -105,10 +173,25 @@ def load_session(path: str | Path, fmt: str = "auto", session: str | None = None
     logs = load_sessions(path, fmt)
     if session is None:
         if len(logs) > 1:
-            logs[0].issues.append(LoadIssue(str(path), 0, f"the file holds {len(logs)} sessions; this is "
-                                            f"{logs[0].id} (`breakwater import --session ID` picks another)"))
+            logs[0].issues.append(LoadIssue(str(path), 0, f"{holds(logs)}; this is {logs[0].id} "
+                                            f"(--session ID picks another)"))
         return logs[0]
+    return pick_session(path, logs, session)
+
+
+def holds(logs: list[SessionLog], shown: int = 8) -> str:
+    """What a file of several sessions holds, in a few words: their ids and sizes."""
+    named = ", ".join(f"{log.id} ({len(log.messages):,} messages)" for log in logs[:shown])
+    more = f" and {len(logs) - shown:,} more" if len(logs) > shown else ""
+    return f"the file holds {len(logs):,} sessions: {named}{more}"
+
+
+def pick_session(path: str | Path, logs: list[SessionLog], session: str) -> SessionLog:
+    """The session named `session` (its id, or the end of it: `sidechain-sys1`)."""
     for log in logs:
-        if log.id == session or log.id.endswith(session):
+        if log.id == session:
             return log
-    raise SessionLogError(f"{path}: no session {session!r} (it holds {', '.join(log.id for log in logs)})")
+    for log in logs:
+        if log.id.endswith(session):
+            return log
+    raise SessionLogError(f"{path}: no session {session!r}; {holds(logs)}")

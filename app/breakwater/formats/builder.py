@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.recount import recount_usage
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.fold.pipeline import RECORDED
 from breakwater.core.log.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
-from breakwater.core.stages.summarize import summary_message_text
-from breakwater.core.log.tokens import heuristic_message
 
 MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
 
@@ -246,8 +245,7 @@ class SessionBuilder:
                       f"{'s' if self.skipped[kind] != 1 else ''})")
         entries: list[Message | Event] = []
         n_msg = n_ev = assistants = 0
-        context = 0        # heuristic tokens the original agent's context held (for usage estimates)
-        since: list[tuple[_Node, int]] = []
+        usage = False
         flat: list[_Node] = []
         for node in self.nodes:
             flat.append(node)
@@ -264,24 +262,19 @@ class SessionBuilder:
                 msg = Message(node.final_id, node.role, node.content, tuple(node.calls), node.call_id, node.name,
                               turn, node.meta or None)
                 n_msg += 1
-                t = heuristic_message(msg)
-                context += t
-                since.append((node, t))
                 entries.append(msg)
                 continue
             data = dict(node.data)
             if node.event_type == "compaction":
                 data["cut_id"] = node.cut.final_id if node.cut is not None and node.cut.final_id else None
                 data.setdefault("turn", assistants + 1)
-                idx = next((i for i, (n, _) in enumerate(since) if n is node.cut), len(since))
-                since = since[idx:]      # what the agent kept after its summary
-                summary = Message("summary", "user", summary_message_text(str(data.get("summary") or "")))
-                context = sum(t for _, t in since) + heuristic_message(summary)
             elif node.event_type == "usage":
                 data.setdefault("turn", assistants)
-                data.setdefault("estimate", max(1, context - (since[-1][1] if since else 0)))
+                usage = True
             entries.append(Event(node.event_type, f"e{n_ev:05d}", data))
             n_ev += 1
+        if usage:   # each usage paired with what Breakwater counts for the request it billed
+            entries = recount_usage(entries)
         header = dict(self.header)
         header["imported"] = {"format": self.source_format, "path": str(self.path), "skipped": dict(self.skipped)}
         return SessionLog(header=header, entries=entries, path=self.path, issues=self.issues,

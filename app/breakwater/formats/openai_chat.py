@@ -8,13 +8,11 @@ native shape; the former is imported, as the model saw it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.log.message import content_text
-from breakwater.core.log.json_lines import (DIGITS_LIMIT, SessionLogError, lenient_loads, open_session_file,
-                                        replace_surrogates_in)
+from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
 from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 
@@ -47,8 +45,10 @@ def feed_chat_message(b: SessionBuilder, rec: Mapping[str, Any], line: int,
     if role == "assistant":
         turn = b.assistant(line, text, meta)
         reasoning = rec.get("reasoning_content")
-        if isinstance(reasoning, str):
+        if isinstance(reasoning, str) and reasoning:
             turn.add_meta_text("reasoning", reasoning)
+            # a chat-completions history holds what was sent: the reasoning went back with the reply
+            turn.set_meta("reasoning_resent", True)
         calls = rec.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             if isinstance(call, dict):
@@ -80,31 +80,14 @@ def feed_chat_messages(b: SessionBuilder, messages: Iterable[Any]) -> Turn | Non
 
 
 def read_json(path: Path, notes: list[str] | None = None) -> Any:
-    """One JSON document. An integer too long to convert is read as null and a lone surrogate
-    escape as U+FFFD, each said once in `notes`; nesting too deep to parse is a clear error."""
+    """One JSON document (see `decode_document`)."""
     with open_session_file(Path(path)) as fh:
-        text = fh.read().decode("utf-8", errors="replace")
-    found = []
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise SessionLogError(f"{path}: nested too deeply to read") from None
-    except json.JSONDecodeError as exc:
-        raise SessionLogError(f"{path}: not valid JSON ({exc})") from None
-    except ValueError:  # an integer longer than int() converts
-        data = lenient_loads(text)
-        found.append(f"numbers of more than {DIGITS_LIMIT} digits were read as null")
-    if "\\u" in text and (fixed := replace_surrogates_in(data)) is not None:
-        data = fixed
-        found.append("lone surrogate escapes (not characters) were replaced by U+FFFD")
-    if notes is not None:
-        notes.extend(found)
-    return data
+        return decode_document(fh.read(), path, notes)
 
 
-def load_openai_messages(path: Path, data: Any = None) -> SessionLog:
+def load_openai_messages(path: Path, data: Any = None, notes: list[str] | None = None) -> SessionLog:
     path = Path(path)
-    notes: list[str] = []
+    notes = list(notes or ())
     data = read_json(path, notes) if data is None else data
     record = data if isinstance(data, dict) else {}
     messages = record.get("messages") if record else data

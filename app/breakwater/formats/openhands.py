@@ -196,19 +196,23 @@ def _feed_v1(s: _Stream, events: Iterable[tuple[int, Mapping[str, Any]]]) -> Non
             b.warn(line, "event has no \"kind\", skipped")
 
 
-def load_openhands(path: Path) -> list[SessionLog]:
+def load_openhands(path: Path, document: Any = None) -> list[SessionLog]:
+    """`document`: the file already read whole (a V0 event list, or the one line of a one-line file)."""
     path = Path(path)
-    with open_session_file(path) as fh:
-        head = fh.read(4096).lstrip()[:1]
-    if head == b"[":
-        events = read_json(path)
+    if document is None:
+        with open_session_file(path) as fh:
+            head = fh.read(4096).lstrip()[:1]
+        document = read_json(path) if head == b"[" else None
+    if isinstance(document, list):
+        events = document
         b = SessionBuilder(path, FORMAT, path.stem, {"source": str(path), "openhands": "v0"})
         _feed_v0(_Stream(b), events, lambda i: i + 1)
         return [b.build()]
     logs: list[SessionLog] = []
     v1: list[tuple[int, Mapping[str, Any]]] = []
     issues: list[LoadIssue] = []
-    for lineno, obj, problem in iter_json_lines(path):
+    lines = iter_json_lines(path) if document is None else [(1, document, None)]
+    for lineno, obj, problem in lines:
         if problem:
             issues.append(LoadIssue(str(path), lineno, problem))
         if looks_like_openhands_eval(obj):

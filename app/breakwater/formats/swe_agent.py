@@ -3,12 +3,12 @@
 SWE-agent `.traj`: `history` is the conversation (demonstrations inlined), in a
 function-calling variant (assistant `tool_calls`, `role: tool` results naming
 their calls in a `tool_call_ids` list) or a text-action variant (the command in
-the assistant text, the observation a user message). `trajectory[i].messages`
+the assistant text, the observation a user message, marked so in its meta). `trajectory[i].messages`
 repeats the whole prompt of each step and is not imported.
 
 mini-swe-agent `.traj.json`: `messages` is a chat-completions list (1.1 and 2.x:
-tool calls; v1: text with fenced commands), ending with an `exit` message that
-holds the submission. Each assistant message's `extra.response` is the raw
+tool calls; v1: text with fenced commands, the observations user messages, marked so), ending
+with an `exit` message that holds the submission. Each assistant message's `extra.response` is the raw
 litellm response, whose `usage` becomes a usage event.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,40 @@ def _ids(value: Any) -> list[str]:
         except (ValueError, SyntaxError):
             return [value]
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
+
+
+# where the framework's prompt puts the task statement (SWE-agent's and mini-swe-agent's templates)
+_TASK = re.compile(r"<(pr_description|issue_description|issue|problem_statement)>\s*(?:Consider the following PR "
+                   r"description:\s*)?(.*?)\s*</\1>|ISSUE:\s*\n(.*?)(?:\n\s*INSTRUCTIONS:|$)", re.DOTALL)
+_RETURNCODE = re.compile(r"^\s*<returncode>\s*(-?\d+)\s*</returncode>")
+
+
+def task_span(text: str) -> list[int] | None:
+    """[start, end] of the task statement in a first user message, the template's wrapping left out."""
+    m = _TASK.search(text)
+    if m is None:
+        return None
+    group = 2 if m.group(2) is not None else 3
+    return [m.start(group), m.end(group)] if m.end(group) > m.start(group) else None
+
+
+def _first_task(b_extra: dict[str, Any], rec: dict, marked: bool) -> bool:
+    """Mark the task statement of the first non-demonstration user message; whether one is marked now."""
+    if marked or rec.get("role") != "user" or rec.get("is_demo") or not isinstance(rec.get("content"), str):
+        return marked
+    span = task_span(rec["content"])
+    if span is not None:
+        b_extra["task"] = span
+    return span is not None
+
+
+def _returncode(rec: dict) -> dict[str, Any]:
+    """mini-swe-agent reports a command's exit status as `<returncode>N</returncode>` before its output."""
+    content = rec.get("content")
+    m = _RETURNCODE.match(content) if isinstance(content, str) else None
+    if m is None:
+        return {}
+    return {"exit_code": int(m.group(1))}
 
 
 def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
@@ -54,6 +89,8 @@ def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
     if isinstance(model, str):
         header["model"] = model
     b = SessionBuilder(path, "swe-agent", path.name.removesuffix(".traj"), header)
+    marked = False
+    previous = None
     for i, rec in enumerate(data["history"]):
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             b.warn(i + 1, f"history item {i} is not a message, skipped")
@@ -61,6 +98,13 @@ def load_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
         extra = {k: rec[k] for k in ("message_type", "agent") if isinstance(rec.get(k), str)}
         if rec.get("is_demo"):
             extra["is_demo"] = True
+        elif rec["role"] == "user" and previous == "assistant" \
+                and rec.get("message_type", "observation") == "observation":
+            # text actions: the environment answers a reply in a user message (the task, which SWE-agent
+            # labels an observation too, answers none)
+            extra["observation"] = True
+        previous = rec["role"]
+        marked = _first_task(extra, rec, marked)
         if rec["role"] == "tool":
             ids = _ids(rec.get("tool_call_ids")) or ([rec["tool_call_id"]] if rec.get("tool_call_id") else [])
             if len(ids) > 1:
@@ -92,11 +136,18 @@ def load_mini_swe_agent(path: Path, data: Any = None) -> list[SessionLog]:
     sid = str(data.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj")) \
         if isinstance(data, dict) else path.stem
     b = SessionBuilder(path, "mini-swe-agent", sid, header)
+    marked = False
+    replied = False
     for i, rec in enumerate(messages):
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             b.warn(i + 1, f"message {i} is not a chat message, skipped")
             continue
-        turn = feed_chat_message(b, rec, i + 1)
+        extra = _returncode(rec)
+        if replied and rec["role"] == "user":   # v1 (text): a user message after the first reply is an observation
+            extra["observation"] = True
+        marked = _first_task(extra, rec, marked)
+        turn = feed_chat_message(b, rec, i + 1, extra or None)
+        replied = replied or rec["role"] == "assistant"
         extra = rec.get("extra") if isinstance(rec.get("extra"), dict) else {}
         response = extra.get("response")
         if turn is not None and isinstance(response, dict):

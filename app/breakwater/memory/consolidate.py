@@ -12,6 +12,7 @@ fragment that the new `MEMORY.md` points to, so the hot file stays bounded.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
-from breakwater.memory.durable import free_name, fsync_dir, write_atomically
+from breakwater.memory.durable import free_name
 from breakwater.memory.entries import (
     RULE,
     Entry,
@@ -67,7 +68,7 @@ def due(store: MemoryStore, *, threshold: int = 12, cooldown_days: float = 7.0,
     if count < threshold:
         return False, f"{count} fragments (fewer than {threshold})"
     try:
-        age = (time.time() if now is None else now) - store.gc_path.stat().st_mtime
+        age = (time.time() if now is None else now) - store.dir.stat(store.gc_path.name).st_mtime
     except FileNotFoundError:
         return True, f"{count} fragments, never consolidated"
     if age < cooldown_days * DAY_S:
@@ -139,8 +140,8 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             ok, reason = due(store, threshold=threshold, cooldown_days=cooldown_days)
             if not ok:
                 return ConsolidationReport(False, reason)
-        for stale in store.root.glob(f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
-            stale.unlink(missing_ok=True)
+        for stale in fnmatch.filter(store.dir.names(), f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
+            store.dir.unlink(stale)
         snap = store.snapshot()
         merged = merge(snap.entries)
         archived, hot = split_hot(merged, store.max_lines)
@@ -149,27 +150,24 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
         archive_name = None
         if archived:
             now = now or datetime.now()
-            archive_path = free_name(store.root, f"auto-{now:%Y-%m-%d}-")
-            archive_name = archive_path.name
-            write_atomically(archive_path, render(archived), TEMP_PREFIX)
+            archive_name = free_name(store.dir, f"auto-{now:%Y-%m-%d}-")
+            store.dir.replace(archive_name, render(archived).encode("utf-8"), TEMP_PREFIX)
             turns = [t for t in (e.turn for e in archived) if t is not None]
             span = f"Turns {min(turns)}-{max(turns)}, " if turns else ""
             pointer = f"- [archive] see {archive_name} ({span}{len(archived)} entries)"
             _checkpoint("after_archive")
         text = render(hot, pointer)
-        write_atomically(store.memory_path, text, TEMP_PREFIX, lambda: _checkpoint("after_temp"))
+        store.dir.replace(store.memory_path.name, text.encode("utf-8"), TEMP_PREFIX, lambda: _checkpoint("after_temp"))
         _checkpoint("after_write")
         for n, fragment in enumerate(snap.fragments):
-            fragment.unlink(missing_ok=True)
+            store.dir.unlink(fragment.name)
             if n == 0:
                 _checkpoint("mid_delete")
-        store.index_path.unlink(missing_ok=True)  # its pointers named the fragments just folded in
-        fsync_dir(store.root)
+        store.dir.unlink(store.index_path.name)  # its pointers named the fragments just folded in
+        store.dir.fsync()
         _checkpoint("before_gc")
-        with open(store.gc_path, "w", encoding="utf-8") as fh:
-            fh.write(datetime.now().isoformat(timespec="seconds") + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        store.dir.replace(store.gc_path.name, (datetime.now().isoformat(timespec="seconds") + "\n").encode(),
+                          TEMP_PREFIX)
         return ConsolidationReport(
             True, reason,
             fragments_removed=len(snap.fragments),

@@ -8,10 +8,10 @@ such as one that calls a model.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Callable, Iterable, Sequence
 
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.core.log.message import Message
 
 Extractor = Callable[[list[Message]], str]
@@ -136,7 +136,7 @@ def _files(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 def _argument_paths(arguments: str) -> list[str]:
     try:
-        data = json.loads(arguments)
+        data = checked_loads(arguments)
     except ValueError:
         return paths_in(arguments)
     out: list[str] = []

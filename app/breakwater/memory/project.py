@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import filelock
-
-from breakwater.memory.durable import append_durably
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.memory.store import AGENT_DIR, MemoryLockTimeout
 
 PROJECT_MEMORY_NAME = "PROJECT_MEMORY.md"
@@ -51,17 +49,14 @@ def append_session(workspace: str | os.PathLike[str], session_id: str, summary: 
     now = now or datetime.now()
     path = project_memory_path(workspace)
     entry = f"## Session {session_id[:8]} ({now:%Y-%m-%d %H:%M})\n{summary}\n"
-    lock_dir = Path(workspace) / AGENT_DIR
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    # No symlink is followed below the workspace: a tool could have linked the file to ~/.bashrc.
+    root = OwnedDir(workspace)
     try:
-        with filelock.FileLock(lock_dir / "project_memory.lock", timeout=lock_timeout):
-            try:
-                current = path.read_bytes()
-            except FileNotFoundError:
-                current = b""
+        with OwnedDir(workspace, AGENT_DIR).lock("project_memory.lock", lock_timeout):
+            current = root.read(PROJECT_MEMORY_NAME)
             lead = "" if not current else ("\n" if current.endswith(b"\n") else "\n\n")
-            append_durably(path, lead + entry)
-    except filelock.Timeout:
+            root.append(PROJECT_MEMORY_NAME, (lead + entry).encode("utf-8"))
+    except TimeoutError:
         raise MemoryLockTimeout(f"project memory is locked by another process; gave up after {lock_timeout:g}s") \
             from None
     return path
@@ -69,10 +64,7 @@ def append_session(workspace: str | os.PathLike[str], session_id: str, summary: 
 
 def read_sessions(workspace: str | os.PathLike[str]) -> list[SessionEntry]:
     """Session entries in file order; text before the first one is not an entry."""
-    try:
-        text = project_memory_path(workspace).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
+    text = OwnedDir(workspace).read(PROJECT_MEMORY_NAME).decode("utf-8", errors="replace")
     entries: list[SessionEntry] = []
     header, body = None, []
     for line in text.splitlines():

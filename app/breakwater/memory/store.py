@@ -9,6 +9,7 @@ Nothing is ever dropped.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,9 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
-import filelock
-
-from breakwater.memory.durable import append_durably, create_unique
+from breakwater.core.log.beneath import OwnedDir
+from breakwater.memory.durable import create_unique
 from breakwater.memory.entries import (
     FRAGMENT_GLOB,
     Entry,
@@ -58,7 +58,9 @@ class MemoryStore:
     def __init__(self, workspace: str | os.PathLike[str], *, max_lines: int = 150,
                  lock_timeout: float = 60.0) -> None:
         self.workspace = Path(workspace)
-        self.root = self.workspace / AGENT_DIR
+        # every file here is opened with no symlink followed below the workspace (issue 27 item 1)
+        self.dir = OwnedDir(self.workspace, AGENT_DIR)
+        self.root = self.dir.path
         self.memory_path = self.root / MEMORY_NAME
         self.index_path = self.root / INDEX_NAME
         self.gc_path = self.root / ".memory_gc"
@@ -69,21 +71,13 @@ class MemoryStore:
     @contextmanager
     def locked(self, timeout: float | None = None) -> Iterator[None]:
         """The cross-process lock every writer of this directory holds."""
-        self.root.mkdir(parents=True, exist_ok=True)
         wait = self.lock_timeout if timeout is None else timeout
-        # A fresh lock object per use: each thread then holds its own descriptor, so threads
-        # of one process exclude each other as processes do. filelock polls; a short interval
-        # keeps one busy writer from starving the others (50 ms let one process take ~all turns).
-        lock = filelock.FileLock(self.lock_path, timeout=wait, poll_interval=0.002)
         try:
-            lock.acquire()
-        except filelock.Timeout:
+            with self.dir.lock(self.lock_path.name, wait):
+                yield
+        except TimeoutError:
             raise MemoryLockTimeout(f"memory is locked by another process ({self.lock_path}); "
                                     f"gave up after {wait:g}s") from None
-        try:
-            yield
-        finally:
-            lock.release()
 
     def append(self, bullets: str, turn: int, *, now: datetime | None = None) -> AppendResult:
         lines = clean_bullets(bullets)
@@ -93,37 +87,36 @@ class MemoryStore:
         entry = format_entry(format_header(turn, now), lines)
         entry_lines = len(lines) + 2
         with self.locked():
-            current = _read_bytes(self.memory_path)
+            current = self.dir.read(MEMORY_NAME)
             lead = "\n" if current and not current.endswith(b"\n") else ""
             count = current.count(b"\n") + len(lead)
             if count + entry_lines <= self.max_lines:
-                append_durably(self.memory_path, lead + entry)
+                self.dir.append(MEMORY_NAME, (lead + entry).encode("utf-8"))
                 return AppendResult(self.memory_path, False, count + entry_lines)
             # Fragment first, pointer second: a crash in between leaves an orphan fragment,
             # which readers still find, never a pointer to nothing.
-            fragment = create_unique(self.root, f"auto-{now:%Y-%m-%d}-", entry)
-            pointer = overflow_pointer(fragment.name, turn) + "\n"
+            fragment = create_unique(self.dir, f"auto-{now:%Y-%m-%d}-", entry)
+            pointer = overflow_pointer(fragment, turn) + "\n"
             if count + 1 <= self.max_lines:
-                append_durably(self.memory_path, lead + pointer)
-                return AppendResult(fragment, True, count + 1)
-            index = _read_bytes(self.index_path)
-            append_durably(self.index_path, ("\n" if index and not index.endswith(b"\n") else "") + pointer)
-            return AppendResult(fragment, True, count)
+                self.dir.append(MEMORY_NAME, (lead + pointer).encode("utf-8"))
+                return AppendResult(self.root / fragment, True, count + 1)
+            index = self.dir.read(INDEX_NAME)
+            lead = "\n" if index and not index.endswith(b"\n") else ""
+            self.dir.append(INDEX_NAME, (lead + pointer).encode("utf-8"))
+            return AppendResult(self.root / fragment, True, count)
 
     def fragment_paths(self) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return sorted(self.root.glob(FRAGMENT_GLOB))
+        return sorted(self.root / n for n in fnmatch.filter(self.dir.names(), FRAGMENT_GLOB))
 
     def read_memory(self) -> str:
-        return _read_bytes(self.memory_path).decode("utf-8", errors="replace")
+        return self.dir.read(MEMORY_NAME).decode("utf-8", errors="replace")
 
     def signature(self) -> tuple:
         """Changes whenever MEMORY.md or a fragment is written, replaced, added or removed."""
         parts = []
         for path in (self.memory_path, *self.fragment_paths()):
             try:
-                st = path.stat()
+                st = self.dir.stat(path.name)
             except FileNotFoundError:
                 continue
             parts.append((path.name, st.st_mtime_ns, st.st_size, st.st_ino))
@@ -136,41 +129,29 @@ class MemoryStore:
         so it comes first.
         """
         items = parse(self.read_memory(), MEMORY_NAME)
-        items += [i for i in parse(_read_bytes(self.index_path).decode("utf-8", errors="replace"), INDEX_NAME)
+        items += [i for i in parse(self.dir.read(INDEX_NAME).decode("utf-8", errors="replace"), INDEX_NAME)
                   if isinstance(i, Pointer)]
         fragments = {p.name: p for p in self.fragment_paths()}
         named = {i.name for i in items if isinstance(i, Pointer)}
-        orphans = sorted((n for n in fragments if n not in named), key=lambda n: (_mtime(fragments[n]), n))
+        orphans = sorted((n for n in fragments if n not in named), key=lambda n: (self._mtime(n), n))
         entries: list[Entry] = []
         spliced: set[str] = set()
         for name in orphans:
-            entries.extend(_fragment_entries(fragments[name]))
+            entries.extend(self._fragment_entries(name))
         for item in items:
             if isinstance(item, Entry):
                 entries.append(item)
             elif item.name in fragments and item.name not in spliced:
                 spliced.add(item.name)
-                entries.extend(_fragment_entries(fragments[item.name]))
+                entries.extend(self._fragment_entries(item.name))
         return Snapshot(tuple(entries), tuple(fragments.values()))
 
+    def _fragment_entries(self, name: str) -> list[Entry]:
+        text = self.dir.read(name).decode("utf-8", errors="replace")  # b"" if consolidated since listed
+        return [i for i in parse(text, name) if isinstance(i, Entry)]
 
-def _fragment_entries(path: Path) -> list[Entry]:
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:  # removed by a consolidation since we listed it
-        return []
-    return [i for i in parse(text, path.name) if isinstance(i, Entry)]
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
+    def _mtime(self, name: str) -> float:
+        try:
+            return self.dir.stat(name).st_mtime
+        except FileNotFoundError:
+            return 0.0

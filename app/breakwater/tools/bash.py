@@ -15,6 +15,7 @@ import subprocess
 import time
 from typing import Mapping
 
+from breakwater.tools.bounds import MB, Bounds, Confinement
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
 from breakwater.tools.sandbox import Sandbox
@@ -35,19 +36,26 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
              max_lines: int = 400, session_id: str = "session", tool_call_id: str = "call", *,
              max_line_bytes: int = 4000, read_max_lines: int = 400,
              kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None,
-             max_bytes: int = DEFAULT_MAX_BYTES, sandbox: Sandbox | None = None) -> ToolResult:
-    """Run `bash -c command` in the workspace (inside `sandbox` if given); the result is what the model sees."""
+             max_bytes: int = DEFAULT_MAX_BYTES, sandbox: Sandbox | None = None,
+             bounds: Bounds | None = None, max_timeout_s: float | None = None,
+             max_spill_bytes: int | None = None) -> ToolResult:
+    """Run `bash -c command` in the workspace (inside `sandbox` if given, within `bounds`); the result
+    is what the model sees, and says which bound the command ran into."""
     if not isinstance(command, str) or not command.strip():
         return error_result("bash", "command is empty")
     if "\x00" in command:
         return error_result("bash", "command contains a NUL byte")
     if not timeout_s > 0:
         return error_result("bash", f"timeout must be positive, got {timeout_s}")
+    asked_s = timeout_s
+    if max_timeout_s is not None and timeout_s > max_timeout_s:
+        timeout_s = max_timeout_s
     try:
         ws = as_workspace(workspace)
         spill = Spill.create_in(ws, session_id, tool_call_id)
         try:
-            buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes)
+            buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes,
+                                         max_spill_bytes=max_spill_bytes)
         except ValueError:
             spill.discard()
             spill.close()
@@ -57,16 +65,28 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
     except OSError as exc:
         return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
     started = time.monotonic()
+    seccomp_fd = sandbox.filter_fd() if sandbox else None
+    confinement = Confinement(bounds) if bounds is not None else None
     try:
         argv = ["bash", "-c", command]
-        proc = subprocess.Popen(sandbox.command(argv, ws.root) if sandbox else argv, cwd=ws.root,
+        if sandbox:
+            argv = sandbox.command(argv, ws.root, seccomp_fd, bounds.max_file_mb * MB if bounds else None)
+        if confinement is not None:
+            argv = confinement.wrap(argv)
+        proc = subprocess.Popen(argv, cwd=ws.root,
                                 stdin=subprocess.DEVNULL,
                                 env=None if env is None else dict(env),
+                                pass_fds=() if seccomp_fd is None else (seccomp_fd,),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
         buffer.close()
+        if confinement is not None:
+            confinement.close()
         return error_result("bash", f"cannot start bash{' in bubblewrap' if sandbox and sandbox.kind == 'bwrap' else ''}: "
                                     f"{exc.strerror or exc}")
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
     try:
         timed_out, abandoned = _stream(proc, buffer, timeout_s, kill_grace_s)
     finally:
@@ -76,6 +96,11 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         proc.wait()
         buffer.close()
     duration = time.monotonic() - started
+    body = buffer.render() if buffer.total_bytes else "(no output)"
+    hit = []
+    if confinement is not None:
+        hit = confinement.hit(body[-8192:].encode("utf-8", "replace"), proc.returncode)
+        confinement.close()
 
     rel_spill = spill.rel if buffer.spill_path is not None else None
     trailer = []
@@ -84,6 +109,12 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
                        f"(exit code {proc.returncode})]")
     else:
         trailer.append(f"[exit code: {proc.returncode}]")
+    if asked_s != timeout_s:
+        trailer.append(f"[the timeout asked for, {asked_s:g}s, was cut to {timeout_s:g}s (tool_timeout_s)]")
+    if hit:
+        trailer.append(f"[the command ran into {' and '.join(hit)}]")
+    if buffer.spill_stopped and buffer.spill_path is not None:
+        trailer.append(f"[the spill file is incomplete: {buffer.spill_stopped}]")
     if abandoned:
         trailer.append("[the command exited but background processes still hold its output open; "
                        "their later output is not captured]")
@@ -92,7 +123,6 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
                                     dropped_lines=buffer.dropped_lines, cut_lines=buffer.cut_lines,
                                     first_dropped_line=buffer.shown_head_lines + 1, read_max_lines=read_max_lines,
                                     binary=buffer.binary))
-    body = buffer.render() if buffer.total_bytes else "(no output)"
     meta = {
         "tool": "bash",
         "exit_code": proc.returncode,
@@ -106,6 +136,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         "spill": rel_spill,
         "duration_s": round(duration, 3),
         "sandbox": sandbox.kind if sandbox else "none",
+        "bounds_hit": hit,
+        "spill_incomplete": buffer.spill_stopped,
     }
     return ToolResult(body + "\n\n" + "\n".join(trailer), meta)
 

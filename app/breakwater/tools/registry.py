@@ -7,11 +7,13 @@ whose text explains the problem, never an exception.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
+from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.sandbox import Sandbox
@@ -35,6 +37,9 @@ class ToolContext:
     bash_timeout_s: float = DEFAULT_TIMEOUT_S
     env: Mapping[str, str] | None = None   # the environment bash gets (None: this process's)
     sandbox: Sandbox | None = None          # where bash runs (None: directly)
+    bounds: Bounds | None = None            # what one bash call may take (None: no bounds but time)
+    max_timeout_s: float | None = None      # the longest timeout a call may ask for
+    max_spill_bytes: int | None = None
 
     @classmethod
     def from_policy(cls, workspace: Workspace, session_id: str, policy: Any,
@@ -43,7 +48,8 @@ class ToolContext:
         return cls(workspace=workspace, session_id=session_id, max_lines=policy.tool_max_lines,
                    max_line_bytes=policy.tool_max_line_bytes, max_bytes=policy.tool_max_bytes,
                    read_max_lines=policy.read_file_default_lines, bash_timeout_s=policy.bash_timeout_s,
-                   env=env, sandbox=sandbox)
+                   env=env, sandbox=sandbox, bounds=Bounds.from_policy(policy),
+                   max_timeout_s=policy.tool_timeout_s, max_spill_bytes=policy.tool_max_spill_mb * MB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,8 @@ def _run_bash(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> T
     return run_bash(ctx.workspace, args["command"], timeout_s=args.get("timeout_s", ctx.bash_timeout_s),
                     max_lines=ctx.max_lines, session_id=ctx.session_id, tool_call_id=tool_call_id,
                     max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env,
-                    max_bytes=ctx.max_bytes, sandbox=ctx.sandbox)
+                    max_bytes=ctx.max_bytes, sandbox=ctx.sandbox, bounds=ctx.bounds,
+                    max_timeout_s=ctx.max_timeout_s, max_spill_bytes=ctx.max_spill_bytes)
 
 
 def _run_read_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:
@@ -151,9 +158,9 @@ def parse_arguments(arguments: str | Mapping[str, Any] | None,
         value: Any = {}
     elif isinstance(arguments, str):
         try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError as exc:
-            return {}, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            value = checked_loads(arguments)
+        except ValueError as exc:
+            return {}, str(exc)
     else:
         value = arguments
     if not isinstance(value, Mapping):
@@ -185,6 +192,8 @@ def _check(key: str, value: Any, prop: Mapping[str, Any]) -> tuple[Any, str | No
     if kind in ("integer", "number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None, f"{key} must be a {kind}, got {_json_type(value)}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return None, f"{key} must be a finite {kind}, got {value}"
         if kind == "integer":
             if isinstance(value, float) and not value.is_integer():
                 return None, f"{key} must be a whole number, got {value}"

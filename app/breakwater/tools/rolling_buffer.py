@@ -118,7 +118,8 @@ class RollingOutputBuffer:
     """
 
     def __init__(self, max_lines: int, max_line_bytes: int = 4000, spill_path: str | os.PathLike | None = None,
-                 keep_spill: str = KEEP_SPILL_TRUNCATED, *, max_bytes: int | None = None, spill: Spill | None = None):
+                 keep_spill: str = KEEP_SPILL_TRUNCATED, *, max_bytes: int | None = None, spill: Spill | None = None,
+                 max_spill_bytes: int | None = None):
         if max_lines < 1:
             raise ValueError("max_lines must be at least 1")
         if max_line_bytes < 1:
@@ -152,6 +153,11 @@ class RollingOutputBuffer:
         self._spill_file = Spill.create_at(spill_path) if spill_path is not None else spill
         self._spill: BinaryIO | None = None
         self._spill_kept = False
+        # the spill keeps at most this much of the stream (a command could fill the disk through it);
+        # `spill_stopped` says why it holds less than the whole stream: the bound, or a write that failed
+        self.max_spill_bytes = max_spill_bytes
+        self.spill_stopped: str | None = None
+        self._spilled = 0
         if self._spill_file is not None:
             self._spill = self._spill_file.open_writer(SPILL_BUFFER)
 
@@ -172,13 +178,24 @@ class RollingOutputBuffer:
         with self._lock:
             if self._closed:
                 raise ValueError("write to a closed RollingOutputBuffer")
-            if self._spill is not None:
-                self._spill.write(raw)
+            if self._spill is not None and self.spill_stopped is None:
+                self._to_spill(raw)
             if self._total_bytes < SNIFF:
                 self._sniff += raw[:SNIFF - self._total_bytes]
             self._total_bytes += len(raw)
             self._ingest(raw)
         return n
+
+    def _to_spill(self, raw: bytes) -> None:
+        if self.max_spill_bytes is not None and self._spilled + len(raw) > self.max_spill_bytes:
+            raw = raw[:self.max_spill_bytes - self._spilled]
+            self.spill_stopped = f"it holds the first {self.max_spill_bytes:,} bytes only (tool_max_spill_mb)"
+        try:
+            self._spill.write(raw)
+        except OSError as exc:
+            self.spill_stopped = f"it holds only the first {self._spilled:,} bytes: {exc.strerror or exc}"
+            return
+        self._spilled += len(raw)
 
     def pump(self, source: BinaryIO | int, chunk_size: int = CHUNK_SIZE) -> int:
         """Copy a binary file object or file descriptor into the buffer until EOF; returns bytes read."""
@@ -194,8 +211,11 @@ class RollingOutputBuffer:
 
     def flush(self) -> None:
         with self._lock:
-            if self._spill is not None:
-                self._spill.flush()
+            if self._spill is not None and self.spill_stopped is None:
+                try:
+                    self._spill.flush()
+                except OSError as exc:
+                    self.spill_stopped = f"it holds only the first {self._spilled:,} bytes: {exc.strerror or exc}"
 
     def close(self) -> None:
         """End the stream: the unfinished last line counts as a line; the spill is kept or removed."""
@@ -211,7 +231,10 @@ class RollingOutputBuffer:
                     self._spill_kept = True
                 else:
                     self._spill_file.discard()      # while our descriptor still pins the inode
-                self._spill.close()
+                try:
+                    self._spill.close()             # the buffered tail is written here
+                except OSError as exc:
+                    self.spill_stopped = self.spill_stopped or f"its end is missing: {exc.strerror or exc}"
                 self._spill = None
                 self._spill_file.close()
 

@@ -7,7 +7,13 @@ still holds breakwater's original environment. Under bubblewrap the command gets
   sandbox's init, whose environment is the scrubbed one);
 - the workspace read-write, a fresh /tmp, everything else read-only;
 - the config file that may hold the key replaced by an unreadable node;
-- no network unless the policy allows it, and no capabilities even when run as root.
+- no network unless the policy allows it, and no capabilities even when run as root;
+- `/proc/sys` and the other system-wide files of /proc read-only, which a root without
+  capabilities could otherwise still write (core_pattern runs a program as root at a crash);
+- without network, no Unix socket either: a seccomp filter refuses `socket(AF_UNIX)` (and
+  io_uring, which opens sockets without that call), since a socket file in any host folder
+  answers a connect even on a read-only mount. A socket pair between the command's own
+  processes still works.
 
 `sandbox = auto` uses bubblewrap when a trial run works (it may be missing, or user
 namespaces may be disabled) and otherwise says so once and falls back; `bwrap` insists;
@@ -19,7 +25,10 @@ namespaces may be disabled) and otherwise says so once and falls back; `bwrap` i
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import platform
+import struct
 import shutil
 import subprocess
 import sys
@@ -51,25 +60,77 @@ class Sandbox:
     network: bool = False
     notice: str | None = None
     undumpable: bool = field(default=False, compare=False)
+    hide_dirs: tuple[Path, ...] = ()        # shown empty inside
 
-    def command(self, argv: list[str], workspace: Path) -> list[str]:
-        """`argv` as it must be started to run in this sandbox with `workspace` as its directory."""
+    def command(self, argv: list[str], workspace: Path, seccomp_fd: int | None = None,
+                tmp_bytes: int | None = None) -> list[str]:
+        """`argv` as it must be started to run in this sandbox with `workspace` as its directory;
+        `seccomp_fd` (from `filter_fd`, passed to the child) carries the socket filter, `tmp_bytes`
+        bounds the sandbox's /tmp (a tmpfs: memory)."""
         if self.kind != "bwrap":
             return argv
         ws = str(workspace)
-        args = [self.bwrap, *_BASE_ARGS, "--bind", ws, ws]
+        base = list(_BASE_ARGS)
+        if tmp_bytes is not None:
+            at = base.index("--tmpfs")
+            base[at:at] = ["--size", str(tmp_bytes)]
+        args = [self.bwrap, *base, "--bind", ws, ws]
+        # a folder that holds the workspace stays (the workspace would vanish under the tmpfs), and a
+        # file in a hidden folder is hidden with it
+        dirs = [d for d in self.hide_dirs if not workspace.is_relative_to(d)]
+        for path in dirs:
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
         for path in self.hide:
-            args += ["--ro-bind", "/dev/null", str(path)]
+            if not any(path.is_relative_to(d) for d in dirs):
+                args += ["--ro-bind", "/dev/null", str(path)]
         if not self.network:
             args.append("--unshare-net")
+            if seccomp_fd is not None:
+                args += ["--seccomp", str(seccomp_fd)]
         return [*args, "--chdir", ws, "--", *argv]
+
+    def filter_fd(self) -> int | None:
+        """A fresh descriptor holding the seccomp program bwrap reads (bwrap consumes it, so one
+        per run), or None when no filter applies: no bwrap, network allowed, or an unknown CPU."""
+        if self.kind != "bwrap" or self.network or _NO_UNIX_SOCKETS is None:
+            return None
+        fd = os.memfd_create("breakwater-seccomp", 0)
+        os.write(fd, _NO_UNIX_SOCKETS)
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
 
 
 # Order matters: /tmp is a fresh tmpfs, then the workspace (which may live under /tmp) is
 # bound over it, then the hidden files over that.
-_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+              *(arg for name in ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
+                for arg in ("--ro-bind-try", f"/proc/{name}", f"/proc/{name}")),
+              "--tmpfs", "/tmp",
               "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--cap-drop", "ALL", "--die-with-parent")
+
+
+def _seccomp_program() -> bytes | None:
+    """Classic BPF: on this CPU's native calls, `socket(AF_UNIX, ...)` and `io_uring_setup` fail with
+    EACCES; any call of another ABI (32-bit, x32) fails, as it would pass the numbers by."""
+    arch = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425),
+            "arm64": (0xC00000B7, 198, 425)}.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, nr_socket, nr_io_uring = arch
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06          # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, BPF_RET|K
+    allow, refuse = 0x7FFF0000, 0x00050000 | errno.EACCES
+    program = [
+        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, refuse),      # data.arch
+        (ld, 0, 0, 0), (jge, 5, 0, 0x40000000),                            # data.nr; x32 calls: refuse
+        (jeq, 4, 0, nr_io_uring), (jeq, 0, 2, nr_socket),
+        (ld, 0, 0, 16), (jeq, 1, 0, 1),                                    # args[0] == AF_UNIX
+        (ret, 0, 0, allow), (ret, 0, 0, refuse),
+    ]
+    return b"".join(struct.pack("=HBBI", *op) for op in program)
+
+
+_NO_UNIX_SOCKETS = _seccomp_program()
 
 
 def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (), network: bool = False) -> Sandbox:
@@ -82,7 +143,8 @@ def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (),
     if mode != "none":
         bwrap, problem = _usable_bwrap()
         if bwrap is not None:
-            return Sandbox("bwrap", bwrap, _existing(hide), network)
+            files, dirs = _existing(hide)
+            return Sandbox("bwrap", bwrap, files, network, hide_dirs=dirs)
         if mode == "bwrap":
             raise SandboxError(f"sandbox = bwrap, but bubblewrap cannot run here: {problem}")
         notice = (f"bubblewrap is not usable here ({problem}); bash runs without a sandbox, and breakwater "
@@ -136,11 +198,28 @@ def _usable_bwrap() -> tuple[str | None, str | None]:
     return (exe, None) if problem is None else (None, problem)
 
 
-def _existing(paths: Iterable[str | os.PathLike]) -> tuple[Path, ...]:
-    out: list[Path] = []
+def _existing(paths: Iterable[str | os.PathLike]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(files, folders) among `paths` that exist, a symlink at both ends."""
+    files: list[Path] = []
+    dirs: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser().absolute()
         for each in (path, path.resolve()):
-            if each.exists() and each not in out and not each.is_dir():
-                out.append(each)
-    return tuple(out)
+            if not each.exists() or each in files or each in dirs:
+                continue
+            (dirs if each.is_dir() else files).append(each)
+    return tuple(files), tuple(dirs)
+
+
+# What a command has no business reading: keys, tokens, credentials, shell start-up files (which
+# hold exported keys more often than not). Shown empty inside unless the policy allows them.
+SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.netrc", "~/.npmrc", "~/.pypirc", "~/.git-credentials",
+           "~/.gnupg", "~/.docker", "~/.kube", "~/.azure", "~/.bashrc", "~/.bash_profile", "~/.bash_login",
+           "~/.bash_history", "~/.profile", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zsh_history",
+           "~/.cshrc", "~/.tcshrc", "~/.kshrc", "~/.config/fish", "/etc/shadow", "/etc/gshadow")
+
+
+def secrets(home: str | os.PathLike | None = None) -> list[Path]:
+    """The usual secrets under `home` (default: this user's) and the system's."""
+    base = Path(home) if home is not None else Path.home()
+    return [base / p[2:] if p.startswith("~/") else Path(p) for p in SECRETS]

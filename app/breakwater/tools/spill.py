@@ -56,7 +56,7 @@ def spill_path(workspace: Workspace, session_id: str, tool_call_id: str) -> Path
     """Where the first spill of one tool call goes, its directory made (inside the workspace);
     for readers and fixtures: the tools themselves create spill files with `Spill.create_in`."""
     rel = spill_rel(session_id, tool_call_id)
-    os.close(workspace.open_dir(rel.rsplit("/", 1)[0], create=True))
+    os.close(workspace.open_dir(rel.rsplit("/", 1)[0], create=True, follow=False))
     return workspace.root / rel
 
 
@@ -94,7 +94,7 @@ class Spill:
         """The spill file of one tool call under `.agent/spill/<session>/`, under a fresh name if taken."""
         first = spill_rel(session_id, tool_call_id)
         dir_rel = first.rsplit("/", 1)[0]
-        dir_fd = workspace.open_dir(dir_rel, create=True)
+        dir_fd = workspace.open_dir(dir_rel, create=True, follow=False)
         try:
             for attempt in range(MAX_ATTEMPTS):
                 rel = spill_rel(session_id, tool_call_id, attempt)

@@ -14,15 +14,16 @@ what they return.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
+import stat
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from breakwater.core.log.visible import visible
 from breakwater.tools.spill import SPILL_DIR, SUFFIX, safe_component
 
 SCAN_CHUNK = 16 << 20
@@ -82,8 +83,13 @@ def _subdirs(root: Path) -> list[Path]:
 
 
 def open_spill(path: Path) -> int:
-    """A read-only descriptor for `path`; a symlink is refused (ELOOP) rather than followed."""
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    """A read-only descriptor for `path`; a symlink is refused (ELOOP) rather than followed, and anything
+    but a regular file (a FIFO the command left there would block the open and every read) is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
 
 
 def scan_line_ends(fd: int, start: int, stop: int, *, chunk: int = SCAN_CHUNK,
@@ -93,6 +99,10 @@ def scan_line_ends(fd: int, start: int, stop: int, *, chunk: int = SCAN_CHUNK,
     Yields `(scanned_to, ends)`; stops early (short) if the file is shorter than `stop`
     or `cancelled()` turns true between chunks.
     """
+    # imported here: the workbench loads this module at start-up, and numpy (≈0.1 s) is needed only
+    # once a spill file is opened
+    import numpy as np
+
     buf = bytearray(min(chunk, max(stop - start, 0)))
     view = memoryview(buf)
     pos = start
@@ -226,13 +236,6 @@ def read_lines(fd: int, index: LineIndex, first: int, count: int, *, cap: int = 
     return rows
 
 
-_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c != 0x09}
-_CONTROLS[0x7F] = 0x2421
-_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
-# Bidirectional overrides and isolates reorder what follows them on the terminal.
-_CONTROLS.update({c: 0xFFFD for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
-
-
 def human_size(size: int) -> str:
     """`size` bytes for a person: 512 B, 3.4 KB, 1.0 GB (powers of 1024)."""
     if size < 1024:
@@ -253,4 +256,4 @@ def display_text(data: bytes, *, complete: bool = True) -> str:
     is left out instead of shown as garbage.
     """
     text = codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=complete)
-    return text.translate(_CONTROLS)
+    return visible(text)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import weakref
 from pathlib import Path
 
-from breakwater.tools.beneath import open_beneath
+from breakwater.core.log.beneath import open_beneath
 
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY
 
@@ -71,11 +72,21 @@ class Workspace:
         except OSError as exc:
             raise self._refusal(exc, path) from None
 
-    def open_dir(self, path: str | os.PathLike, create: bool = False) -> int:
-        """A directory descriptor (O_PATH) for `path`; with `create`, missing directories are made."""
+    def read_regular(self, path: str | os.PathLike, limit: int) -> bytes:
+        """At most `limit` bytes of the regular file at `path`. A FIFO or device there (a command may
+        have left one) is refused without blocking: opened O_NONBLOCK and checked by fstat."""
+        fd = self.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WorkspaceError(f"{os.fspath(path)!r} is not a regular file")
+            return fh.read(limit)
+
+    def open_dir(self, path: str | os.PathLike, create: bool = False, follow: bool = True) -> int:
+        """A directory descriptor (O_PATH) for `path`; with `create`, missing directories are made.
+        Without `follow` no symlink is followed at all (Breakwater's own folders, issue 27)."""
         rel = self.rel(path)
         try:
-            return open_beneath(self.fd, rel, DIR_FLAGS)
+            return open_beneath(self.fd, rel, DIR_FLAGS, follow=follow)
         except FileNotFoundError:
             if not create:
                 raise
@@ -87,13 +98,13 @@ class Workspace:
         try:
             for i, part in enumerate(parts):
                 try:
-                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS)
+                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS, follow=follow)
                 except FileNotFoundError:
                     try:
                         os.mkdir(part, 0o755, dir_fd=current)
                     except FileExistsError:
                         pass
-                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS)
+                    step = open_beneath(self.fd, "/".join(parts[:i + 1]), DIR_FLAGS, follow=follow)
                 os.close(current)
                 current = step
         except OSError as exc:
@@ -101,10 +112,16 @@ class Workspace:
             raise self._refusal(exc, path) from None
         return current
 
+    def link_refusal(self, path: str | os.PathLike) -> WorkspaceError:
+        """Why a path whose spelling stays inside was refused: a symlink on it is absolute or leads out.
+        An absolute link is refused even when it points inside, by read_file and write_file alike."""
+        return WorkspaceError(f"path {os.fspath(path)!r} goes through a symbolic link with an absolute target "
+                              f"or one leading outside the workspace {str(self.root)!r}; such links are not followed")
+
     def _refusal(self, exc: OSError, path: str | os.PathLike) -> OSError | WorkspaceError:
         text = os.fspath(path)
-        if exc.errno == errno.EXDEV:
-            return WorkspaceError(f"path {text!r} is outside the workspace {str(self.root)!r}")
+        if exc.errno == errno.EXDEV:     # the spelling was judged inside by rel(): a link led out
+            return self.link_refusal(path)
         if exc.errno == errno.ELOOP:
             return WorkspaceError(f"path {text!r} goes through a symbolic link that is not followed here")
         return exc

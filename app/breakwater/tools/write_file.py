@@ -43,7 +43,9 @@ def write_file(workspace: Workspace | str | os.PathLike, path: str, content: str
                 if info is not None and stat.S_ISLNK(info.st_mode):
                     # Write where the link points, judged like any other path of the workspace.
                     target = os.readlink(name, dir_fd=dir_fd)
-                    rel = ws.rel(target if os.path.isabs(target) else f"{parent or '.'}/{target}")
+                    if os.path.isabs(target):
+                        raise ws.link_refusal(path)
+                    rel = ws.rel(f"{parent or '.'}/{target}")
                     continue
                 if info is not None and stat.S_ISDIR(info.st_mode):
                     return error_result("write_file", f"{rel} is a directory", path=rel)

@@ -16,7 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
-from breakwater.core.overlay import OverlayFile
+from breakwater.core.overlay import OverlayFile, state_dir
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
 from breakwater.core.log.session_log import SessionLog
@@ -38,10 +38,12 @@ class BreakwaterApp(App):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave Breakwater"),
     ]
 
-    def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
+    def __init__(self, replay: Replay | None, turn: int | None = None, workspace: Path | None = None,
                  settings: UISettings | None = None, compare: Policy | None = None,
-                 overlay: OverlayFile | None = None):
+                 overlay: OverlayFile | None = None, follower=None, sessions=None):
         super().__init__()
+        self.sessions = sessions   # formats.sessions.FoundSession list: browse them first (replay is None)
+        self.follower = follower   # formats.follow.Follower: the transcript is still being written
         self.replay = replay
         self.compare = compare
         self.overlay = overlay
@@ -55,13 +57,39 @@ class BreakwaterApp(App):
             self.set_keymap(dict(self.settings.keymap))
 
     def on_mount(self) -> None:
-        self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
-                                      overlay=self.overlay))
+        if self.replay is None:
+            from breakwater.ui.screens.browse import BrowseScreen
+
+            self.push_screen(BrowseScreen(self.sessions or []))
+            return
+        self._push_workbench()
         if self.compare is not None:
             from breakwater.ui.screens.compare import CompareScreen
 
             self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
         self._report_issues()
+
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy", follower=None) -> None:
+        """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it
+        (followed, with no overlay, when `follower` is given)."""
+        from breakwater.core.overlay import overlay_path
+
+        overlay = OverlayFile(overlay_path(log.path)) if log.path is not None and follower is None else None
+        self.replay = replay_of(log, policy, overlay=overlay, window_source=window_source)
+        self.overlay, self.follower = overlay, follower
+        self.workspace = workspace_of(log, None)
+        self._push_workbench()
+        self._report_issues()
+
+    def _push_workbench(self) -> None:
+        if self.follower is not None:
+            from breakwater.ui.screens.follow import FollowScreen
+
+            self.push_screen(FollowScreen(self.replay, self.follower, turn=self.start_turn, workspace=self.workspace,
+                                          play_interval=self.settings.play_interval))
+        else:
+            self.push_screen(ReplayScreen(self.replay, self.start_turn, self.workspace, self.settings.play_interval,
+                                          overlay=self.overlay))
 
     def _report_issues(self) -> None:
         issues = [*self.replay.log.issues, *(self.overlay.issues if self.overlay else ())]
@@ -74,6 +102,24 @@ class BreakwaterApp(App):
                     severity="warning", timeout=20)
 
     # -- actions ----------------------------------------------------------------------------------
+    def deliver_screenshot(self, filename: str | None = None, path: str | None = None,
+                           time_format: str | None = None) -> str | None:
+        """The palette's Screenshot: saved under the state directory (Textual's default, ~/Downloads,
+        may not exist: it then said only "Failed to save screenshot"), else the current one; the
+        notification says where, or why not."""
+        tried: list[str] = []
+        for folder in ([Path(path)] if path else [state_dir() / "screenshots", Path.cwd()]):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                saved = self.save_screenshot(filename, str(folder), time_format)
+            except OSError as exc:
+                tried.append(f"{folder}: {exc.strerror or exc}")
+                continue
+            self.notify(f"Saved to {saved}", title="Screenshot", timeout=10)
+            return None
+        self.notify("Could not save it — " + "; ".join(tried), title="Screenshot", severity="error", timeout=15)
+        return None
+
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT if self.theme == DARK else DARK
 
@@ -115,6 +161,9 @@ class BreakwaterApp(App):
         if hasattr(screen, "undo_commands"):
             for title, help, target in screen.undo_commands():
                 yield SystemCommand(title, help, _runner(screen, f"undo({target!r})"))
+        if hasattr(screen, "overlay_commands"):
+            for title, help, action in screen.overlay_commands():
+                yield SystemCommand(title, help, _runner(screen, action))
 
 
 def _runner(node, action: str):
@@ -126,12 +175,28 @@ def _runner(node, action: str):
 def make_app(log: SessionLog, policy: Policy, *, turn: int | None = None, counter: str = "exact",
              model: str | None = None, workspace: Path | None = None,
              settings: UISettings | None = None, compare: Policy | None = None,
-             overlay: OverlayFile | None = None) -> BreakwaterApp:
+             overlay: OverlayFile | None = None, follower=None, window_source: str = "policy") -> BreakwaterApp:
     """The workbench on `log` under `policy`, at `turn` (default: the last recorded request);
     `compare` opens the A/B view beside a second policy; `overlay` holds the user's pins, triggers
-    and undos on this recording (merged on top)."""
+    and undos on this recording (merged on top); `follower` (formats.follow) follows a transcript still
+    being written."""
+    replay = replay_of(log, policy, counter, model, overlay, window_source)
+    return BreakwaterApp(replay, turn=turn, workspace=workspace_of(log, workspace), settings=settings, compare=compare,
+                         overlay=overlay, follower=follower)
+
+
+def replay_of(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
+              overlay: OverlayFile | None = None, window_source: str = "policy") -> Replay:
+    return Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log,
+                  window_source=window_source)
+
+
+def workspace_of(log: SessionLog, workspace: Path | None) -> Path | None:
     if workspace is None and isinstance(log.header.get("workspace"), str):
-        workspace = Path(log.header["workspace"])
-    replay = Replay(overlay.apply(log) if overlay else log, policy, counter, model, recording=log)
-    return BreakwaterApp(replay, turn=turn, workspace=workspace, settings=settings, compare=compare,
-                         overlay=overlay)
+        return Path(log.header["workspace"])
+    return workspace
+
+
+def browse_app(sessions, settings: UISettings | None = None) -> BreakwaterApp:
+    """The workbench opening on a list of the user's sessions (formats.sessions.find_sessions)."""
+    return BreakwaterApp(None, settings=settings, sessions=sessions)

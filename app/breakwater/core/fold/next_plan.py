@@ -37,7 +37,7 @@ class NextPlan:
         for lv in levels:
             h = head_h + tokens(lv, js, n) if lv < 2 else near_h + tokens(lv, js, near)
             t = apply(h)
-            if exact and self._in_band(t):
+            if exact and self._in_band(h):
                 return None   # tiktoken counts it
             wholes.append((t, h))
         if base > hard and p.deep_compact and (p.deep_compact_first or not levels or wholes[-1][0] > hard):
@@ -58,7 +58,7 @@ class NextPlan:
                     h = tokens(lv, js, kept) + (near_h + tokens(below, kept, ns) if below >= 2
                                                 else head_h + tokens(below, kept, n))
                     sent = apply(h)
-                    if sent > soft or (exact and self._in_band(sent)):
+                    if sent > soft or (exact and self._in_band(h)):
                         return None   # the boundary moves
                     lower, boundary = below, kept
                 break

@@ -46,8 +46,10 @@ from breakwater.core.fold.soft_zone import SoftZone
 from breakwater.core.fold.stable_prefix import StablePrefix
 from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.fold.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
-from breakwater.core.stages.summarize import ExtractiveSummarizer, Summarizer, summary_message_text
-from breakwater.core.log.tokens import Calibration, TokenCounter, heuristic_message
+from breakwater.core.log.accounting import Calibration
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.stages.summarize import Summarizer, summary_message_text
+from breakwater.core.log.tokens import TokenCounter, heuristic_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
@@ -96,6 +98,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         self._pins_version = 0
         self._fu: int | None = None             # index of the first user message, once found
         self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
+        self._observations: list[int] = []      # sanitized indices of observations (policy.mask_keep_observations)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_all(self, entries: Iterable[Entry]) -> None:
@@ -123,7 +126,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
                 self._sync()
+                applied = self.compactions_applied
                 self._apply(comp)
+                if self.compactions_applied > applied and comp.policy != self.policy.fingerprint():
+                    # another agent's summary, sent under every policy: part of the history without ours
+                    self.raw_tokens += heuristic_message(self.active[-1].message)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
@@ -135,6 +142,10 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if ev.type == "pin":
                 self.pin_events[ev.id] = mid
             self._set_pin(mid, ev.type == "pin")
+        elif ev.type == "config":
+            window = ev.get("window")
+            if isinstance(window, int) and not isinstance(window, bool) and 0 < window != self.policy.window:
+                self._retune(self.policy.with_changes(window=window))
         elif ev.type == "usage":
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
@@ -142,6 +153,16 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
                 est = ev.get("estimate")
                 if isinstance(est, int):
                     self.calibration.observe(prompt, est)
+
+    def _retune(self, policy: Policy) -> None:
+        """From here on, plan under `policy` (a live session learnt the model's real window)."""
+        self.policy = policy
+        self._policy_id = _POLICY_IDS.setdefault(policy, next(_NEXT_POLICY_ID))
+        self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
+        # what was measured against the old limits
+        self._measured.clear()
+        self._soft_boundary.clear()
+        self._near_cache.clear()
 
     def applied(self, compaction_id: str) -> bool:
         """Whether a compaction of the log is in effect (one of another policy is not)."""
@@ -219,6 +240,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             self._fu_scanned = d
         if d < self._indexed:
             self._indexed = d
+        observations = self._observations
+        if self.policy.mask_keep_observations:
+            del observations[bisect.bisect_left(observations, d):]
+        else:
+            observations = None
         fresh = self._fresh
         pins, fold_min = self.pins, self.policy.fold_min_chars
         add, shared_forms = ledger.add, self._shared_forms
@@ -229,14 +255,17 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             if t0 is None:
                 t0 = heuristic_message(msg)
             role = msg.role
-            # the soft-zone stages change tool results and assistant text only (SPEC §4), the text
+            # the soft-zone stages change observations and assistant text only (SPEC §4), the text
             # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
-            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min):
+            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min) \
+                    or (role == "user" and msg.is_observation):
                 add(t0, role != "tool", () if pins and any(s in pins for s in entry.sources) else shared_forms(msg))
                 if role == "tool" and msg.meta:
                     src = msg.meta.get("source")
                     if isinstance(src, dict) and src.get("dropped_lines"):
                         ledger.add_truncated(i)
+                if observations is not None and role != "assistant":
+                    observations.append(i)
             else:
                 add(t0, True)
 
@@ -272,8 +301,17 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         return self.raw_tokens
 
     def _near_start(self, level: int, start: int, n: int) -> int:
-        """First index treated as working memory: only masking (level 2 and up) tells near from far."""
-        return max(start, n - self.policy.working_memory_messages) if level >= 2 else n
+        """First index treated as working memory: only masking (level 2 and up) tells near from far.
+        Working memory is the last `working_memory_messages` messages, or with `mask_keep_observations`
+        (SWE-agent's LastNObservations) everything from the M-th last observation on."""
+        if level < 2:
+            return n
+        keep = self.policy.mask_keep_observations
+        if not keep:
+            return max(start, n - self.policy.working_memory_messages)
+        obs = self._observations
+        k = bisect.bisect_left(obs, n)
+        return max(start, obs[k - keep]) if k >= keep else start
 
     # -- the decision --------------------------------------------------------------------------------
     def plan(self, force_deep: str | None = None) -> Plan:
@@ -436,11 +474,12 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         return build.materialize(self, plan)
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
-        """Tokens of a message list as this pipeline counts: calibrated estimate, exact near the limits."""
-        h = self.calibration.apply(sum(heuristic_message(m) for m in msgs))
+        """Tokens of a request as this pipeline counts (core/log/accounting.py): the fitted heuristic, or
+        near the limits tiktoken's count plus the unseen overhead."""
+        h = sum(heuristic_message(m) for m in msgs)
         if self._in_band(h):
-            return self.counter.exact_messages(msgs), "exact"
-        return h, "estimate"
+            return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
+        return self.calibration.apply(h), "estimate"
 
     def view(self, force_deep: str | None = None) -> tuple[View, Compaction | None]:
         plan = self.plan(force_deep)
@@ -469,7 +508,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             _changed_from=self._changed_from, _measured=self._measured.copy(),
             _joined=self._joined.copy(), _frames=self._frames.copy(),
             _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
-            _fu_scanned=self._fu_scanned,
+            _fu_scanned=self._fu_scanned, _observations=self._observations.copy(),
             _soft_limit=self._soft_limit, _hard_limit=self._hard_limit, _stage_levels=self._stage_levels,
             _policy_id=self._policy_id)
         return new

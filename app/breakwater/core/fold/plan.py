@@ -43,3 +43,6 @@ class Plan:
     sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
     recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
     head_heuristic: int = 0    # heuristic tokens of `head`
+    # the lowest sanitized index changed since the previous request (what followers of the requests,
+    # fidelity's tracker, must look at again besides what a stage boundary moved over)
+    changed_from: int = 0

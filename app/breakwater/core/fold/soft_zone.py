@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from breakwater.core.log.message import Message
 from breakwater.core.log.tokens import heuristic_message
 
-EXACT_BAND_OVER_HARD = 1.25  # the heuristic can be ~20% off; beyond this it decides alone
+# tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
+# its heuristic count (ASCII: 4 per token counted; 4-byte characters: 2 per token counted, 8 bytes)
+BYTES_PER_HEURISTIC_TOKEN = 8
 
 
 @dataclass(slots=True)   # not frozen: a plan builds several, and frozen fields are set the slow way
@@ -145,9 +147,13 @@ class SoftZone:
             arr.append(arr[-1] + self.counter.exact_message(res[0] if res else out[i].message))
         return arr[b - base] - arr[a - base]
 
-    def _in_band(self, estimate: int) -> bool:
-        p = self.policy
-        return (self.mode == "exact" and p.precise_from <= estimate <= EXACT_BAND_OVER_HARD * self._hard_limit)
+    def _in_band(self, heuristic: int) -> bool:
+        """Whether tiktoken counts a request of `heuristic` plain tokens: whenever the verdict (the zone,
+        `fits`) could change. The heuristic undercounts some text up to ~8× (hex ~2.3×, base64 ~2.7×,
+        emoji ~5×, rare CJK ~7.7×) and overcounts other text (runs of spaces), so it decides alone only
+        when even its bound on tokens, the request's UTF-8 bytes, stays under `precise_from`."""
+        return self.mode == "exact" and \
+            BYTES_PER_HEURISTIC_TOKEN * heuristic + self.calibration.overhead >= self.policy.precise_from
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
                  lower: int | None = None, boundary: int | None = None,
@@ -167,7 +173,7 @@ class SoftZone:
         if near_start < n:
             h += tokens(self._near_level(near_level), near_start, n)
         est = self.calibration.apply(h)
-        if not self._in_band(est):   # a few lookups: cheaper than remembering them
+        if not self._in_band(h):   # a few lookups: cheaper than remembering them
             return est, "estimate", h
         # one plan asks for the same request shape several times (zone, stages, shaping): counted once each
         key = (id(head), level, start, near_start, n, lower, boundary)
@@ -180,6 +186,6 @@ class SoftZone:
         for i in range(near_start, n):
             r = self._near_cached(i, near_level)[0]
             x += c.exact_message(r[0] if r else self.san.out[i].message)
-        result = x, "exact", h
+        result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result

@@ -27,8 +27,13 @@ class StablePrefix:
             plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
         if plan.stable_prefix_tokens is None:
             plan.stable_prefix_tokens = self._stable_prefix(plan)
+        # without compaction: this request plus what the policy took out of the whole log, counted
+        # by the same calibration (core/log/accounting.py), so that saved = without − with
+        plan.raw_tokens = plan.sent_tokens + self.calibration.scale(plan.raw_tokens - plan.sent_heuristic)
         if plan.built is not None:
-            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens)
+            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
+                                 raw_tokens=plan.raw_tokens)
+        plan.changed_from = self._changed_from
         self._previous, self._changed_from = plan, plan.n
         return plan
 
@@ -78,7 +83,9 @@ class StablePrefix:
         request of 16,440.)"""
         if plan.counted != "exact":
             return self.calibration.apply(h)
-        return plan.sent_tokens * h // plan.sent_heuristic if plan.sent_heuristic else 0
+        # the unseen overhead (system prompt, tools) leads every request: cached with the prefix
+        overhead = self.calibration.overhead
+        return overhead + (plan.sent_tokens - overhead) * h // plan.sent_heuristic if plan.sent_heuristic else 0
 
     @staticmethod
     def _assigned(plan: Plan, i: int) -> tuple[int, bool]:

@@ -75,7 +75,9 @@ class StageForms:
         extra = MESSAGE_OVERHEAD
         for c in msg.tool_calls:
             extra += heuristic_text(c.name) + heuristic_text(c.arguments) + TOOL_CALL_OVERHEAD
-        if role != "tool":
+        if role == "assistant" and msg.meta is not None:   # folding the text leaves the reasoning sent
+            extra += heuristic_text(msg.resent_reasoning) - 1
+        if not (role == "tool" or role == "user" and msg.is_observation):
             if role != "assistant" or size <= p.fold_min_chars or not (p.mask or p.microcompact):
                 return ()
             # folded from masking up (microcompact folds as masking does)
@@ -97,7 +99,7 @@ class StageForms:
                 near = _head_tail_tokens(text, p.working_memory_head_chars, p.working_memory_tail_chars,
                                          middle_marker) + extra
         micro, micro_kind = masked, masked_kind
-        if p.microcompact:
+        if p.microcompact and role == "tool":   # a text-mode observation names no call: masked at most
             line = micro_stage.skeleton(msg, call, facts)
             if len(line) < size:
                 micro = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra

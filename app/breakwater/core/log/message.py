@@ -142,6 +142,24 @@ class Message:
                    name if name is None or type(name) is str else _text_field(name, "name", problems),
                    turn, meta or None)
 
+    @property
+    def is_observation(self) -> bool:
+        """What the environment answered: a tool result, or the text-mode observation an agent without
+        tool calls (SWE-agent's text actions, mini-swe-agent v1) sent back in a user message, which its
+        reader marks `observation` in meta. Snip and masking compact both alike; the role stays as sent."""
+        return self.role == "tool" or (self.role == "user" and self.meta is not None
+                                       and self.meta.get("observation") is True)
+
+    @property
+    def resent_reasoning(self) -> str:
+        """Reasoning the agent put back into its requests with this reply (DeepSeek-style
+        `reasoning_content` in a chat-completions history): part of what it sent, so counted."""
+        meta = self.meta
+        if meta is None or meta.get("reasoning_resent") is not True:
+            return ""
+        text = meta.get("reasoning")
+        return text if type(text) is str else ""
+
     def with_content(self, content: str) -> "Message":
         # hot path of every stage: a direct call is several times cheaper than dataclasses.replace
         return Message(self.id, self.role, content, self.tool_calls, self.tool_call_id, self.name, self.turn,

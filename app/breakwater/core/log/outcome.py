@@ -324,12 +324,14 @@ def command_of(call: ToolCall) -> str | None:
 
 
 def reports_errors(result: Message, call: ToolCall | None) -> bool:
-    """Whether a result's error lines are errors: from a command that failed (or whose status is
-    unknown), not from the contents of a file that was read or a command that succeeded."""
+    """Whether a result's error lines are errors: the tool said it failed (Claude Code's `is_error`),
+    or a command failed (or its status is unknown); not the contents of a file that was read or
+    written, a command that succeeded, or what another tool returned (a subagent's report, a plan)."""
     if call is not None and call.name in CHANGE_TOOLS:
         return False
-    if call is not None:
-        args = call_args(call)
-        if not any(args.get(k) for k in COMMAND_KEYS) and any(isinstance(args.get(k), str) for k in PATH_KEYS):
-            return False
+    flag = result.meta.get("is_error") if result.meta else None
+    if isinstance(flag, bool):
+        return flag
+    if call is not None and not any(call_args(call).get(k) for k in COMMAND_KEYS):
+        return False
     return exit_status(result) != 0

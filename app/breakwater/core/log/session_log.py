@@ -11,9 +11,11 @@ model, it never edits this file.
 
 from __future__ import annotations
 
+import errno
 import gc
 import itertools
 import json
+import os
 import re
 import threading
 import uuid
@@ -25,6 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.core.log.json_lines import (SessionLogError, open_session_file, read_line,
                                         replace_surrogates_in, shallow)
 from breakwater.core.log.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
@@ -43,6 +46,10 @@ FORMAT_VERSION = 1
 # error:      a failed model call or tool, recorded so the log stays truthful
 # note:       anything else worth showing on the timeline
 EVENT_TYPES = ("compaction", "trigger", "undo", "pin", "unpin", "usage", "config", "error", "note")
+
+
+class LogWriteError(OSError):
+    """A line of the session log could not be written whole; the log still ends with a whole line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +109,8 @@ class SessionLog:
         self.issues: list[LoadIssue] = list(issues)
         self.source_format = source_format
         self._lock = threading.Lock()
-        self._fh = None
+        self._fd: int | None = None
+        self._dir: OwnedDir | None = None
         self._n_messages = sum(map(isinstance, self.entries, repeat(Message)))   # a million: no generator
         self._n_events = len(self.entries) - self._n_messages
 
@@ -124,18 +132,26 @@ class SessionLog:
 
     # -- writing -------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: Path, header: Mapping[str, Any]) -> "SessionLog":
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def create(cls, path: Path, header: Mapping[str, Any], anchor: Path | None = None) -> "SessionLog":
+        """A new log file at `path`, created exclusively. The folders between `anchor` (default: the
+        file's own folder) and the file are reached with no symlink followed, as the workspace's
+        tools may have planted one (issue 27); they are made when missing."""
+        path = Path(path)
+        anchor = path.parent if anchor is None else Path(anchor)
         head = {"type": "session", "version": FORMAT_VERSION, "id": new_session_id(), "created": utc_now()}
         head.update(header)
         log = cls(header=head, path=path)
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(json.dumps(head, ensure_ascii=False) + "\n")
+        log._dir = OwnedDir(anchor, os.path.relpath(path.parent, anchor))
+        log._fd = log._dir.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
+        log._write(json.dumps(head, ensure_ascii=False) + "\n")
         return log
 
     def append(self, entry: Entry) -> Entry:
-        """Append one entry; written and flushed before returning when file-backed. Returns the
-        entry as logged: a lone surrogate (unencodable) in any of its texts becomes U+FFFD."""
+        """Append one entry; written before returning when file-backed. Returns the entry as logged:
+        a lone surrogate (unencodable) in any of its texts becomes U+FFFD.
+
+        LogWriteError when the line cannot be written whole (a full disk): the file is cut back to
+        the end of the line before, and the entry is not kept."""
         record = entry.to_record()
         line = json.dumps(record, ensure_ascii=False) + "\n"
         if not line.isascii() and _SURROGATES.search(line):
@@ -144,23 +160,38 @@ class SessionLog:
                      else Event.from_record(record, entry.id))
             line = json.dumps(record, ensure_ascii=False) + "\n"
         with self._lock:
+            if self.path is not None:
+                if self._fd is None:
+                    self._dir = self._dir or OwnedDir(self.path.parent)
+                    self._fd = self._dir.open(self.path.name, os.O_WRONLY | os.O_APPEND)
+                self._write(line)
             self.entries.append(entry)
             if isinstance(entry, Message):
                 self._n_messages += 1
             else:
                 self._n_events += 1
-            if self.path is not None:
-                if self._fh is None:
-                    self._fh = open(self.path, "a", encoding="utf-8")
-                self._fh.write(line)
-                self._fh.flush()
         return entry
+
+    def _write(self, line: str) -> None:
+        """The whole line or nothing: a write cut short (ENOSPC, EFBIG) is taken back."""
+        data = memoryview(line.encode("utf-8"))
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(self._fd, data):]
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass
+            why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
+            raise LogWriteError(exc.errno, f"cannot write to the session log {self.path}: {why}") from None
 
     def close(self) -> None:
         with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def next_message_id(self) -> str:
         return f"m{self._n_messages:05d}"

@@ -1,4 +1,5 @@
-"""Token accounting (SPEC §2): the seed's heuristic, exact offline tiktoken, calibration.
+"""Token counting (SPEC §2): the seed's heuristic and exact offline tiktoken (the accounting model
+that turns counts into billed tokens: core/log/accounting.py).
 
 The heuristic is the seed's formula, exactly: per text `ascii // 4 + non_ascii // 2 + 1`,
 `+4` per message, per tool call name + arguments `+10`.
@@ -15,7 +16,6 @@ import hashlib
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Iterable
@@ -57,6 +57,8 @@ def heuristic_message(msg: Message) -> int:
     total = (len(text) // 4 + 1 if text.isascii() else heuristic_text(text)) + MESSAGE_OVERHEAD
     for call in msg.tool_calls:
         total += heuristic_text(call.name) + heuristic_text(call.arguments) + TOOL_CALL_OVERHEAD
+    if msg.meta is not None and msg.role == "assistant":   # reasoning it sent back is part of the request
+        total += heuristic_text(msg.resent_reasoning) - 1
     return total
 
 
@@ -198,31 +200,9 @@ class TokenCounter:
         total = self.exact_text(msg.content) + MESSAGE_OVERHEAD
         for call in msg.tool_calls:
             total += self.exact_text(call.name) + self.exact_text(call.arguments) + TOOL_CALL_OVERHEAD
+        if msg.meta is not None and msg.role == "assistant":
+            total += self.exact_text(msg.resent_reasoning)
         return total
 
     def exact_messages(self, msgs: Iterable[Message]) -> int:
         return sum(self.exact_message(m) for m in msgs)
-
-
-@dataclass
-class Calibration:
-    """Running average of API-reported prompt tokens over our estimate of the same request."""
-
-    factor: float = 1.0
-    samples: int = 0
-    last_api: int | None = None
-    last_estimate: int | None = None
-
-    MIN, MAX = 0.5, 2.0
-
-    def observe(self, api_prompt_tokens: int, estimate: int) -> None:
-        if api_prompt_tokens <= 0 or estimate <= 0:
-            return
-        ratio = min(self.MAX, max(self.MIN, api_prompt_tokens / estimate))
-        self.samples += 1
-        self.factor += (ratio - self.factor) / self.samples
-        self.last_api = api_prompt_tokens
-        self.last_estimate = estimate
-
-    def apply(self, heuristic: int) -> int:
-        return heuristic if self.samples == 0 else int(round(heuristic * self.factor))

@@ -25,7 +25,7 @@ class Policy:
     window: int = 128_000
     buffer_tokens: int = 13_000          # seed 000: room for the next reply + estimator error
     soft_ratio: float = 0.70              # seed 000: soft limit = 70% of the window
-    small_window_buffer_ratio: float = 0.15  # buffer cap when soft and hard would collide
+    small_window_buffer_ratio: float = 0.15  # buffer cap for small windows (soft and hard stay apart)
     precise_ratio: float = 0.9            # seed 000 §8.6: exact count once estimate > 0.9 x soft
     fast_path_min_messages: int = 4       # seed 003: too few messages -> send as is
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
@@ -41,6 +41,9 @@ class Policy:
 
     mask: bool = True                     # seed 001 observation masking
     working_memory_messages: int = 6
+    # > 0: working memory is the last this many observations instead (SWE-agent's LastNObservations,
+    # the rule of "The Complexity Trap", arXiv 2508.21433); 0: the last `working_memory_messages`
+    mask_keep_observations: int = 0
     mask_min_chars: int = 200
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000
@@ -79,6 +82,15 @@ class Policy:
     read_file_default_lines: int = 400
     bash_timeout_s: float = 120.0
     bash_network: bool = False            # the bash sandbox has no network unless this allows it
+    # what one bash call may take (issue 27): the longest timeout a call may ask for, processes,
+    # memory, any one file it writes (and its /tmp), and how much of its output is kept in the spill
+    tool_timeout_s: float = 600.0
+    tool_max_procs: int = 512
+    tool_max_memory_mb: int = 4_096
+    tool_max_file_mb: int = 1_024
+    tool_max_spill_mb: int = 256
+    # ~/.ssh, ~/.aws, ~/.config, ~/.netrc, shell rc files... are hidden from bash unless this allows them
+    tool_allow_secrets: bool = False
 
     # tier 3 (memory)
     scribe_every_turns: int = 5
@@ -93,9 +105,10 @@ class Policy:
     # -- derived limits --------------------------------------------------------------------------
     @property
     def effective_buffer(self) -> int:
-        if self.soft_ratio * self.window >= self.window - self.buffer_tokens:
-            return int(self.small_window_buffer_ratio * self.window)
-        return self.buffer_tokens
+        """The buffer, capped at `small_window_buffer_ratio` of a window too small for it. The smaller
+        of the two, never a switch at the window where soft and hard would collide: that switch made
+        the hard limit jump down as the window grew (43,333 -> hard 36,834; 43,334 -> 30,334)."""
+        return min(self.buffer_tokens, int(self.small_window_buffer_ratio * self.window))
 
     @property
     def soft_limit(self) -> int:
@@ -196,6 +209,9 @@ def validate(p: Policy) -> Policy:
     if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
         raise PolicyError(f"shape_keep_last_min must be >= 1 and <= shape_keep_last_max, got "
                           f"{p.shape_keep_last_min} and {p.shape_keep_last_max}")
+    for name in ("tool_timeout_s", "tool_max_procs", "tool_max_memory_mb", "tool_max_file_mb", "tool_max_spill_mb"):
+        if getattr(p, name) < 1:
+            raise PolicyError(f"{name} must be at least 1, got {getattr(p, name)}")
     if p.tool_max_bytes < 256:
         raise PolicyError(f"tool_max_bytes must be at least 256, got {p.tool_max_bytes}")
     for head, tail, limit in HEAD_TAIL_LIMITS:

@@ -19,7 +19,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("sanitize", ("sanitize",), ()),
     ("fast path", ("fast_path_min_messages",), ()),
     ("snip", ("snip",), ("snip_",)),
-    ("mask", ("mask", "mask_min_chars", "fold_min_chars"), ("working_memory_",)),
+    ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations"), ("working_memory_",)),
     ("microcompact", ("microcompact",), ("microcompact_",)),
     ("deep compact", ("keep_first_user",), ("deep_", "summary_", "summarizer")),
     ("shape history", ("user_keep_chars", "argument_max_chars"), ("shape_",)),
@@ -30,11 +30,12 @@ OTHER = "other"
 
 UNIT_SUFFIXES = (("_tokens", "tokens"), ("_chars", "chars"), ("_head", "chars"), ("_tail", "chars"),
                  ("_messages", "messages"), ("_turns", "turns"), ("_lines", "lines"), ("_bytes", "bytes"),
-                 ("_entries", "entries"), ("_days", "days"), ("_s", "s"), ("_k", "hits"))
+                 ("_entries", "entries"), ("_days", "days"), ("_s", "s"), ("_k", "hits"), ("_mb", "MB"))
 UNITS = {"window": "tokens", "soft_ratio": "× window", "small_window_buffer_ratio": "× window",
          "deep_keep_ratio": "× window", "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
          "shape_keep_last_max": "turns",
-         "shape_keep_last_min": "turns", "memory_fragments_threshold": "files"}
+         "shape_keep_last_min": "turns", "memory_fragments_threshold": "files",
+         "mask_keep_observations": "observations", "tool_max_procs": "processes"}
 
 
 @dataclass(frozen=True, slots=True)

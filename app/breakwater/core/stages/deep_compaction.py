@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from breakwater.core.log.message import Message
 from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.log.session_log import Event
-from breakwater.core.stages.summarize import ExtractiveSummarizer, summary_message_text
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.stages.summarize import summary_message_text
 
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 
@@ -147,7 +148,7 @@ class DeepCompaction:
                 if m.role == "assistant" and out[i - 1].message.role == "tool":
                     return i  # after all results of a call group: a single-prompt agent run compacts too
             return start
-        head = self.calibration.apply(head_tokens)
+        head = self.calibration.scale(head_tokens)   # the tail's count carries the request's overhead
 
         def fits(c: int) -> bool:
             return head + self._tail_tokens(c, n) <= p.hard_limit
@@ -162,7 +163,7 @@ class DeepCompaction:
         lo, hi = 0, len(cands) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.calibration.apply(self.ledger.tokens(0, cands[mid], n)) <= budget:
+            if self.calibration.scale(self.ledger.tokens(0, cands[mid], n)) <= budget:
                 hi = mid
             else:
                 lo = mid + 1

@@ -1,7 +1,8 @@
 """Observation masking (seed 001): old tool output and old reasoning give way.
 
 Outside the protected working memory (the last `working_memory_messages`
-messages), tool results over `mask_min_chars` become a one-line placeholder that
+messages, or from the `mask_keep_observations`-th last observation on), observations (tool
+results, text-mode ones in user messages) over `mask_min_chars` become a one-line placeholder that
 still says how the call went (exit status, first error line), and assistant text
 over `fold_min_chars` is folded. Inside working memory, tool output over
 `working_memory_max_chars` keeps its first and last 500 chars.
@@ -39,7 +40,7 @@ Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, sp
 
 
 def mask_far(msg: Message, policy: Policy) -> Result:
-    if msg.role == "tool" and len(msg.content) > policy.mask_min_chars:
+    if msg.is_observation and len(msg.content) > policy.mask_min_chars:
         return msg.with_content(masked_text(msg)), ((0, len(msg.content)),), "masked"
     return fold(msg, policy)
 
@@ -58,7 +59,7 @@ def fold(msg: Message, policy: Policy) -> Result:
 
 
 def head_tail_near(msg: Message, policy: Policy) -> Result:
-    if msg.role == "tool" and len(msg.content) > policy.working_memory_max_chars:
+    if msg.is_observation and len(msg.content) > policy.working_memory_max_chars:
         text, span = head_tail(msg.content, policy.working_memory_head_chars, policy.working_memory_tail_chars,
                                middle_marker)
         return msg.with_content(text), (span,), "snipped"

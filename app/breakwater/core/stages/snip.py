@@ -1,7 +1,7 @@
 """Snip (seed 000 snipToolOutputs): long tool output keeps its head and tail.
 
-Tool messages over `snip_threshold_chars` keep the first `snip_head_chars` and
-the last `snip_tail_chars`; the middle becomes a marker that says how much went.
+Observations (tool results, and text-mode ones in user messages) over `snip_threshold_chars`
+keep the first `snip_head_chars` and the last `snip_tail_chars`; the middle becomes a marker that says how much went.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def head_tail(content: str, head: int, tail: int, marker) -> tuple[str, tuple[in
 
 
 def snip(msg: Message, policy: Policy) -> tuple[Message, tuple[tuple[int, int], ...]] | None:
-    if msg.role != "tool" or len(msg.content) <= policy.snip_threshold_chars:
+    if not msg.is_observation or len(msg.content) <= policy.snip_threshold_chars:
         return None
     text, span = head_tail(msg.content, policy.snip_head_chars, policy.snip_tail_chars, snip_marker)
     return msg.with_content(text), (span,)

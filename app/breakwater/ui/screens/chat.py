@@ -10,8 +10,6 @@ modals the agent awaits: nothing ever waits on a prompt nobody can see.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -21,10 +19,15 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import Footer, Input, Static
 
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
 from breakwater.agent.session import AgentError, AgentSession
+from breakwater.core.log.edits import View
 from breakwater.core.log.message import ToolCall
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.tools.workspace import Workspace, WorkspaceError
@@ -68,7 +71,9 @@ class ChatScreen(ReplayScreen):
         for widget in super().compose():
             if isinstance(widget, Footer):
                 yield Static(id="chat-stream")
-                yield Input(id="chat-input", placeholder=self._placeholder(), disabled=self.agent is None)
+                # without a model it still takes the focus and the keys (enter says how to configure one):
+                # a disabled input left them to the list, where "hello" stepped back and "D" compacted
+                yield Input(id="chat-input", placeholder=self._placeholder())
             yield widget
 
     def _placeholder(self) -> str:
@@ -85,7 +90,7 @@ class ChatScreen(ReplayScreen):
             self.notify(self.problem or HOW_TO_CONFIGURE, title="Chat is off", severity="warning", timeout=15)
         else:
             stream.update(Text(f"session {self.agent.path} · workspace {self.agent.workspace}", style="dim"))
-            self.query_one("#chat-input", Input).focus()
+        self.query_one("#chat-input", Input).focus()
 
     # -- following the live session -----------------------------------------------------------------
     def turn_to_show(self, turns: int) -> int:
@@ -134,6 +139,7 @@ class ChatScreen(ReplayScreen):
             await self.agent.send(text)
         except AgentError as exc:
             self.notify(str(exc), title="The agent stopped", severity="error", timeout=20)
+            self._show_stream(f"stopped: {exc}", "bold")   # not the "sending …" of the request that failed
         except asyncio.CancelledError:
             self.notify("Request cancelled; the partial reply is logged and never sent again.", timeout=5)
             self._show_stream("cancelled")
@@ -156,7 +162,8 @@ class ChatScreen(ReplayScreen):
             chat.focus()
 
     def _show_stream(self, text: str, style: str = "") -> None:
-        self.query_one("#chat-stream", Static).update(Text(text[-STREAM_TAIL:].replace("\n", " ⏎ "), style=style))
+        self.query_one("#chat-stream", Static).update(Text(visible(text[-STREAM_TAIL:].replace("\n", " ⏎ ")),
+                                                           style=style))
 
     @on(AgentActivity)
     def _activity(self, message: AgentActivity) -> None:
@@ -183,9 +190,10 @@ class ChatScreen(ReplayScreen):
             wait = ev.event.get("retry_in_s") if ev.event is not None else None
             action = "compacting and retrying" if ev.event is not None and ev.event.get("kind") == "context_length" \
                 else ("retrying" + ("" if wait is None else f" in {wait} s"))
-            self.notify(f"{ev.text} — {action}", title="Request failed", severity="warning", timeout=8)
+            self.notify(visible(f"{ev.text} — {action}"), title="Request failed", severity="warning", timeout=8)
+            self._show_stream(f"turn {ev.turn}: {ev.text} — {action}…", "bold")
         elif ev.kind == "error" and ev.event is not None:
-            self.notify(ev.text, title="Error", severity="error", timeout=12)
+            self.notify(visible(ev.text), title="Error", severity="error", timeout=12)
         elif ev.kind == "final":
             self._show_stream("assistant ✓ " + ev.text, "")
 
@@ -203,16 +211,15 @@ class ChatScreen(ReplayScreen):
         if call.name != "write_file":
             return None
         try:
-            path = json.loads(call.arguments or "{}").get("path")
-            fd = Workspace(self.agent.workspace).open(path, os.O_RDONLY)
+            path = checked_loads(call.arguments or "{}").get("path")
+            old = Workspace(self.agent.workspace).read_regular(path, OLD_CONTENT_LIMIT)
         except (ValueError, AttributeError, TypeError, OSError, WorkspaceError):
             return None
-        with open(fd, "rb", closefd=True) as fh:
-            return fh.read(OLD_CONTENT_LIMIT).decode("utf-8", errors="replace")
+        return old.decode("utf-8", errors="replace")
 
     async def _review(self, proposal: SummaryProposal) -> SummaryDecision:
         before = self.detail.view if self.detail is not None else None
-        at_risk = await self.facts_at_risk(proposal.covered, before, before.turn) if before is not None else None
+        at_risk = await self.facts_at_risk(proposal, before, before.turn) if before is not None else None
         return await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
 
     # -- control by hand: the agent logs it --------------------------------------------------------
@@ -221,6 +228,14 @@ class ChatScreen(ReplayScreen):
             self.notify(HOW_TO_CONFIGURE, severity="warning")
             return
         self._control(type, data)
+
+    def request_with(self, event: Event) -> View | None:
+        """The next request were `event` logged now (in a thread)."""
+        log = self.replay.log
+        if self.agent is None or log is None:
+            return None
+        r = self.replay
+        return view_at(SessionLog(log.header, [*log.entries, event]), r.policy, r.turns + 1, r.counter, r.model)
 
     @work(group="control")
     async def _control(self, type: str, data: dict) -> None:

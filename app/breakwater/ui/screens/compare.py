@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
 from breakwater.core.policy import PRESETS, Policy, PolicyError
@@ -25,6 +25,8 @@ from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED
 from breakwater.ui.screens.fidelity import measure
+from breakwater.ui.screens.replay import SHORT_ROWS
+from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.compare import BilledChart, CompareTotals
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady
 from breakwater.ui.widgets.gauges import Gauges
@@ -53,6 +55,7 @@ def describe(policy: Policy) -> str:
 
 
 class CompareScreen(Screen):
+    KEYS_NAME = "A/B"
     # screen CSS (not DEFAULT_CSS): it must win over the app's rules for the widgets it reuses
     CSS = """
     CompareScreen #cmp-head { height: 1; padding: 0 1; background: $panel; }
@@ -67,6 +70,11 @@ class CompareScreen(Screen):
     CompareScreen #cmp-chart { height: 9; border: round $primary-darken-2; }
     CompareScreen #cmp-totals { padding: 0 1; }
     CompareScreen #cmp-prompt { display: none; }
+    /* fewer than SHORT_ROWS rows: the list and the two requests keep their rows; the billed chart
+       goes (the totals under it say the same in figures) and each gauge keeps its figure and bar */
+    CompareScreen.-short #cmp-chart { display: none; }
+    CompareScreen.-short .cmp-gauge-row, CompareScreen.-short .cmp-side-label { height: 2; }
+    CompareScreen.-short #cmp-gauges-a, CompareScreen.-short #cmp-gauges-b { height: 2; }
     """
     BINDINGS = [
         Binding("right,l", "step(1)", "Next", key_display="→", id="compare.next", tooltip="Both policies: next turn"),
@@ -107,7 +115,10 @@ class CompareScreen(Screen):
         yield BilledChart(id="cmp-chart")
         yield CompareTotals(id="cmp-totals")
         yield Input(id="cmp-prompt", placeholder="B: a preset name or a policy file (TOML), enter to compare")
-        yield Footer()
+        yield KeysFooter()
+
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
 
     def on_mount(self) -> None:
         self.query_one("#cmp-chart").border_title = "Billed tokens so far — A and B"

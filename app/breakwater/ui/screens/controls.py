@@ -9,8 +9,12 @@ The screen provides `record_control(type, data)` and `compact_now()`; this mixin
 
 from __future__ import annotations
 
+import asyncio
+
+from textual import work
 from textual.binding import Binding
 
+from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
 from breakwater.core.log.session_log import Event
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
@@ -18,18 +22,18 @@ from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 STAGES = {"snip": "Snip", "mask": "Mask", "microcompact": "Microcompact"}
 
 CONTROL_BINDINGS = [
+    Binding("D", "deep_compact", "Deep compact", id="control.deep",
+            tooltip="Summarize the history before this request now (you see the summary first)"),
     Binding("P", "pin", "Pin", id="control.pin",
             tooltip="Pin or unpin the selected message: no stage compacts it, deep compactions keep it verbatim"),
+    Binding("u", "undo", "Undo", id="control.undo",
+            tooltip="Undo the selected summary, else the latest compaction, trigger or pin"),
     Binding("S", "trigger('snip')", "Snip now", show=False, id="control.snip",
             tooltip="Snip long tool results from this request on, whatever the zone"),
     Binding("M", "trigger('mask')", "Mask now", show=False, id="control.mask",
             tooltip="Mask old tool results from this request on, whatever the zone"),
     Binding("C", "trigger('microcompact')", "Microcompact now", show=False, id="control.microcompact",
             tooltip="Reduce old tool exchanges to one line each from this request on"),
-    Binding("D", "deep_compact", "Deep compact", id="control.deep",
-            tooltip="Summarize the history before this request now (you see the summary first)"),
-    Binding("u", "undo", "Undo", id="control.undo",
-            tooltip="Undo the selected summary, else the latest compaction, trigger or pin"),
 ]
 
 
@@ -44,7 +48,9 @@ def describe_event(e: Event) -> str:
         return f"deep compaction {e.id} ({e.get('trigger') or 'auto'}, turn {e.get('turn')})"
     if e.type == "trigger":
         return f"{e.get('stage')} triggered by hand ({e.id})"
-    return f"pin of {e.get('message_id')} ({e.id})"
+    if e.type == "undo":
+        return f"undo of {e.get('target')} ({e.id})"
+    return f"{e.type} of {e.get('message_id')} ({e.id})"
 
 
 class ControlsMixin:
@@ -54,6 +60,10 @@ class ControlsMixin:
         raise NotImplementedError
 
     def compact_now(self) -> None:   # pragma: no cover
+        raise NotImplementedError
+
+    def request_with(self, event: Event) -> View | None:   # pragma: no cover
+        """The request at the current turn were `event` recorded there (in a thread)."""
         raise NotImplementedError
 
     def _selected_message(self) -> Message | None:
@@ -70,7 +80,18 @@ class ControlsMixin:
         pinned = msg.id in self.query_one(MessageList).pins
         self.record_control("unpin" if pinned else "pin", {"message_id": msg.id})
 
-    def action_trigger(self, stage: str) -> None:
+    @work(exclusive=True, group="trigger")
+    async def action_trigger(self, stage: str) -> None:
+        # a stage run by hand is there to make the request smaller: one that would not is not recorded
+        turn, shown = self.turn, self.detail.view if self.detail is not None else None
+        if shown is not None and shown.turn == turn:
+            trial = await asyncio.to_thread(self.request_with, Event("trigger", "trial", {"stage": stage}))
+            if trial is not None and trial.sent_tokens >= shown.sent_tokens:
+                change = (f"would make the request at turn {turn:,} larger ({shown.sent_tokens:,} → "
+                          f"{trial.sent_tokens:,} tokens)" if trial.sent_tokens > shown.sent_tokens else
+                          f"would not make the request at turn {turn:,} smaller ({shown.sent_tokens:,} tokens)")
+                self.notify(f"{STAGES[stage]} now {change}; nothing was done.", title="Not run", timeout=6)
+                return
         self.record_control("trigger", {"stage": stage})
 
     def action_deep_compact(self) -> None:

@@ -18,8 +18,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.core.review import SummaryDecision, SummaryProposal
 from breakwater.core.log.message import ToolCall
+from breakwater.core.log.words import plural
 from breakwater.fidelity.probes import Probe
 from breakwater.ui.widgets.would_lose import WouldLose
 
@@ -39,7 +42,7 @@ def write_diff(old: str | None, new: str, path: str) -> Text:
         style = ("green" if line.startswith("+") and not line.startswith("+++") else
                  "red" if line.startswith("-") and not line.startswith("---") else
                  "cyan" if line.startswith("@@") else "dim" if line.startswith(("+++", "---")) else "")
-        out.append(line + "\n", style=style)
+        out.append(visible(line) + "\n", style=style)
     return out if out else Text("(no change)", style="dim")
 
 
@@ -70,12 +73,12 @@ class ApprovalScreen(ModalScreen[str]):
                 yield Button("Deny (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
-        self.query_one("#dialog").border_title = f"The agent wants to run {self.call.name}"
+        self.query_one("#dialog").border_title = visible(f"The agent wants to run {self.call.name}")
         self.query_one("#once", Button).focus()
 
     def _args(self) -> dict:
         try:
-            args = json.loads(self.call.arguments or "{}")
+            args = checked_loads(self.call.arguments or "{}")
         except ValueError:
             return {}
         return args if isinstance(args, dict) else {}
@@ -83,17 +86,18 @@ class ApprovalScreen(ModalScreen[str]):
     def _what(self) -> Text:
         args = self._args()
         if self.call.name == "bash" and isinstance(args.get("command"), str):
-            return Text.assemble(("$ ", "bold"), (args["command"], "bold"))
+            return Text.assemble(("$ ", "bold"), (visible(args["command"]), "bold"))
         if self.call.name == "write_file" and isinstance(args.get("path"), str):
             verb = "create" if self.old_content is None else "overwrite"
-            return Text.assemble((f"{verb} ", "bold"), (args["path"], "bold"))
-        return Text(f"{self.call.name}({self.call.arguments[:500]})")
+            return Text.assemble((f"{verb} ", "bold"), (visible(args["path"]), "bold"))
+        return Text(visible(f"{self.call.name}({self.call.arguments[:500]})"))
 
     def _body(self) -> Text:
         args = self._args()
         if self.call.name == "write_file" and isinstance(args.get("content"), str):
             return write_diff(self.old_content, args["content"], str(args.get("path")))
-        return Text(json.dumps(args, indent=2, ensure_ascii=False)[:20000] if args else self.call.arguments[:20000])
+        return Text(visible(json.dumps(args, indent=2, ensure_ascii=False)[:20000] if args
+                            else self.call.arguments[:20000]))
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
@@ -142,10 +146,11 @@ class SummaryReviewScreen(ModalScreen[SummaryDecision]):
         span = f"{covered[0]} … {covered[-1]}" if len(covered) > 1 else (covered[0] if covered else "—")
         saved = p.tokens_before - p.tokens_after
         return Text.assemble(
-            ("Replaces ", ""), (f"{len(covered)} messages", "bold"), (f" ({span})", "dim"), ("   tokens ", ""),
-            (f"{p.tokens_before:,} → {p.tokens_after:,}", "bold"),
+            ("Replaces ", ""), (plural(len(covered), "message"), "bold"), (f" ({span})", "dim"),
+            ("   request ", ""), (f"{p.tokens_before:,} → {p.tokens_after:,} tokens", "bold"),
             (f"  (−{saved:,})" if saved > 0 else "", "green"),
-            ("\nEdit the text if it misses something; what you accept is what is logged and sent.", "dim"))
+            ("\nThe request as it will be sent once accepted. Edit the text if it misses something; what you "
+             "accept is what is logged and sent.", "dim"))
 
     @on(TextArea.Changed, "#review-text")
     def _edited(self, event: TextArea.Changed) -> None:

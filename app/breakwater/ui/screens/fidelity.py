@@ -31,9 +31,10 @@ from breakwater.ui.messages import SimulationFailed
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady, percent
 from breakwater.ui.widgets.message_list import MessageList
 
-# The measurement replays every request of the session in a thread: at 20k messages that is minutes
-# of CPU, and a thread holding the GIL makes each key wait for it. So it pauses while the user is at
-# the keys (or the mouse) and carries on once they have been idle this long.
+# The measurement replays every request of the session: at 20k messages that is minutes of CPU. It
+# runs in a process of its own at the lowest priority (in a thread, holding the GIL, it made each key
+# wait for it), and either way it pauses while the user is at the keys (or the mouse) and carries
+# on once they have been idle this long.
 INPUT_QUIET_S = 0.5
 
 FIDELITY_BINDINGS = [
@@ -48,6 +49,7 @@ def measure(replay, busy=lambda: False) -> tuple[FidelityRun, list[Loop]] | None
     worker, which may cancel it: then None). While `busy()` says the user is at the keys, it waits
     between requests."""
     from breakwater.fidelity import loops
+    from breakwater.fidelity.background import replay_in_background
     from breakwater.fidelity.runner import Stopped
     from breakwater.fidelity.runner import replay as fidelity_replay
 
@@ -60,8 +62,12 @@ def measure(replay, busy=lambda: False) -> tuple[FidelityRun, list[Loop]] | None
         return worker.is_cancelled
 
     try:
-        run = fidelity_replay(log, replay.policy, replay.counter, summarizer=replay.summarizer, model=replay.model,
-                              stop=stop)
+        if replay.summarizer is None:   # the offline summarizer: measured in a process of its own
+            run = replay_in_background(log, replay.policy, replay.counter, replay.model,
+                                       lambda: worker.is_cancelled, busy)
+        else:   # a model's summarizer (its client lives here): in this thread, between keys
+            run = fidelity_replay(log, replay.policy, replay.counter, summarizer=replay.summarizer,
+                                  model=replay.model, stop=stop)
     except Stopped:
         return None
     return run, loops.find(run.compaction_turns, run.reads)
@@ -118,9 +124,9 @@ class FidelityMixin:
         self.fidelity, self.fidelity_loops = message.run, message.loops
         self.query_one(FidelityGauge).show(message.run, message.loops, self.turn or 1)
 
-    async def facts_at_risk(self, covered, before: View | None, turn: int) -> list[Probe] | None:
-        """The facts request `turn` (`before`, when the screen has it) carries only in the messages
-        `covered`, which a summary is about to replace; None if they cannot be measured."""
+    async def facts_at_risk(self, proposal, before: View | None, turn: int) -> list[Probe] | None:
+        """The facts request `turn` (`before`, when the screen has it) carries that the request the
+        proposal makes carries only if its summary says them; None if they cannot be measured."""
         run, log = self.fidelity, self.replay.log
 
         def work() -> list[Probe]:
@@ -129,7 +135,7 @@ class FidelityMixin:
 
             request = before if before is not None else self.replay.view(turn)
             scorer = Scorer(run.probes if run is not None else extract(SessionLog(log.header, list(log.entries))))
-            return at_risk(scorer, request.messages, covered, turn)
+            return at_risk(scorer, request.messages, proposal.view.messages, proposal.compaction.id, turn)
 
         try:
             return await asyncio.to_thread(work)

@@ -19,21 +19,31 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
+from breakwater.core.log.visible import visible
 from breakwater.core.compare import counterpart
+from breakwater.core.context_categories import for_turn
 from breakwater.core.review import SummaryProposal
-from breakwater.core.overlay import OverlayFile, compaction_record, manual_compaction, overlay_path, position_of_turn
+from breakwater.core.log.edits import View
+from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
+                                     position_of_turn)
+from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.log.session_log import SessionLog
-from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.words import plural
+from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, describe_event
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
+from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
                                     ViewReady)
+from breakwater.ui.screens.context import ContextScreen
 from breakwater.ui.widgets.badges import ROLES
+from breakwater.ui.widgets.context_line import ContextLine
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
+from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import ListFilter, MessageList
@@ -41,6 +51,9 @@ from breakwater.ui.widgets.policy_panel import PolicyPanel
 from breakwater.ui.widgets.replay_controls import SPEEDS, ReplayControls
 from breakwater.ui.widgets.timeline import Timeline
 
+
+
+STEP = Binding.Group("Step")
 
 
 class Superseded(Exception):
@@ -61,33 +74,41 @@ def pins_of(replay: Replay) -> set[str]:
     return pins
 
 
+SHORT_ROWS = 48        # a terminal with fewer rows lays the screen out for them (see breakwater.tcss)
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
 PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
 
 
 class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
-    BINDINGS = [*CONTROL_BINDINGS, *FIDELITY_BINDINGS,
-        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward"),
-        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back"),
-        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
-        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
-        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+    KEYS_NAME = "replay"   # in the footer, before the screen's keys that still work where the focus is
+    # in the order of importance: a narrow footer offers them in this order while they fit
+    BINDINGS = [
+        Binding("left,h", "step(-1)", "Prev", key_display="←", id="replay.prev", tooltip="Step one request back",
+                group=STEP),
+        Binding("right,l", "step(1)", "Next", key_display="→", id="replay.next", tooltip="Step one request forward",
+                group=STEP),
         Binding("space", "play", "Play", id="replay.play", tooltip="Step through the turns automatically"),
-        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
-        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
+        Binding("g", "prompt('turn')", "Turn…", id="replay.goto", tooltip="Type a turn number to jump to"),
+        Binding("p", "toggle_policy", "Policy", id="policy.show",
+                tooltip="Show the policy panel: change any value and the session is re-simulated"),
+        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
+        Binding("c", "compare", "A/B", id="compare.open",
+                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
+        *CONTROL_BINDINGS, *FIDELITY_BINDINGS,
         Binding("slash", "prompt('search')", "Search", id="list.search", tooltip="Show only messages containing text"),
         Binding("r", "cycle_role", "Role", id="filter.role", tooltip="Filter the list by role (cycles)"),
         Binding("e", "cycle_kind", "Kind", id="filter.kind", tooltip="Filter the list by edit kind (cycles)"),
+        Binding("home", "jump('first')", "First", id="replay.first", tooltip="Jump to the first request"),
+        Binding("end", "jump('last')", "Last", id="replay.last", tooltip="Jump to the last recorded request"),
+        Binding("plus,equals_sign", "speed(1)", "Faster", show=False, id="replay.faster", tooltip="Play faster"),
+        Binding("minus", "speed(-1)", "Slower", show=False, id="replay.slower", tooltip="Play slower"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="filter.clear",
                 tooltip="Show every message again"),
-        Binding("s", "toggle_spill", "Spill", id="spill.toggle", tooltip="Show or hide the spill files pane"),
-        Binding("p", "toggle_policy", "Policy", id="policy.show",
-                tooltip="Show the policy panel: change any value and the session is re-simulated"),
-        Binding("c", "compare", "A/B", id="compare.open",
-                tooltip="Compare this policy with another (its preset, or the next preset) side by side"),
         Binding("i", "focus_inspector", "Inspector", show=False, id="inspector.focus",
                 tooltip="Move the focus to the inspector (scroll the texts)"),
+        Binding("x", "context", "Context", show=False, id="context.show",
+                tooltip="This turn's request by category: system, tools, memory, messages, results, free space"),
     ]
 
     def __init__(self, replay: Replay, turn: int | None = None, workspace: Path | None = None,
@@ -114,10 +135,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(f"{name} — {title}" if name else str(title), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")
+        yield ContextLine(id="context-line")
         with Horizontal(id="main"):
             yield MessageList(self.messages, pins_of(self.replay), id="messages")
             with Vertical(id="side"):
@@ -127,7 +149,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         # full width under the list and inspector, in the timeline's place: log lines are wide
         yield SpillPane(self.workspace or Path.cwd(), log.id, id="spill")
         yield Input(id="prompt")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         p = self.replay.policy
@@ -138,7 +160,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one("#timeline").border_title = "Timeline — tokens per turn"
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
+        self._show_overlay_note()
+        if self.overlay is not None and self.overlay.events:
+            self.notify(f"{edits_note(self.overlay)[2:]} from {self.overlay.path} (ctrl+p: Overlay… to list or "
+                        f"clear them)", title="Your edits of this recording", timeout=8)
         self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
+
+    def _show_overlay_note(self) -> None:
+        self.query_one(ReplayControls).update_state(overlay=edits_note(self.overlay))
 
     # -- workers ----------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="simulate")
@@ -217,7 +246,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
-        self.notify(message.reason, title="Simulation failed", severity="error", timeout=30)
+        self.notify(visible(message.reason), title="Simulation failed", severity="error", timeout=30)
 
     @on(ViewReady)
     def _view_ready(self, message: ViewReady) -> None:
@@ -229,6 +258,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.detail = detail
         self.query_one(MessageList).set_detail(detail)
         self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
+        self.query_one(ContextLine).show(for_turn(self.replay, detail))
         self.query_one(ReplayControls).update_state(pending=False)
         self._show_selected()
         if self._fidelity_due:
@@ -381,9 +411,14 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
         self._simulate()
 
+    def on_resize(self, event) -> None:
+        # a short terminal: the timeline gives rows to the list, and the policy panel the inspector's
+        self.set_class(event.size.height < SHORT_ROWS, "-short")
+
     def action_toggle_policy(self) -> None:
         panel = self.query_one(PolicyPanel)
         panel.display = not panel.display
+        self.query_one("#side").set_class(panel.display, "-policy")
         if panel.display:
             panel.table.focus()
         else:
@@ -393,6 +428,11 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         from breakwater.ui.screens.compare import CompareScreen
 
         self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy), self.turn))
+
+    def action_context(self) -> None:
+        line = self.query_one(ContextLine)
+        if line.categories is not None and self.detail is not None:
+            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()
@@ -420,10 +460,50 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
                     title="Recorded in the overlay", timeout=4)
         self.reload(self._with_overlay(), event)
 
+    def overlay_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) for the palette: the overlay's edits, listed and cleared."""
+        o = self.overlay
+        if o is None or not o.events:
+            return []
+        return [(f"Overlay: show the {edits_note(o)[2:]}", f"Kept in {o.path}", "show_overlay"),
+                ("Overlay: clear every edit", f"Show the recording as recorded ({o.path} is emptied)",
+                 f"clear_overlay({ALL!r})"),
+                *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
+                   f"clear_overlay({ev.id!r})") for ev in reversed(o.events))]
+
+    def action_show_overlay(self) -> None:
+        if self.overlay is None:
+            self.notify("No overlay: this session has no edits of yours.", timeout=4)
+            return
+        self.app.push_screen(OverlayScreen(self.overlay, self.recording), self.action_clear_overlay)
+
+    def action_clear_overlay(self, target: str | None) -> None:
+        if not target or self.overlay is None:
+            return
+        ids = [ev.id for ev in self.overlay.events] if target == ALL else [target]
+        try:
+            removed = self.overlay.remove(ids)
+        except OSError as exc:
+            self.notify(f"Could not rewrite {self.overlay.path}: {exc}", title="Nothing cleared", severity="error")
+            return
+        self.notify(f"Cleared {plural(len(removed), 'edit')} from {self.overlay.path.name}; "
+                    f"{plural(len(self.overlay.events), 'edit')} left.", title="Overlay", timeout=5)
+        self.reload(self._with_overlay())
+
+    def request_with(self, event: Event) -> View | None:
+        """The request at the current turn were `event` added to the overlay there (in a thread)."""
+        if self.turn is None:
+            return None
+        at = position_of_turn(self.recording, self.turn)
+        event = Event(event.type, event.id, {**event.data, "at": at})
+        log = apply_overlay(self.recording, [*(self.overlay.events if self.overlay else ()), event])
+        r = self.replay
+        return view_at(log, r.policy, self.turn, r.counter, r.model)
+
     def _with_overlay(self) -> Replay:
         r = self.replay
         return Replay(self.overlay.apply(self.recording), r.policy, r.counter, r.model, r.summarizer,
-                      recording=self.recording, tokens=r.tokens)
+                      recording=self.recording, tokens=r.tokens, window_source=r.window_source)
 
     def reload(self, replay: Replay, cause=None) -> None:
         """Show another simulation of the session (its log grew, an overlay event, another policy)."""
@@ -435,6 +515,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Inspector).set_messages(self.messages)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
         self.query_one(ReplayControls).update_state(pending=True)
+        self._show_overlay_note()
         self._simulate()
 
     @work(exclusive=True, group="compact")
@@ -449,7 +530,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
-        at_risk = await self.facts_at_risk(proposal.covered, before, turn)
+        at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":
             self.notify("Deep compaction cancelled; nothing was recorded.", timeout=3)

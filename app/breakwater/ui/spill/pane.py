@@ -38,6 +38,8 @@ NARROW = 90
 class SpillFileList(OptionList, inherit_bindings=False):
     """The spill files, newest first; Enter opens one."""
 
+    KEYS_NAME = "spill files"
+
     BINDINGS = [
         Binding("up,k", "cursor_up", "Up", show=False, id="spill.files.up", tooltip="Previous spill file"),
         Binding("down,j", "cursor_down", "Down", show=False, id="spill.files.down", tooltip="Next spill file"),

@@ -81,6 +81,8 @@ def _appended(path: Path, generation: int, start: int, identity: tuple[int, int]
 class SpillView(ScrollView, can_focus=True, inherit_bindings=False):
     """The lines of one spill file, following it as it grows."""
 
+    KEYS_NAME = "spill file"   # in the footer, before its keys
+
     BINDINGS = [
         Binding("up,k", "scroll_up", "Up", show=False, id="spill.up", tooltip="Scroll up one line"),
         Binding("down,j", "scroll_down", "Down", show=False, id="spill.down", tooltip="Scroll down one line"),

@@ -125,6 +125,9 @@ class BilledChart(Widget):
             self.post_message(TurnChosen(turn))
 
 
+NARROW = 110   # columns under which the totals leave out the billing without compaction
+
+
 class CompareTotals(Widget):
     """The wallet of each policy over the whole session, and B minus A."""
 
@@ -150,20 +153,24 @@ class CompareTotals(Widget):
         if c is None:
             return Text("")
         table = Table(box=None, pad_edge=False, expand=True, header_style="bold")
-        # figures never wrap (a header may): the table stays three rows high at 120 columns
-        for col in ("", "preset · window", "billed without", "billed with", "saved", "deep compactions",
-                    "turns in hard zone", "facts kept", "pinned"):
-            table.add_column(col, justify="left" if col in ("", "preset · window") else "right",
-                             no_wrap=col in ("preset · window", "saved"))
+        # figures never wrap (a header may): the table stays three rows high at 120 columns; narrower,
+        # the billing without compaction (the same for A and B, and in the chart) makes room for them
         ta, tb = c.totals
+        wide = self.size.width == 0 or self.size.width >= NARROW
+        columns = ["", "preset · window", *(["billed without"] if wide else []), "billed with", "saved",
+                   "deep compactions", "turns in hard zone", "facts kept", "pinned"]
+        for col in columns:
+            table.add_column(col, justify="left" if col in ("", "preset · window") else "right",
+                             no_wrap=col not in ("", "deep compactions", "turns in hard zone", "facts kept"))
         for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
             recall, pinned = self.recall.get(name, (None, None))
-            table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}", f"≈{tot.billed_raw:,}",
-                          f"{tot.billed_sent:,}", f"≈{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
+            table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}",
+                          *([f"≈{tot.billed_raw:,}"] if wide else []), f"{tot.billed_sent:,}",
+                          f"≈{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
                           str(tot.hard_turns), _pct(recall, name in self.recall), _pct(pinned, name in self.recall))
-        table.add_row("B − A", "", f"{tb.billed_raw - ta.billed_raw:+,}", f"{tb.billed_sent - ta.billed_sent:+,}",
-                      _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}", f"{tb.hard_turns - ta.hard_turns:+}",
-                      *(_pt_delta(self.recall, k) for k in (0, 1)))
+        table.add_row("B − A", "", *([f"{tb.billed_raw - ta.billed_raw:+,}"] if wide else []),
+                      f"{tb.billed_sent - ta.billed_sent:+,}", _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}",
+                      f"{tb.hard_turns - ta.hard_turns:+}", *(_pt_delta(self.recall, k) for k in (0, 1)))
         return table
 
 

@@ -1,6 +1,8 @@
 """The gauges: tokens sent at the current turn against the window, the soft and hard limits marked
-on the bar, the bar's colour following the zone; beside it the counts SPEC §2 names (heuristic,
-exact, last API figure, calibration), the raw size and what compaction saves."""
+on the bar, the bar's colour following the zone, the unseen overhead (the provider's system prompt
+and tools) as its own block; beside it the counts SPEC §2 names (heuristic, exact, last API figure,
+the fitted calibration), the request without compaction and what compaction saves. Every figure is
+the core's (core/log/accounting.py): drawn, never worked out here."""
 
 from __future__ import annotations
 
@@ -39,16 +41,19 @@ class Gauges(Drawn):
         out = Text()
         out.append("sent ", style="bold")
         out.append(f"{mark}{v.sent_tokens:,}", style=zone_style + self._c("label"))
-        out.append(f" of window {v.window:,} · ")
+        out.append(f" of window {v.window:,}")
+        out.append(f" ({d.window_source})", style=self._c("dim"))
+        out.append(" · ")
         out.append(ZONE_TEXT.get(v.zone, v.zone), style=zone_style + self._c("label"))
         if v.zone != "safe":
             limit = v.soft_limit if v.zone == "soft" else v.hard_limit
-            out.append(f" (history {v.base_tokens:,} > {v.zone} limit {limit:,})", style=self._c("dim"))
+            out.append(f" (history before stages {v.base_tokens:,} > {v.zone} limit {limit:,})",
+                       style=self._c("dim"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
         if not v.fits:
             out.append("  DOES NOT FIT THE WINDOW", style=self._c("hard") + self._c("label"))
         out.append("\n")
-        out.append_text(self._bar(v, max(20, self.size.width - 2)))
+        out.append_text(self._bar(v, max(20, self.size.width - 2), d.calibration.overhead))
         out.append("\n")
         self._counts(out, d)
         return out
@@ -65,17 +70,19 @@ class Gauges(Drawn):
             done.append(f"stages up to {st.level}")
         return ", ".join(done) if done else "sent as is"
 
-    def _bar(self, v, width: int) -> Text:
-        """The window as a bar: sent solid, the history before compaction shaded, limits as ┃."""
+    def _bar(self, v, width: int, overhead: int = 0) -> Text:
+        """The window as a bar: the unseen overhead ▓, the rest sent solid, the history before the
+        stages shaded, limits as ┃."""
         scale = width / max(1, v.window)
+        unseen = min(width, round(max(0, overhead) * scale))
         sent = min(width, round(v.sent_tokens * scale))
         base = min(width, round(v.base_tokens * scale))
         soft_at = min(width - 1, round(v.soft_limit * scale))
         hard_at = min(width - 1, round(v.hard_limit * scale))
         zone, empty = self._c(v.zone), self._c("empty")
         marks = {soft_at: self._c("soft") + self._c("label"), hard_at: self._c("hard") + self._c("label")}
-        return runs(("┃", marks[x]) if x in marks else ("█", zone) if x < sent else ("▒", zone) if x < base
-                    else ("░", empty) for x in range(width))
+        return runs(("┃", marks[x]) if x in marks else ("▓", zone) if x < unseen else ("█", zone) if x < sent
+                    else ("▒", zone) if x < base else ("░", empty) for x in range(width))
 
     def _counts(self, out: Text, d: TurnDetail) -> None:
         v = d.view
@@ -87,16 +94,14 @@ class Gauges(Drawn):
         out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None else "≈ unknown model")
         out.append(" · API ", style=dim)
         out.append(f"{v.api_tokens:,}" if v.api_tokens is not None else "—")
-        out.append(" · calibration ", style=dim)
-        out.append(f"×{d.calibration.factor:.2f}")
+        out.append(" · ▓ ", style=dim)
+        out.append(d.calibration.describe())
         out.append("\n")
         out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
-        out.append("raw ", style=dim)
+        out.append("without compaction ", style=dim)
         out.append(f"≈{v.raw_tokens:,}")
         if v.raw_tokens:
-            # like for like: raw is the plain heuristic, so the sent request is counted the same way
-            # (sent_tokens may be tiktoken's count, which would show savings where nothing was cut)
-            saved = v.raw_tokens - d.heuristic_tokens
+            saved = v.raw_tokens - v.sent_tokens   # both counted by one calibration (core/log/accounting.py)
             out.append(" · saved ", style=dim)
             out.append(f"≈{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
         prefix = getattr(v, "stable_prefix_tokens", None)
@@ -105,3 +110,7 @@ class Gauges(Drawn):
         if prefix is not None:
             out.append(" · cache-stable prefix ", style=dim)
             out.append(f"≈{prefix:,}")
+        st = self.stats
+        if st is not None and st.cost_sent is not None:
+            out.append(" · cost ", style=dim)
+            out.append(f"${st.cost_sent:.4f} (without ${st.cost_raw:.4f})")

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
+from breakwater.core.log.visible import visible
 from breakwater.core.log.edits import Edit
 from breakwater.core.log.message import Message
 from breakwater.core.replay import TurnDetail
@@ -24,7 +25,7 @@ STACK_BELOW = 76   # columns
 
 
 def _call_line(call) -> str:
-    return f"→ {call.name}({call.arguments})"
+    return visible(f"→ {call.name}({call.arguments})")
 
 
 class InspectorHead(Drawn):
@@ -145,6 +146,8 @@ class Inspector(Vertical):
     def _head(self, index: int, m: Message, detail: TurnDetail | None, future: bool) -> Text:
         text = Text()
         text.append(f"#{index} {m.role}", style="bold")
+        if m.role == "user" and m.is_observation:   # a text-mode observation: compacted like a tool result
+            text.append(" (observation)", style="bold")
         text.append(f" · id {m.id} · turn {m.turn} · raw {heuristic_message(m):,} tokens")
         if detail is not None and not future:
             text.append(f" → sent {detail.sent_tokens(m):,}")

@@ -23,6 +23,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from breakwater.core.log.visible import visible
 from breakwater.core.log.message import Message
 from breakwater.core.replay import TurnDetail
 from breakwater.core.log.tokens import heuristic_message
@@ -41,7 +42,7 @@ def preview(msg: Message) -> str:
     if msg.tool_calls:
         calls = ", ".join(f"{c.name}({c.arguments[:80]})" for c in msg.tool_calls)
         text = f"{text} → {calls}" if text.strip() else f"→ {calls}"
-    return " ".join(text.split())
+    return visible(" ".join(text.split()))
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             text.append(f"{'':>6}→{tokens:<6,} ", self._style("tokens"))
             text.append(f" covers {n} messages ", self._style("summarized"))
             text.append(" ")
-            body = " ".join(s.message.content.split()[3:60]) if s else ""
+            body = visible(" ".join(s.message.content.split()[3:60])) if s else ""
             text.append(" " + body)
         else:
             m = self.messages[index]

@@ -41,6 +41,8 @@ def show_value(value) -> str:
 class PolicyTable(DataTable):
     """The rows of the panel; its bindings are the panel's keys (they win while it has the focus)."""
 
+    KEYS_NAME = "policy"
+
     BINDINGS = [
         Binding("right,plus,equals_sign", "step(1)", "Value +", key_display="→/+", id="policy.up",
                 tooltip="Raise the selected value by one step (or switch it on / to the next choice)"),
@@ -125,7 +127,8 @@ class PolicyPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="policy-summary")
         table = PolicyTable(id="policy-table", cursor_type="row", zebra_stripes=False)
-        for label, key in (("setting", "name"), ("value", "value"), ("unit", "unit"), ("preset", "preset")):
+        # the preset's value beside the value: the unit is what a narrow panel cuts
+        for label, key in (("setting", "name"), ("value", "value"), ("preset", "preset"), ("unit", "unit")):
             table.add_column(label, key=key)
         yield table
         yield Input(id="policy-input", select_on_focus=False)
@@ -134,6 +137,16 @@ class PolicyPanel(Vertical):
     def on_mount(self) -> None:
         self.query_one("#policy-input", Input).display = False
         self._fill()
+        # the cells hold the colours of the theme they were made in: another theme makes them again
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.call_after_refresh(self._restyle))
+
+    def _restyle(self) -> None:
+        table = self.table
+        for group in dict.fromkeys(s.group for s in self.specs):
+            replayed = any(s.changes_view for s in self.specs if s.group == group)
+            table.update_cell(f"group:{group}", "name", Text(group, style=self._c("group")))
+            table.update_cell(f"group:{group}", "unit", Text("" if replayed else "agent only", style=self._c("dim")))
+        self._redraw([s.name for s in self.specs])
 
     # -- drawing -----------------------------------------------------------------------------------
     def _c(self, name: str):
@@ -155,9 +168,8 @@ class PolicyPanel(Vertical):
             if spec.group != group:
                 group = spec.group
                 replayed = any(s.changes_view for s in self.specs if s.group == group)
-                table.add_row(Text(group, style=self._c("group")), "",
-                              Text("" if replayed else "agent only", style=self._c("dim")), "",
-                              key=f"group:{group}")
+                table.add_row(Text(group, style=self._c("group")), "", "",
+                              Text("" if replayed else "agent only", style=self._c("dim")), key=f"group:{group}")
             table.add_row(*self._cells(spec), key=spec.name)
         self._summary()
 
@@ -170,8 +182,8 @@ class PolicyPanel(Vertical):
                     style=self._c("refused") if refused else self._c("changed"))
         name.append(spec.name, style=self._c("dim") if not spec.changes_view else "")
         shown = Text(show_value(value), style=self._c("changed") if differs else "", justify="right")
-        return name, shown, Text(spec.unit, style=self._c("dim")), Text(show_value(ref), style=self._c("dim"),
-                                                                         justify="right")
+        return name, shown, Text(show_value(ref), style=self._c("dim"), justify="right"), Text(spec.unit,
+                                                                                              style=self._c("dim"))
 
     def _redraw(self, names) -> None:
         table = self.table
@@ -179,7 +191,7 @@ class PolicyPanel(Vertical):
             spec = self._spec(name)
             if spec is None:
                 continue
-            for key, cell in zip(("name", "value", "unit", "preset"), self._cells(spec)):
+            for key, cell in zip(("name", "value", "preset", "unit"), self._cells(spec)):
                 table.update_cell(name, key, cell)
         self._summary()
 

@@ -10,7 +10,8 @@ SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 
 class ReplayControls(Drawn):
-    COMPONENT_CLASSES = {"replay-controls--title", "replay-controls--dim", "replay-controls--playing"}
+    COMPONENT_CLASSES = {"replay-controls--title", "replay-controls--dim", "replay-controls--playing",
+                         "replay-controls--overlay"}
 
     def __init__(self, title: str, id: str | None = None):
         super().__init__(id=id)
@@ -22,6 +23,7 @@ class ReplayControls(Drawn):
         self.speed = 1.0
         self.pending = False
         self.progress: tuple[int, int] | None = None   # turns simulated so far, of all
+        self.overlay = ""   # what of the user's overlay is applied (empty: none)
 
     def update_state(self, **state) -> None:
         for k, v in state.items():
@@ -40,6 +42,9 @@ class ReplayControls(Drawn):
         if self.pending:
             busy = f" · simulating {self.progress[0]:,}/{self.progress[1]:,}…" if self.progress else " · computing…"
         text.append(f" · {self.speed:g}×{busy}", c("dim"))
+        if self.overlay:   # before the policy and the title, so that a narrow terminal still shows it
+            text.append(" │ ", c("dim"))
+            text.append(self.overlay, c("overlay"))
         text.append(f" │ {self.policy_line} │ ", c("dim"))
         text.append(self.title, c("title"))
         return text

@@ -18,6 +18,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from breakwater.core.log.visible import visible
 from breakwater.ui.widgets.badges import ALL_KINDS
 
 
@@ -37,6 +38,7 @@ class TextPane(ScrollView, can_focus=True):
         self._strips: LRUCache[tuple[int, int], Strip] = LRUCache(512)
 
     def set_text(self, text: str, spans: list[tuple[int, int, str]] | None = None) -> None:
+        text = visible(text)     # one character for one: the spans still fit
         spans = sorted(spans or [])
         if text == self.text and spans == self.spans:
             return   # a step to the next turn often leaves a message as it was: keep its rows and scroll

@@ -1,8 +1,8 @@
 """Under a summary that is about to replace part of the history: the facts it would lose.
 
-The facts at risk are the ones the request carries only in the messages the summary replaces
-(`fidelity.scoring.at_risk`, computed in a worker before the dialog opens); of those, the ones
-the summary text does not carry are lost. Checking a text is a substring search over a few
+The facts at risk are the ones the request carries now and the compacted request would carry
+only in its summary (`fidelity.scoring.at_risk`, computed in a worker before the dialog opens,
+by the measure the fidelity gauge uses); of those, the ones the summary text does not carry are lost. Checking a text is a substring search over a few
 hundred anchors, so the list follows the user's edits as they type.
 """
 
@@ -13,6 +13,7 @@ from typing import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
+from breakwater.core.log.words import plural
 from breakwater.fidelity.probes import Probe
 from breakwater.fidelity.scoring import not_carried
 
@@ -39,17 +40,17 @@ class WouldLose(Static):
 
     def _text(self) -> Text:
         if not self.at_risk:
-            return Text("No fact lives only in the messages this summary replaces.", style="dim")
+            return Text("The request keeps every fact it carries now: none depends on the summary.", style="dim")
+        only = "the one fact" if len(self.at_risk) == 1 else f"all {plural(len(self.at_risk), 'fact')}"
         if not self.lost:
-            return Text(f"The summary carries all {len(self.at_risk)} facts found only in what it replaces.",
-                        style="green")
+            return Text(f"The summary carries {only} the request would otherwise lose.", style="green")
         out = Text()
-        out.append(f"Would lose {len(self.lost)} of {len(self.at_risk)} facts", style="bold red")
-        out.append(" found only in what it replaces (add them to the text to keep them):", style="dim")
+        out.append(f"Would lose {len(self.lost):,} of {plural(len(self.at_risk), 'fact')}", style="bold red")
+        out.append(" the request carries now (add them to the text to keep them):", style="dim")
         for p in self.lost[:SHOWN]:
             out.append(f"\n  {p.category:<9} ", style="bold")
             out.append(one_line(p.text)[:160])
             out.append(f"  · turn {p.turn}, {p.message_id}", style="dim")
         if len(self.lost) > SHOWN:
-            out.append(f"\n  … and {len(self.lost) - SHOWN} more", style="dim")
+            out.append(f"\n  … and {len(self.lost) - SHOWN:,} more", style="dim")
         return out

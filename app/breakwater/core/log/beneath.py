@@ -1,0 +1,339 @@
+"""Open a path beneath a directory descriptor, never outside it (SPEC §3).
+
+Resolving a path to a string, checking it and then opening the string is a race: a
+parent directory swapped for a symlink in between carries the open elsewhere. Here the
+kernel resolves the path relative to a descriptor held open on the workspace:
+
+- `openat2(2)` with RESOLVE_BENEATH (Linux 5.6+) follows symlinks only while they stay
+  below the descriptor and refuses `..` above it and absolute targets (EXDEV);
+- elsewhere (older kernels, seccomp filters that hide the call) each component is
+  opened with O_NOFOLLOW relative to the previous one, so any symlink is refused (ELOOP).
+
+Either way the check and the use are the same system call.
+
+Breakwater's own files under a workspace (session log, spill, memory, locks, overlays) are
+opened with no symlink followed at all (RESOLVE_NO_SYMLINKS, or the walk), as regular files
+with one link and without blocking: a command the agent ran may have planted a link to
+`~/.bashrc`, a hard link, a FIFO or a device at any of those names. `OwnedDir` is such a
+directory, and every write Breakwater makes there goes through it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import secrets
+import stat
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "arm64": 437, "riscv64": 437}.get(platform.machine())
+# A rename elsewhere in the tree during resolution makes openat2 answer EAGAIN.
+_RETRIES = 8
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_libc = None
+_have_openat2: bool | None = None if _SYS_OPENAT2 is not None else False
+
+
+def force_walk(on: bool) -> None:
+    """Use the component walk even where openat2 exists (on), or probe for openat2 again; for tests."""
+    global _have_openat2
+    _have_openat2 = False if on or _SYS_OPENAT2 is None else None
+
+
+def resolver() -> str:
+    """Which mechanism is in use: "openat2" or "walk"."""
+    if _have_openat2 is None:
+        fd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.close(open_beneath(fd, ".", os.O_PATH | os.O_DIRECTORY))
+        finally:
+            os.close(fd)
+    return "openat2" if _have_openat2 else "walk"
+
+
+def open_beneath(dir_fd: int, rel: str, flags: int, mode: int = 0o644, *, follow: bool = True) -> int:
+    """A descriptor for `rel` (relative, already normalised) below `dir_fd`; OSError otherwise.
+
+    EXDEV means the path leads out of the directory, ELOOP that a symlink was met where
+    none may be followed (with `follow` false: any symlink).
+    """
+    global _have_openat2
+    flags |= os.O_CLOEXEC
+    if _have_openat2 is not False:
+        for _ in range(_RETRIES):
+            fd = _openat2(dir_fd, rel, flags, mode, follow)
+            if fd >= 0:
+                _have_openat2 = True
+                return fd
+            err = ctypes.get_errno()
+            if err == errno.EAGAIN:
+                continue
+            if err in (errno.ENOSYS, errno.EPERM) and not _have_openat2:
+                _have_openat2 = False      # not offered here: walk instead, from now on
+                break
+            raise OSError(err, os.strerror(err), rel)
+        else:
+            raise OSError(errno.EAGAIN, "the directory tree kept changing while the path was resolved", rel)
+    return _walk(dir_fd, rel, flags, mode)
+
+
+def _openat2(dir_fd: int, rel: str, flags: int, mode: int, follow: bool = True) -> int:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (0 if follow else RESOLVE_NO_SYMLINKS)
+    how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, resolve)
+    return _libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how))
+
+
+def _walk(dir_fd: int, rel: str, flags: int, mode: int) -> int:
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise OSError(errno.EXDEV, "path leads out of the directory", rel)
+    if not parts:
+        return os.open(".", flags, mode, dir_fd=dir_fd)
+    current = dir_fd
+    try:
+        for part in parts[:-1]:
+            try:
+                step = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            except NotADirectoryError:
+                # O_NOFOLLOW|O_DIRECTORY on a symlink answers ENOTDIR: say what it really is
+                if _is_symlink(current, part):
+                    raise OSError(errno.ELOOP, "path goes through a symbolic link", rel) from None
+                raise
+            if current != dir_fd:
+                os.close(current)
+            current = step
+        return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=current)
+    finally:
+        if current != dir_fd:
+            os.close(current)
+
+
+def _is_symlink(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+class UnsafePathError(OSError):
+    """Something other than Breakwater's own file or directory stands at one of its paths."""
+
+
+DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+# Regular files only: O_NONBLOCK so a FIFO at the name cannot hang the open, O_NOFOLLOW so a
+# symlink there is refused; O_NOCTTY so a terminal cannot become ours.
+_OWN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+LOCK_POLL_S = 0.002
+
+
+def _refused(exc: OSError, where: str) -> OSError:
+    if exc.errno in (errno.ELOOP, errno.EXDEV, errno.ENXIO, errno.ENOTDIR):
+        return UnsafePathError(exc.errno, f"{where}: refused, a symbolic link or something other than a "
+                                          "regular file or folder is in the way (a tool may have put it there)")
+    return exc
+
+
+def owned_dir_fd(anchor: str | os.PathLike, rel: str, create: bool = True) -> int:
+    """An O_PATH descriptor of `anchor/rel`, reached with no symlink followed below `anchor`;
+    with `create`, missing directories are made one at a time inside the one opened before."""
+    where = str(Path(anchor) / rel)
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise UnsafePathError(errno.EXDEV, f"{where}: leads out of {anchor}")
+    current = os.open(anchor, DIR_FLAGS)
+    try:
+        for part in parts:
+            try:
+                step = open_beneath(current, part, DIR_FLAGS, follow=False)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o755, dir_fd=current)
+                except FileExistsError:
+                    pass
+                step = open_beneath(current, part, DIR_FLAGS, follow=False)
+            os.close(current)
+            current = step
+    except OSError as exc:
+        os.close(current)
+        raise _refused(exc, where) from None
+    return current
+
+
+class OwnedDir:
+    """A directory Breakwater writes in (`.agent`, `.agent/sessions`, the workspace root for
+    PROJECT_MEMORY.md), reached from `anchor` with no symlink followed. Each operation opens
+    it afresh, so a directory swapped for a link between two writes is refused, not followed."""
+
+    def __init__(self, anchor: str | os.PathLike, rel: str = "."):
+        self.anchor = Path(anchor)
+        self.rel = rel
+        self.path = self.anchor / rel if rel not in ("", ".") else self.anchor
+
+    @contextmanager
+    def fd(self, create: bool = True) -> Iterator[int]:
+        fd = owned_dir_fd(self.anchor, self.rel, create)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def open(self, name: str, flags: int, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
+        """`name` in this directory as a regular file with one link (the caller closes the fd)."""
+        if dir_fd is None:
+            with self.fd(create=bool(flags & os.O_CREAT)) as d:
+                return self.open(name, flags, mode, dir_fd=d)
+        try:
+            fd = os.open(name, flags | _OWN, mode, dir_fd=dir_fd)
+        except OSError as exc:
+            raise _refused(exc, str(self.path / name)) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            os.close(fd)
+            what = "has other hard links" if stat.S_ISREG(info.st_mode) else "is not a regular file"
+            raise UnsafePathError(errno.EPERM, f"{self.path / name}: refused, it {what} "
+                                               "(a tool may have put it there)")
+        if flags & os.O_NONBLOCK == 0:
+            os.set_blocking(fd, True)
+        return fd
+
+    def read(self, name: str, limit: int | None = None) -> bytes:
+        """The file's bytes (at most `limit`), b"" when it or the directory does not exist."""
+        try:
+            fd = self.open(name, os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read() if limit is None else fh.read(limit)
+
+    def exists(self, name: str) -> bool:
+        try:
+            with self.fd(create=False) as d:
+                os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def stat(self, name: str) -> os.stat_result:
+        with self.fd(create=False) as d:
+            return os.stat(name, dir_fd=d, follow_symlinks=False)
+
+    def names(self) -> list[str]:
+        try:
+            with self.fd(create=False) as d:
+                listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=d)
+                try:
+                    return os.listdir(listing)
+                finally:
+                    os.close(listing)
+        except FileNotFoundError:
+            return []
+
+    def append(self, name: str, data: bytes, durable: bool = True) -> None:
+        with self.fd() as d:
+            fd = self.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, dir_fd=d)
+            try:
+                _write_all(fd, data)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if durable:
+                _fsync_dir(d)
+
+    def create(self, name: str, data: bytes) -> None:
+        """Create `name` exclusively with `data`, durably; FileExistsError when anything is there."""
+        with self.fd() as d:
+            fd = self.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=d)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_dir(d)
+
+    def replace(self, name: str, data: bytes, temp_prefix: str = ".tmp-",
+                before_replace: Callable[[], None] | None = None) -> None:
+        """Replace `name` by `data` so that a reader, or a crash, sees the old file or the new one."""
+        with self.fd() as d:
+            tmp = f"{temp_prefix}{secrets.token_hex(4)}.tmp"
+            fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=d)
+            try:
+                try:
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                if before_replace is not None:
+                    before_replace()
+                os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=d)
+                except OSError:
+                    pass
+                raise
+            _fsync_dir(d)
+
+    def unlink(self, name: str) -> None:
+        try:
+            with self.fd(create=False) as d:
+                os.unlink(name, dir_fd=d)
+        except FileNotFoundError:
+            pass
+
+    def fsync(self) -> None:
+        with self.fd() as d:
+            _fsync_dir(d)
+
+    @contextmanager
+    def lock(self, name: str, timeout: float) -> Iterator[None]:
+        """An exclusive flock on `name` (made if missing), held by this open file: threads of one
+        process exclude each other as processes do. TimeoutError after `timeout` seconds."""
+        fd = self.open(name, os.O_RDWR | os.O_CREAT)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{self.path / name} is locked by another process; "
+                                           f"gave up after {timeout:g}s") from None
+                    time.sleep(LOCK_POLL_S)
+            yield
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _fsync_dir(dir_fd: int) -> None:
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,20 @@
+"""Counts in words: every figure with its separators, every noun with its number and article."""
+
+from __future__ import annotations
+
+VOWEL_SOUND = ("a", "e", "i", "o", "u")
+# words whose first letter misleads: "a user", "a unit", "an hour"
+CONSONANT_SOUND = ("user", "unit", "use", "usual", "one", "uni", "eu")
+VOWEL_SOUND_WORDS = ("hour", "honest")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n` (with separators) and `word` in the number `n` asks for: 1 fact, 2 facts, 1,204 messages."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def article(word: str) -> str:
+    """`word` with its indefinite article: an assistant message, a user message, a tool result."""
+    low = word.lower()
+    vowel = (low.startswith(VOWEL_SOUND) and not low.startswith(CONSONANT_SOUND)) or low.startswith(VOWEL_SOUND_WORDS)
+    return f"{'an' if vowel else 'a'} {word}"

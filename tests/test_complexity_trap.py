@@ -1,0 +1,117 @@
+"""The reference policy docs/policies/complexity-trap.toml reproduces "The Complexity Trap" (arXiv
+2508.21433): SWE-agent's LastNObservations, the last M = 10 observations kept and every older one
+replaced by a placeholder, on every request. Breakwater's billed tokens under it are held to a
+direct count: the rule applied to the trajectory's own message array, counted with tiktoken."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from breakwater.core.stages.mask import mask_placeholder
+from breakwater.core.log.message import Message
+from breakwater.core.log.outcome import outcome_facts
+from breakwater.core.policy import load_toml
+from breakwater.core.simulate import simulate
+from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, get_encoding
+from breakwater.formats import load_session
+from support.transcripts import REAL
+
+POLICY = Path(__file__).resolve().parents[1] / "docs" / "policies" / "complexity-trap.toml"
+M = 10
+MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
+SWE = REAL / "swe-agent" / "marshmallow-1867__function_calling_replace_from_source.traj"
+
+
+def _chat_messages(path: Path) -> list[dict]:
+    """The model-visible messages of a trajectory, as the agent kept them."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    messages = data["messages"] if "messages" in data else data["history"]
+    return [m for m in messages if m["role"] in ("system", "user", "assistant", "tool")]
+
+
+def _is_observation(messages: list[dict], i: int) -> bool:
+    return messages[i]["role"] == "tool" or (messages[i]["role"] == "user" and i > 0
+                                              and messages[i - 1]["role"] == "assistant")
+
+
+def swe_agent_placeholder(text: str) -> str:
+    return f"Old environment output: ({text.count(chr(10)) + 1} lines omitted)"
+
+
+def breakwater_placeholder(text: str) -> str:
+    return mask_placeholder(text, outcome_facts(Message("x", "tool", text)))
+
+
+def direct_saving(path: Path, placeholder=swe_agent_placeholder) -> tuple[int, int]:
+    """(tokens billed as sent, tokens billed under LastNObservations) over every request: request k is
+    every message before the k-th reply; in it, each observation but the last M is `placeholder(text)`
+    ("Old environment output: (N lines omitted)", as SWE-agent's processor writes it)."""
+    enc = get_encoding("o200k_base")
+    messages = _chat_messages(path)
+
+    def count(m: dict, masked: bool) -> int:
+        text = m.get("content") or ""
+        if not isinstance(text, str):
+            text = "\n".join(p.get("text", "") for p in text)
+        if masked:
+            text = placeholder(text)
+        n = len(enc.encode_ordinary(text)) + MESSAGE_OVERHEAD
+        for call in m.get("tool_calls") or ():
+            fn = call["function"]
+            n += len(enc.encode_ordinary(fn["name"])) + len(enc.encode_ordinary(fn["arguments"])) + TOOL_CALL_OVERHEAD
+        return n
+
+    whole = [count(m, False) for m in messages]
+    masked = [count(m, True) for m in messages]
+    raw = kept = 0
+    for k, m in enumerate(messages):
+        if m["role"] != "assistant" or k == 0:
+            continue
+        observations = [i for i in range(k) if _is_observation(messages, i)]
+        old = set(observations[:-M])
+        raw += sum(whole[:k])
+        kept += sum(masked[i] if i in old else whole[i] for i in range(k))
+    return raw, kept
+
+
+def breakwater_saving(path: Path) -> tuple[int, int, int]:
+    """(tokens the requests held as logged, tokens billed under the policy, observations masked at the
+    last request), counted exactly (o200k) by Breakwater's own simulation."""
+    sim = simulate(load_session(path), load_toml(POLICY), counter="exact", model="gpt-4o")
+    assert {t.counted for t in sim.turns} == {"exact"}
+    return (sum(t.base_tokens for t in sim.turns), sum(t.sent_tokens for t in sim.turns),
+            sim.turns[-1].edits.get("masked", 0))
+
+
+@pytest.mark.parametrize("path", [MINI, SWE], ids=lambda p: p.parent.name)
+def test_breakwater_under_the_reference_policy_agrees_with_the_direct_count(path):
+    raw, kept = direct_saving(path)
+    base, sent, masked = breakwater_saving(path)
+    direct, ours = 1 - kept / raw, 1 - sent / base
+    msgs = _chat_messages(path)
+    last_reply = max(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+    observations = sum(1 for i in range(last_reply) if _is_observation(msgs, i))
+    assert masked == max(0, observations - M)   # at the last request
+    # the same requests masked: with Breakwater's placeholder the direct count is Breakwater's figure
+    same_raw, same_kept = direct_saving(path, breakwater_placeholder)
+    assert same_raw == raw and abs((1 - same_kept / raw) - ours) < 0.002, (1 - same_kept / raw, ours)
+    # SWE-agent's placeholder is shorter (~9 tokens against ~20 with the exit status): that alone
+    # is the gap to the paper's rule as SWE-agent sends it
+    assert abs(direct - ours) < 0.025, (direct, ours)
+    if path is MINI:   # a long run: most of its observations are old by the end
+        assert ours > 0.25
+
+
+@pytest.mark.parametrize("variant", ["swe-agent", "mini-swe-agent"])
+def test_text_mode_runs_are_masked_by_the_same_rule(variant, tmp_path):
+    """The same runs with text actions (observations in user messages) save what the direct count says."""
+    from test_transcripts import text_mode_mini, text_mode_swe_agent
+
+    path = text_mode_swe_agent(tmp_path) if variant == "swe-agent" else text_mode_mini(tmp_path)
+    raw, kept = direct_saving(path, breakwater_placeholder)
+    base, sent, masked = breakwater_saving(path)
+    assert base == raw and abs((1 - kept / raw) - (1 - sent / base)) < 0.002
+    swe_raw, swe_kept = direct_saving(path)
+    assert abs((1 - swe_kept / swe_raw) - (1 - sent / base)) < 0.025
+    assert masked > 0

@@ -1,0 +1,252 @@
+"""Facts, not wording (issue 24): each fact of a session is found by its content — paths, identifiers,
+numbers, the key terms of an instruction — on token boundaries, wherever and however a request says
+it. Defects 1-7 of the issue each have a test here, and a small labelled set proves the metric
+discriminates: a paraphrase keeps every fact, a summary that drops one loses exactly that one, and a
+decoy with the words but not the fact keeps none."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from breakwater.core.log.file_effects import MODIFIED, READ, command_effects, file_effects
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.session_log import SessionLog
+from breakwater.fidelity.probes import extract
+from breakwater.fidelity.scoring import Scorer, not_carried
+from breakwater.formats import load_session
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
+SWE = REAL / "swe-agent" / "marshmallow-1867__function_calling_replace_from_source.traj"
+
+
+def call(cid: str, name: str, **args) -> ToolCall:
+    return ToolCall(cid, name, json.dumps(args))
+
+
+def session(*msgs: Message) -> SessionLog:
+    return SessionLog({"id": "t", "window": 128_000}, list(msgs))
+
+
+def carried(probes, text: str) -> set[str]:
+    """The texts of the probes a summary message carries."""
+    scorer = Scorer(probes)
+    return {scorer.probes[i].text for i in scorer.carried([Message("s", "user", text)])}
+
+
+# -- defect 1: token boundaries, and a fact's parts together -----------------------------------------
+def test_a_command_is_not_found_inside_another_word_nor_its_status_far_away():
+    log = session(Message("u", "user", "List the files of the repository please.", turn=1),
+                  Message("a", "assistant", "", (call("c1", "bash", command="ls"),), turn=1),
+                  Message("t", "tool", "README.md\nsrc\n[exit code: 0]", tool_call_id="c1", turn=2))
+    [cmd] = [p for p in extract(log) if p.kind == "command"]
+    decoy = "See implementation_details for the design.\n" + "More words. " * 40 + "The build ended with exit 0."
+    assert carried([cmd], decoy) == set()
+    assert carried([cmd], "Ran: ls → exit 0") == {cmd.text}
+    assert carried([cmd], "ran `ls` in the repo root; it exited with 0") == {cmd.text}
+
+
+# -- defect 2: an error is its signature, not boilerplate -------------------------------------------
+def test_an_error_is_its_signature_and_a_later_traceback_does_not_keep_it():
+    first = "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n    d['13']\nKeyError: '13'"
+    later = "Traceback (most recent call last):\n  File \"app.py\", line 9, in <module>\n    f()\nValueError: bad width"
+    log = session(Message("u", "user", "Fix the crash in app.py when the id is missing.", turn=1),
+                  Message("a", "assistant", "", (call("c1", "bash", command="python app.py"),), turn=1),
+                  Message("t", "tool", first + "\n[exit code: 1]", tool_call_id="c1", turn=2),
+                  Message("a2", "assistant", "", (call("c2", "bash", command="python app.py --all"),), turn=2),
+                  Message("t2", "tool", later + "\n[exit code: 1]", tool_call_id="c2", turn=3))
+    errors = [p for p in extract(log) if p.kind == "error"]
+    assert [p.text for p in errors] == ["KeyError: '13'", "ValueError: bad width"]
+    assert carried(errors, later) == {"ValueError: bad width"}
+    assert carried(errors, "The lookup raised a KeyError for key 13 in app.py") == {"KeyError: '13'"}
+    assert carried(errors, "A KeyError was raised") == set()          # which key is part of the fact
+
+
+def test_failing_test_ids_and_compiler_errors_are_signatures():
+    from breakwater.core.log.error_signature import error_signatures
+
+    out = ("============ short test summary info ============\n"
+           "FAILED tests/test_unit.py::TestGen::test_invalid - AssertionError: assert 'zip' in 'Error'\n"
+           "1 failed, 4 passed in 0.2s\n"
+           "src/theme.ts(10,46): error TS1343: The 'import.meta' meta-property is only allowed here\n")
+    sigs = error_signatures(out, 5)
+    assert [(s.kind, s.head) for s in sigs] == [("test", "tests/test_unit.py::TestGen::test_invalid"),
+                                                ("compiler", "src/theme.ts:10")]
+    assert error_signatures("Traceback (most recent call last):\n  File \"x\", line 1\n") == []
+
+
+# -- defect 3: the goal is the format's task statement ---------------------------------------------
+def test_the_goal_of_real_shell_agent_transcripts_is_their_task_statement():
+    mini = [p for p in extract(load_session(MINI)) if p.kind == "goal"]
+    assert [p.text for p in mini] == ["Modeling's `separability_matrix` does not compute separability correctly "
+                                      "for nested CompoundModels"]
+    swe = extract(load_session(SWE))
+    assert [p.text for p in swe if p.kind == "goal"] == ["TimeDelta serialization precision"]
+    # the issue's code and the file views are no instructions
+    assert [p.text for p in swe if p.kind == "constraint"] == []
+
+
+def test_a_swe_agent_demonstration_is_not_the_goal(tmp_path):
+    history = [
+        {"role": "system", "content": "SETTING: you are an autonomous programmer."},
+        {"role": "user", "is_demo": True,
+         "content": "Here is a demonstration of how to correctly accomplish this task. ISSUE:\nDemo issue text"},
+        {"role": "assistant", "is_demo": True, "content": "demo reply"},
+        {"role": "user", "message_type": "observation",
+         "content": "We're currently solving the following issue. Here's the issue text:\nISSUE:\n"
+                    "Parser drops the last row of a CSV file\nMore detail.\n\nINSTRUCTIONS:\nEdit the files."},
+        {"role": "assistant", "content": "Let me look.",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash",
+                                                                     "arguments": "{\"command\": \"ls\"}"}}]},
+        {"role": "tool", "tool_call_ids": ["c1"], "message_type": "observation", "content": "parser.py"},
+    ]
+    path = tmp_path / "demo.traj"
+    path.write_text(json.dumps({"history": history, "info": {}}))
+    goals = [p.text for p in extract(load_session(path)) if p.kind == "goal"]
+    assert goals == ["Parser drops the last row of a CSV file"]
+
+
+# -- defect 4: an instruction needs no trigger word -------------------------------------------------
+def test_an_instruction_without_a_trigger_word_is_a_fact():
+    log = session(Message("u", "user", "Port the parser to the new API.", turn=1),
+                  Message("a", "assistant", "On it.", turn=1),
+                  Message("u2", "user", "Target Python 3.8, so the walrus operator is off limits.", turn=2),
+                  Message("a2", "assistant", "Understood.", turn=2))
+    [rule] = [p for p in extract(log) if p.kind == "constraint"]
+    assert rule.text == "Target Python 3.8, so the walrus operator is off limits."
+    assert carried([rule], "- Constraint: Python 3.8 target: no walrus operator.") == {rule.text}
+    assert carried([rule], "- Goal: port the parser to the new API.") == set()
+    # the words without the fact: another version, and the operator allowed
+    assert carried([rule], "We target Python 3.11 and use the walrus operator freely.") == set()
+
+
+# -- defect 5: content, not wording ----------------------------------------------------------------
+def test_a_paraphrase_of_an_instruction_keeps_it():
+    log = session(Message("u", "user", "Add an export command. I would only want e2e tests, no unit tests.", turn=1),
+                  Message("a", "assistant", "Sure.", turn=1))
+    [rule] = [p for p in extract(log) if p.kind == "constraint"]
+    assert carried([rule], "## Constraints\n- E2E tests only - no unit tests") == {rule.text}
+    assert carried([rule], "## Constraints\n- unit tests for every function") == set()
+
+
+# -- defect 6: files changed by shell commands -----------------------------------------------------
+@pytest.mark.parametrize("command,expected", [
+    ("sed -i 's/a/b/' src/app.py", [("src/app.py", MODIFIED)]),
+    ("cd /repo && sed -n '10,20p' src/app.py", [("src/app.py", READ)]),
+    ("cat > notes/plan.md <<'EOF'\n# Plan\nwrite it\nEOF", [("notes/plan.md", MODIFIED)]),
+    ("echo 'x = 1' >> config.py", [("config.py", MODIFIED)]),
+    ("printf 'a' > out/result.txt 2>/dev/null", [("out/result.txt", MODIFIED)]),
+    ("echo hi | tee -a logs/run.log", [("logs/run.log", MODIFIED)]),
+    ("git apply <<'EOF'\n--- a/lib/x.py\n+++ b/lib/x.py\n@@ -1 +1 @@\n-a\n+b\nEOF", [("lib/x.py", MODIFIED)]),
+    ("patch -p1 <<EOF\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@\nEOF", [("pkg/mod.py", MODIFIED)]),
+    ("python - <<'EOF'\nwith open('data/out.json', 'w') as f:\n    f.write('{}')\nEOF", [("data/out.json", MODIFIED)]),
+    ("python -c \"from pathlib import Path; Path('a/b.txt').write_text('x')\"", [("a/b.txt", MODIFIED)]),
+    ("cat astropy/modeling/separable.py", [("astropy/modeling/separable.py", READ)]),
+    ("python -c 'import ds1; ds1.save_as(\"x\")'", []),
+    ("ls -la && grep -rn foo .", []),
+])
+def test_shell_commands_name_the_files_they_change_or_read(command, expected):
+    assert list(command_effects(command)) == expected
+
+
+def test_an_editor_view_is_a_read_and_its_edit_a_change():
+    view = call("c1", "str_replace_editor", command="view", path="/repo/src/fields.py")
+    edit = call("c2", "str_replace_editor", command="str_replace", path="/repo/src/fields.py", old_str="a", new_str="b")
+    assert file_effects(view) == (("/repo/src/fields.py", READ),)
+    assert file_effects(edit) == (("/repo/src/fields.py", MODIFIED),)
+
+
+def test_shell_agent_transcripts_have_file_and_exit_status_facts():
+    probes = extract(load_session(MINI))
+    modified = {p.text for p in probes if p.kind == "file-modified"}
+    assert "modified astropy/modeling/separable.py" in modified
+    assert any(p.kind == "file-read" for p in probes)
+    assert any(p.kind == "command" and p.text.endswith("→ exit 1") for p in probes)
+    swe = extract(load_session(SWE))
+    assert {p.text for p in swe if p.kind == "file-modified"} >= {"modified reproduce.py",
+                                                                   "modified /testbed/src/marshmallow/fields.py"}
+
+
+# -- defect 7: mini-swe-agent's exit status ----------------------------------------------------------
+def test_mini_swe_agent_returncode_is_the_exit_status():
+    log = load_session(MINI)
+    results = [m for m in log.messages if m.role == "tool"]
+    codes = [(m.meta or {}).get("exit_code") for m in results]
+    assert all(isinstance(c, int) for c in codes) and codes.count(0) > codes.count(1) > 0
+    errors = [p for p in extract(log) if p.kind == "error"]
+    by_id = {m.id: m for m in results}
+    # errors come only from results that failed: a grep that found lines saying "error" is none
+    assert errors and all(by_id[p.message_id].meta["exit_code"] != 0 for p in errors)
+
+
+# -- the labelled set: a paraphrase keeps every fact, a drop loses one, a decoy keeps none -----------
+def labelled_session() -> SessionLog:
+    return session(
+        Message("m0", "system", "You are a coding agent."),
+        Message("m1", "user", "Add retry with backoff to the HTTP client in src/client.py. "
+                              "Never touch db/migrations/ in this change.", turn=1),
+        Message("m2", "assistant", "", (call("c1", "read_file", path="src/client.py"),), turn=1),
+        Message("m3", "tool", "import httpx\n", tool_call_id="c1", turn=2),
+        Message("m4", "assistant", "", (call("c2", "bash", command="pytest -q tests/test_client.py"),), turn=2),
+        Message("m5", "tool", "E       ConnectionError: retry budget exhausted after 3 attempts\n1 failed\n"
+                              "[exit code: 1]", tool_call_id="c2", turn=3),
+        Message("m6", "assistant",
+                "I decided to use tenacity instead of a hand-written loop, because it handles jitter.",
+                (call("c3", "bash", command="sed -i 's/loop/tenacity/' src/client.py"),), turn=3),
+        Message("m7", "tool", "", tool_call_id="c3", turn=4),
+        Message("m8", "user", "Keep the timeout at 30 seconds.", turn=4),
+        Message("m9", "assistant", "Done.", turn=4))
+
+
+PARAPHRASE = """## Goal
+Retry with backoff for the HTTP client (src/client.py).
+## Constraints
+- db/migrations/ must never be touched in this change.
+- The timeout stays 30 seconds.
+## Progress
+- Edited src/client.py (sed -i): the loop now uses tenacity.
+- Looked at src/client.py first.
+- `pytest -q tests/test_client.py` failed (exit code 1): ConnectionError, retry budget exhausted after 3 attempts.
+## Decisions
+- Chose tenacity rather than a hand-written loop: jitter handled.
+"""
+
+DECOY = """## Notes
+The client module has retries somewhere; a migration was discussed. Tenacity is a library.
+Timeouts: 45 seconds in staging. A ConnectionError appeared once in another project.
+pytest is the test runner; exit codes were 0 mostly. The word backoff appears in docs.
+"""
+
+
+def test_a_paraphrase_carrying_every_fact_scores_at_least_095():
+    probes = extract(labelled_session())
+    kinds = sorted(p.kind for p in probes)
+    assert kinds == sorted(["goal", "constraint", "constraint", "file-read", "file-modified", "command", "command",
+                            "error", "decision"])
+    scorer = Scorer(probes)
+    kept = scorer.carried([Message("s", "user", PARAPHRASE)])
+    assert len(kept) / len(probes) >= 0.95
+
+
+@pytest.mark.parametrize("kinds,line", [
+    (["constraint"], "- The timeout stays 30 seconds.\n"),
+    (["constraint"], "- db/migrations/ must never be touched in this change.\n"),
+    (["goal"], "Retry with backoff for the HTTP client (src/client.py).\n"),
+    # the sed command is how the file was modified: the line carries both facts
+    (["file-modified", "command"], "- Edited src/client.py (sed -i): the loop now uses tenacity.\n"),
+    (["error"], "failed (exit code 1): ConnectionError, retry budget exhausted after 3 attempts"),
+    (["decision"], "- Chose tenacity rather than a hand-written loop: jitter handled.\n"),
+])
+def test_a_summary_that_drops_a_named_fact_loses_exactly_that_fact(kinds, line):
+    probes = extract(labelled_session())
+    dropped = PARAPHRASE.replace(line, "" if line.endswith("\n") else "failed (exit code 1)")
+    assert dropped != PARAPHRASE
+    assert sorted(p.kind for p in not_carried(probes, dropped)) == sorted(kinds)
+
+
+def test_a_decoy_with_the_words_but_not_the_facts_keeps_none():
+    probes = extract(labelled_session())
+    assert not_carried(probes, DECOY) == probes

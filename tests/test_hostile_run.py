@@ -1,0 +1,190 @@
+"""Issue 27: what a hostile model can send through `run`, against the real CLI and a real server.
+
+Each test is an attack of the issue: the run must answer the model with an error result (or
+refuse), finish with exit code 0 and leave nothing a person reads holding a control sequence.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import sys
+from pathlib import Path
+
+import pytest
+from agent_support import KEY, Script, load, serve
+from support.fake_openai import Reply, ScriptedToolCall
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BREAKWATER_"))}
+    env.update(HOME=str(home), BREAKWATER_CONFIG=str(home / "config.toml"), OPENAI_API_KEY=KEY)
+    return env
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    workspace, home = tmp_path / "ws", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    (home / "config.toml").write_text('model = "fake-model"\nretry_base_s = 0.01\nsandbox = "auto"\n')
+    return workspace, home
+
+
+def run(dirs, script: Script, *extra: str, stdin: str = "") -> tuple[subprocess.CompletedProcess, object]:
+    workspace, home = dirs
+    with serve(script) as server:
+        done = subprocess.run([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                               str(workspace), "--base-url", server.base_url, *extra],
+                              env=cli_env(home), input=stdin, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    session = [line for line in done.stdout.splitlines() if line.startswith("session: ")]
+    return done, load(Path(session[-1].removeprefix("session: ")))
+
+
+# -- item 7: arguments that break the parser --------------------------------------------------------
+@pytest.mark.parametrize("arguments,why", [
+    ('{"TEXT": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ('{"TEXT": "a", "NUMBER": 1' + "0" * 5000 + "}", "a number of 5001 digits"),
+    ('{"TEXT": "a", "NUMBER": 1e999}', "NUMBER must be a finite"),
+], ids=["deep", "digits", "inf"])
+@pytest.mark.parametrize("tool", ["read_file", "bash"])
+def test_hostile_arguments_become_an_error_result(dirs, arguments, why, tool):
+    number = "start_line" if tool == "read_file" else "timeout_s"
+    arguments = arguments.replace("TEXT", "path" if tool == "read_file" else "command").replace("NUMBER", number)
+    why = why.replace("NUMBER", number)
+    script = Script([Reply.calls(ScriptedToolCall(tool, arguments)), Reply(text="done")])
+    done, log = run(dirs, script, "--yes")
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert result.content.startswith("Error: ") and why in result.content, result.content[:300]
+    assert len(done.stdout) + len(done.stderr) < 5000
+
+
+# -- item 1: Breakwater's own writes never follow what a command planted -----------------------------
+def bash_then_answer(command: str) -> Script:
+    return Script([Reply.calls(ScriptedToolCall("bash", {"command": command})), Reply(text="done")])
+
+
+def test_a_planted_link_at_project_memory_is_refused_not_appended_to(dirs, tmp_path):
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the user's shell\n")
+    done, log = run(dirs, bash_then_answer(f"ln -s {victim} PROJECT_MEMORY.md; ln -s {victim} .agent/MEMORY.md"),
+                    "--yes")
+    assert victim.read_text() == "# the user's shell\n"
+    errors = [e.data["message"] for e in log.entries if getattr(e, "type", None) == "error"]
+    assert any("PROJECT_MEMORY.md: refused, a symbolic link" in m for m in errors), errors
+
+
+def test_agent_folder_linked_outside_is_refused_with_a_clear_message(dirs, tmp_path):
+    workspace, home = dirs
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workspace / ".agent").symlink_to(elsewhere)
+    with serve(Script([Reply(text="hi")])) as server:
+        done = subprocess.run([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                               str(workspace), "--base-url", server.base_url, "--yes"],
+                              env=cli_env(home), capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "refused, a symbolic link" in done.stderr, done.stderr
+    assert list(elsewhere.iterdir()) == []          # no log, memory or lock created through the link
+
+
+def test_a_link_planted_at_the_redaction_temp_file_is_not_written_through(dirs, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # the spill file is made before the command starts; the old temporary name was fixed
+    command = (f"for f in .agent/spill/*/*.log; do ln -s {victim} \"$f.redact-tmp\"; done; "
+               f"seq 100000; printf '%s' {KEY[::-1]} | rev")
+    done, log = run(dirs, bash_then_answer(command), "--yes")
+    assert victim.read_text() == "precious\n"
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert result.meta["source"].get("redacted") == 1, result.meta
+    spill = dirs[0] / result.meta["source"]["spill"]
+    assert KEY.encode() not in spill.read_bytes()
+
+
+def test_read_and_write_treat_an_absolute_link_inside_the_same(tmp_path):
+    from breakwater.tools.read_file import read_file
+    from breakwater.tools.write_file import write_file
+
+    (tmp_path / "real.txt").write_text("real\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "real.txt")
+    read, write = read_file(tmp_path, "link.txt"), write_file(tmp_path, "link.txt", "changed\n")
+    assert read.is_error and write.is_error
+    assert read.content == write.content.replace("write_file", "read_file")
+    assert "symbolic link with an absolute target" in read.content
+    assert (tmp_path / "real.txt").read_text() == "real\n"
+
+
+# -- item 5: a FIFO or a device where Breakwater reads -----------------------------------------------
+@pytest.mark.parametrize("swap", ["mkfifo \"$f\"", "ln -s /dev/zero \"$f\""], ids=["fifo", "dev-zero"])
+def test_a_spill_swapped_for_a_fifo_or_device_does_not_hang_the_run(dirs, swap):
+    # the key in the output makes the run reopen its spill file to redact it
+    command = (f"seq 100000; printf '%s\\n' {KEY[::-1]} | rev; "
+               f"for f in .agent/spill/*/*.log; do rm \"$f\"; {swap}; done")
+    started = time.monotonic()
+    done, log = run(dirs, bash_then_answer(command), "--yes")
+    assert time.monotonic() - started < 60
+    (result,) = [m for m in log.messages if m.role == "tool"]
+    assert "refused" in result.meta["source"]["redaction_error"]
+
+
+# -- item 6: nothing a model or a file says reaches the terminal as a control sequence -----------------
+HIDDEN = "rm -rf ~/important #\r\x1b[2KThe agent wants to run bash: ls -la"
+TITLE = "\x1b]0;pwned\x07\x1b]52;c;ZWNobyBoaQ==\x07done"
+
+
+def read_until(fd: int, marker: bytes, timeout: float = 60) -> bytes:
+    import select
+
+    got = b""
+    end = time.monotonic() + timeout
+    while marker not in got and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:          # the child closed the terminal
+                break
+            if not chunk:
+                break
+            got += chunk
+    return got
+
+
+def test_the_approval_prompt_on_a_terminal_shows_the_exact_command(dirs):
+    import pty
+
+    workspace, home = dirs
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": HIDDEN})), Reply(text=TITLE)])
+    master, slave = pty.openpty()
+    with serve(script) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                                 str(workspace), "--base-url", server.base_url],
+                                env=cli_env(home), stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        try:
+            shown = read_until(master, b"Allow? [y/N]")
+            os.write(master, b"n\n")
+            shown += read_until(master, b"session: ")
+            shown += read_until(master, b"\n", timeout=5)
+        finally:
+            proc.wait(60)
+            os.close(master)
+    text = shown.decode("utf-8", "replace")
+    assert "\x1b" not in text and "\x07" not in text and "\r\x1b" not in text
+    assert "The agent wants to run bash: rm -rf ~/important #␍␛[2KThe agent wants to run bash: ls -la" in text
+    assert "␛]0;pwned␇␛]52;c;ZWNobyBoaQ==␇done" in text
+
+
+def test_memory_and_read_file_print_escapes_visibly(dirs):
+    workspace, home = dirs
+    (workspace / ".agent").mkdir()
+    (workspace / ".agent" / "MEMORY.md").write_text("---\n[Turn 1 | 10:00:00]\n- [FILE] a.py \x1b[2J\x1b]0;t\x07\n")
+    (workspace / "f.txt").write_text("colour \x1b[31mred\x1b[0m \x9b2J\n")
+    for argv in (["memory", "show"], ["memory", "search", "a.py"], ["tool", "read_file", "f.txt"]):
+        done = subprocess.run([sys.executable, "-m", "breakwater", *argv, "--workspace", str(workspace)],
+                              env=cli_env(home), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "␛" in done.stdout, (argv, done.stdout)
