@@ -105,7 +105,7 @@ async def open_big_output(tmp: Path) -> tuple[float, float]:
     """Seconds from selecting a 10 MB tool result to the inspector showing it (wall, CPU)."""
     from synth import tool_output
 
-    from breakwater.core.message import Message
+    from breakwater.core.log.message import Message
     from breakwater.ui.widgets.inspector import Inspector
 
     msgs = session_messages(40, avg_tool_chars=500, seed=9)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
-from breakwater.core.session_log import SessionLog, SessionLogError
-from breakwater.core.accounting import own_history_policy
-from breakwater.core.models import resolve_window
+from breakwater.core.log.session_log import SessionLog, SessionLogError
+from breakwater.core.recount import own_history_policy
+from breakwater.core.log.models import resolve_window
 from breakwater.core.simulate import make_pipeline, simulate
-from breakwater.core.summarize import Summarizer
+from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
@@ -30,7 +30,7 @@ from breakwater.fidelity.scoring import Scorer, Tracker
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     """The named preset at `window`, else the session's own window, else its model's (as `simulate`:
-    core/models.py), else the preset's."""
+    core/log/models.py), else the preset's."""
     policy = preset(name)
     w = resolve_window(log.header, None, window)[0]
     if isinstance(w, int) and not isinstance(w, bool) and w != policy.window:
