@@ -107,9 +107,10 @@ def check_view(view, msgs, policy, seen=None):
     # a request that exceeds the window is never produced: one always fits here, unless a tool call
     # in working memory carries an argument too long to send (the agent then refuses to send it)
     assert view.fits == (view.sent_tokens <= policy.window)
-    if not view.fits:
+    if not view.fits:   # the argument as logged was too long (the cut one may still be too many tokens)
         recent = view.messages[-policy.working_memory_messages:]
-        assert any(len(c.arguments) > policy.argument_max_chars for m in recent for c in m.tool_calls)
+        logged = {c.id: c.arguments for m in msgs for c in m.tool_calls}
+        assert any(len(logged.get(c.id, c.arguments)) > policy.argument_max_chars for m in recent for c in m.tool_calls)
     originals = origin_map(msgs)
     log_calls = {(c.id, c.name, c.arguments) for m in msgs for c in m.tool_calls}
     log_args = {}

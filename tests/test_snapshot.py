@@ -96,7 +96,8 @@ def test_snapshot_copies_every_attribute():
     filled: set[str] = set()
     for name in ("controls", "sanitizer-mess.jsonl"):
         log = SESSIONS[name]
-        for policy in PRESETS.values():
+        # the presets, and one that keeps the last observations (docs/policies/complexity-trap.toml)
+        for policy in [*PRESETS.values(), PRESETS["breakwater"].with_changes(mask_keep_observations=10)]:
             pipe = make_pipeline(log, policy.with_changes(window=log.header.get("window") or policy.window))
             for entry in log.entries:
                 if isinstance(entry, Message) and entry.role == "assistant":
