@@ -85,8 +85,10 @@ def test_the_goal_of_real_shell_agent_transcripts_is_their_task_statement():
                                       "for nested CompoundModels"]
     swe = extract(load_session(SWE))
     assert [p.text for p in swe if p.kind == "goal"] == ["TimeDelta serialization precision"]
-    # the issue's code and the file views are no instructions
-    assert [p.text for p in swe if p.kind == "constraint"] == []
+    # the framework's rules around the issue are constraints; the issue's code and the file views are none
+    rules = [p.text for p in swe if p.kind == "constraint"]
+    assert "When editing a file, make sure to insert appropriate indentation before each line!" in rules
+    assert not [r for r in rules if "TimeDelta" in r or "timedelta" in r or r[:1].isdigit()]
 
 
 def test_a_swe_agent_demonstration_is_not_the_goal(tmp_path):
@@ -250,3 +252,75 @@ def test_a_summary_that_drops_a_named_fact_loses_exactly_that_fact(kinds, line):
 def test_a_decoy_with_the_words_but_not_the_facts_keeps_none():
     probes = extract(labelled_session())
     assert not_carried(probes, DECOY) == probes
+
+
+# -- the hand-labelled set: facts of three real transcripts, whether the request at a turn still says
+# them (judged by reading the request: the fact's own text, its path, its error signature) ------------
+CCL = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
+PI = REAL / "pi" / "large-session.jsonl"
+LABELLED = {
+    (MINI, 64): [   # no deep compaction at 32k: masking cleared older outputs, their exit status kept
+        ("goal", "Modeling's `separability_matrix` does not compute", True),
+        ("file-modified", "modified astropy/modeling/separable.py", True),
+        ("file-modified", "modified patch.txt", True),
+        ("file-read", "read astropy/modeling/core.py", True),
+        ("command", "cd /testbed && pip install erfa 2>&1 → exit 1", True),
+        ("command", "cd /testbed && sed -n '98,114p' astropy/modeling/tests/test_separable.py", True),
+        ("error", "ModuleNotFoundError: No module named 'erfa'", False),      # cleared: "first error: Traceback"
+        ("error", "ModuleNotFoundError: No module named 'numpy'", False),
+        ("error", "ImportError: attempted relative import", False),
+        ("error", "ImportError: cannot import name '_compiler'", False),
+        ("error", "ImportError: You appear to be trying to import astropy", False),
+        ("error", "ERROR: No matching distribution found for erfa", True),
+        ("error", "AttributeError: module 'numpy' has no attribute 'product'", True),
+        ("error", "ModuleNotFoundError: No module named 'astropy.table._column_mixins'", True),
+    ],
+    (CCL, 45): [    # after several deep compactions: the summary carries these
+        ("goal", "It's been a while - I see that I have pending changes", True),
+        ("constraint", "The above \"status report\" is very interesting", True),
+        ("constraint", "Please create an empty commit with that content.", True),
+        ("constraint", "New feature: we support .zip", True),
+        ("constraint", "We should support those (.tar, .tar.gz) as well", True),
+        ("file-modified", "modified /src/deep-manifest/.gitignore", True),
+        ("file-modified", "modified /home/cboos/.claude/plans/humble-doodling-wolf.md", True),
+        ("file-modified", "modified /src/deep-manifest/deep_manifest/deep_manifest.py", True),
+        ("file-modified", "modified /src/deep-manifest/tests/test_unit.py", True),
+        ("error", "AssertionError: assert 'not a directory or zip file'", True),
+        ("error", "FAILED tests/test_unit.py::TestDeepManifestGenerator::test_process_invalid_input_type", True),
+    ],
+    (PI, 300): [    # after two deep compactions: modified files and the latest errors kept, the early ones not
+        ("goal", "read packages/coding-agent/docs/theme.md in full", True),
+        ("file-modified", "modified packages/coding-agent/src/tui/user-message-selector.ts", True),
+        ("file-modified", "modified packages/coding-agent/src/tui/tui-renderer.ts", True),
+        ("file-modified", "modified packages/coding-agent/src/theme/theme.ts", True),
+        ("file-modified", "modified packages/tui/test/markdown.test.ts", True),
+        ("file-modified", "modified packages/coding-agent/src/tui/footer.ts", True),
+        ("file-modified", "modified packages/coding-agent/README.md", True),
+        ("error", "../tui/test/chat-simple.ts(28,2): error TS2739", False),
+        ("error", "src/changelog.ts(104,35): error TS1343", False),
+        ("error", "../tui/test/wrap-ansi.test.ts(70,52): error TS2353", False),
+        ("error", "../tui/test/chat-simple.ts(88,18): error TS2554", False),
+        ("error", "../tui/test/markdown.test.ts(16,5): error TS2345", False),
+        ("error", "../tui/test/markdown.test.ts(200,5): error TS2322", True),
+        ("error", "../tui/test/markdown.test.ts(221,22): error TS2304", True),
+        ("error", "src/theme/theme.ts(443,3): error TS2353", True),
+    ],
+}
+
+
+def test_the_labelled_set_has_forty_facts_of_three_transcripts():
+    assert sum(map(len, LABELLED.values())) >= 40 and len({path for path, _ in LABELLED}) == 3
+
+
+@pytest.mark.parametrize("path,turn", list(LABELLED), ids=lambda v: getattr(v, "name", str(v)))
+def test_no_false_kept_and_no_false_lost_among_the_labelled_facts(path, turn):
+    from breakwater.fidelity.runner import policy_for, replay
+
+    log = load_session(path)
+    run = replay(log, policy_for("breakwater", log, 32_000), "heuristic")
+    verdicts = {}
+    for kind, text, expected in LABELLED[path, turn]:
+        [i] = [i for i, p in enumerate(run.probes) if p.kind == kind and p.text.startswith(text)]
+        assert run.probes[i].live_at(turn)
+        verdicts[kind, text] = bool(run.kept[i] >> (turn - 1) & 1)
+    assert verdicts == {(kind, text): expected for kind, text, expected in LABELLED[path, turn]}

@@ -6,6 +6,7 @@ refuse), finish with exit code 0 and leave nothing a person reads holding a cont
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -188,3 +189,74 @@ def test_memory_and_read_file_print_escapes_visibly(dirs):
                               env=cli_env(home), capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert "\x1b" not in done.stdout and "\x9b" not in done.stdout and "␛" in done.stdout, (argv, done.stdout)
+
+
+# -- item 8: the agent's own state is not the tools' to write -----------------------------------------
+def test_the_session_log_cannot_be_forged_by_the_tools(dirs):
+    forge = ("ln -s .agent ag; for f in .agent/sessions/*.jsonl; do echo '{\"type\": \"session\"}' > x.new; "
+             "mv x.new \"$f\" 2>&1 | tail -1; echo forged >> \"$f\"; done; touch .agent/memory.lock.x; "
+             "echo end")
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": forge})),
+                     Reply.calls(ScriptedToolCall("write_file", {"path": "ag/sessions/evil.jsonl", "content": "x"})),
+                     Reply.calls(ScriptedToolCall("write_file", {"path": ".agent/spill/a/b.log", "content": "x"})),
+                     Reply(text="done")])
+    done, log = run(dirs, script, "--yes")
+    results = [m.content for m in log.messages if m.role == "tool"]
+    assert "Read-only file system" in results[0], results[0]
+    assert all("Breakwater's own state" in r for r in results[1:]), results
+    assert log.issues == [] and log.messages[-1].content == "done"
+    assert not list((dirs[0] / ".agent" / "sessions").glob("evil*"))
+
+
+# -- item 10: a full disk ---------------------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MB tmpfs (root only, as CI runs): the workspace lives on it."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_stops_the_run_cleanly_and_keeps_the_log_whole(tmp_path, small_disk):
+    workspace, home = small_disk / "ws", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    (home / "config.toml").write_text('model = "fake-model"\nretry_base_s = 0.01\n')
+    fill = "head -c 3M /dev/zero | tr '\\\\0' a | fold -w 100"
+    script = Script([Reply.calls(ScriptedToolCall("bash", {"command": fill})), Reply(text="done " + "x" * 100_000)])
+    with serve(script) as server:
+        done = subprocess.run([sys.executable, "-m", "breakwater", "run", "--prompt", "go", "--workspace",
+                               str(workspace), "--base-url", server.base_url, "--yes"],
+                              env=cli_env(home), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "the disk is full; the run stopped" in done.stderr
+    (log_path,) = (workspace / ".agent" / "sessions").glob("*.jsonl")
+    raw = log_path.read_bytes()
+    assert raw.endswith(b"\n") and all(json.loads(line) for line in raw.splitlines())
+
+
+def test_tool_bash_on_a_full_disk_reports_it(small_disk):
+    done = subprocess.run([sys.executable, "-m", "breakwater", "tool", "bash", "--workspace", str(small_disk),
+                           "--", "head -c 3M /dev/zero | tr '\\0' a | fold -w 100"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "[the spill file is incomplete: it holds only the first" in done.stdout
+    assert "No space left on device" in done.stdout
+
+
+# -- the minor ones ----------------------------------------------------------------------------------------
+def test_a_huge_call_id_is_not_sent_back_and_a_refused_path_is_not_remembered_as_read(dirs):
+    huge = "c" * (1 << 20)
+    script = Script([Reply.calls(ScriptedToolCall("read_file", {"path": "/etc/passwd"}, id=huge)),
+                     Reply(text="done")])
+    done, log = run(dirs, script, "--yes")
+    second = script.agent_bodies[1]["messages"]
+    ids = [c["id"] for m in second for c in m.get("tool_calls") or []] + \
+          [m["tool_call_id"] for m in second if m.get("role") == "tool"]
+    assert ids and all(len(i) <= 256 for i in ids) and len(set(ids)) == 1
+    memory = (dirs[0] / ".agent" / "MEMORY.md").read_text()
+    assert not [line for line in memory.splitlines() if line.startswith("- [FILE]") and "/etc/passwd" in line], memory

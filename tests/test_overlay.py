@@ -127,3 +127,37 @@ def test_simulate_overlay_on_the_command_line(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(session),
                               "--overlay", str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
     assert missing.returncode != 0 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# -- issue 27 item 9 -----------------------------------------------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("line", [
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","covered":"lots"}',
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","covered":[1,2]}',
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","tokens_before":1e999}',
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","tokens_before":NaN}',
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","tokens_before":"many"}',
+    '{"type":"compaction","id":"o1","at":1,"summary":"x","cut_id":["m1"]}',
+    '[{"type":"pin"}]',
+])
+def test_a_bad_overlay_line_is_reported_and_skipped(tmp_path, line):
+    session = _copy(tmp_path)
+    overlay = tmp_path / "bad.overlay.jsonl"
+    good = '{"type":"pin","id":"o2","at":3,"message_id":"m00002"}'
+    overlay.write_text(line + "\n" + good + "\n")
+    done = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(session), "--overlay", str(overlay)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and f"{overlay}:1" in done.stderr, done.stderr
+
+
+def test_two_writers_on_one_overlay_never_share_an_id(tmp_path):
+    overlay = tmp_path / "s.jsonl.overlay.jsonl"
+    code = ("import sys\nfrom breakwater.core.overlay import OverlayFile\nf = OverlayFile(sys.argv[1])\n"
+            "for i in range(150):\n    f.add('pin', i, message_id=f'm{sys.argv[2]}{i}')\n")
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(overlay), str(w)]) for w in range(2)]
+    assert [w.wait(120) for w in writers] == [0, 0]
+    lines = [json.loads(x) for x in overlay.read_text().splitlines()]
+    assert len(lines) == 300 and len({x["id"] for x in lines}) == 300

@@ -92,3 +92,32 @@ def test_exact_count_is_cached_per_content():
     assert c.exact_encoded_chars == encoded  # a cache hit encodes nothing
 
 
+
+
+def test_a_huge_run_without_whitespace_is_counted_in_pieces_within_bounded_memory(tmp_path):
+    """Issue 27 item 13: tiktoken asks ~32 bytes per character of one run (a 1 GB word: 32 GiB and a
+    SIGABRT). A 24 MB word under a 1 GiB address-space limit aborted the same way; now it is counted."""
+    import resource
+
+    word = tmp_path / "word.txt"
+    word.write_text("a" * (24 << 20))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    done = subprocess.run([sys.executable, "-m", "breakwater", "tokens", str(word)], capture_output=True,
+                          text=True, timeout=300, preexec_fn=limit)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "exact  3,145,728 (o200k_base)" in done.stdout
+
+
+def test_pieces_cut_after_words_and_keep_ordinary_counts():
+    from breakwater.core.log.tokens import PIECE_CHARS, pieces
+
+    text = ("word, " * 40_000) + "b" * (PIECE_CHARS * 2 + 5)
+    parts = list(pieces(text))
+    assert "".join(parts) == text and all(len(p) <= PIECE_CHARS for p in parts)
+    assert all(p.startswith(" ") or p.startswith("b") or i == 0 for i, p in enumerate(parts))
+    counter = TokenCounter("o200k_base")
+    ordinary = "word, " * 40_000
+    assert counter.exact_text(ordinary) == len(counter._encoder().encode_ordinary(ordinary))

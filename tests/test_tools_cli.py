@@ -81,3 +81,14 @@ def test_workspace_may_come_before_or_after_the_tool_name(tmp_path):
         out = subprocess.run([sys.executable, "-m", "breakwater", *args], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines()[0] == str(tmp_path.resolve())
+
+
+def test_bash_options_may_follow_the_command_and_everything_after_dashes_is_the_command(ws, tmp_path):
+    # the README's usage line puts the options last: they were passed to the command ("seq: extra operand")
+    out = breakwater("bash", "seq 1 100000", "--workspace", str(ws), "--max-lines", "10", cwd=tmp_path)
+    assert out.returncode == 0 and "seq:" not in out.stdout and "[exit code: 0]" in out.stdout
+    assert (ws / ".agent" / "spill" / "cli").is_dir() and "100000 lines" in out.stdout
+    after = breakwater("bash", "--workspace", str(ws), "--", "echo", "--workspace", "x", cwd=tmp_path)
+    assert after.stdout.startswith("--workspace x\n")
+    unknown = breakwater("bash", "--workspace", str(ws), "echo", "-n", "kept", cwd=tmp_path)
+    assert unknown.stdout.startswith("kept")              # an option bash does not know is the command's

@@ -78,3 +78,28 @@ async def test_the_palette_screenshot_is_saved_under_the_state_directory_and_say
         saved = list((tmp_path / "state" / "breakwater" / "screenshots").glob("*.svg"))
         assert len(saved) == 1 and str(saved[0]) in str(note.message) and note.severity == "information"
         assert "<svg" in saved[0].read_text()
+
+
+def visible_turns(lst: MessageList) -> set[int]:
+    top = lst.scroll_offset.y
+    return {lst.messages[i].turn for i in lst.rows[top:top + lst.scrollable_content_region.height] if i >= 0}
+
+
+async def test_going_to_a_turn_or_playing_shows_the_messages_of_that_turn():
+    app = app_for(turn=10)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot, 10)
+        screen = app.screen
+        lst = screen.query_one(MessageList)
+        lst.focus()
+        await pilot.press("g", *"120", "enter")
+        await ready(pilot, 120)
+        assert 120 in visible_turns(lst) and lst.messages[lst.selected_index].turn == 120
+        await pilot.press("space")                     # play: the list follows the turns
+        await until(pilot, lambda: screen.turn >= 123)
+        await pilot.press("space")
+        await ready(pilot)
+        assert screen.turn in visible_turns(lst)
+        await pilot.press("home")
+        await ready(pilot, 1)
+        assert 1 in visible_turns(lst)

@@ -43,7 +43,10 @@ def assert_screen_matches(app, data: dict) -> None:
     screen = app.screen
     data = dict(data)
     loops = data.pop("loops")     # simulate's loop flags, from the same simulation
-    assert screen.replay.simulation.to_json() == data
+    # where the window came from differs by design: tuned on the screen, a flag or a file on the command line
+    shown = screen.replay.simulation.to_json()
+    shown.pop("window_source"), data.pop("window_source")
+    assert shown == data
     assert loops == [loop.to_json() for loop in of_simulation(screen.replay.simulation, screen.replay.log)]
     text = screen_text(app)
     last = data["turns"][screen.turn - 1]
@@ -67,11 +70,12 @@ async def open_panel(pilot, row: str | None = None) -> PolicyPanel:
 
 
 async def test_one_deep_compaction_and_one_dropping_turn_read_as_one():
-    # long-refactor under breakwater at 120,000 has exactly one deep compaction ("1 deep compactions" before)
-    app = app_for("long-refactor.jsonl", counter="heuristic", window=120_000)
+    # long-refactor under breakwater at 100,000 has exactly one deep compaction ("1 deep compactions" before;
+    # at 120,000 until the fitted calibration: its usage is 1.107 x heuristic + 510, not the old factor)
+    app = app_for("long-refactor.jsonl", counter="heuristic", window=100_000)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        data = simulate_json("--window", "120000")
+        data = simulate_json("--window", "100000")
         assert data["totals"]["compactions"] == 1
         assert "1 deep compaction ▼" in screen_text(app)
         assert_screen_matches(app, data)

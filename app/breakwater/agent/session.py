@@ -54,7 +54,7 @@ from breakwater.core.stages.prompt import (
     volatile_context,
     with_volatile,
 )
-from breakwater.core.log.session_log import Event, SessionLog, new_session_id, utc_now
+from breakwater.core.log.session_log import Event, LogWriteError, SessionLog, new_session_id, utc_now
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.log.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.log.validity import api_problems
@@ -69,6 +69,7 @@ from breakwater.tools.sandbox import Sandbox, SandboxError
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
+MAX_CALL_ID_CHARS = 256       # OpenAI's are about 40; an id is sent back with every later request
 SCRIBE_CLOSE_S = 10.0
 
 
@@ -589,12 +590,12 @@ class AgentSession:
         return calls
 
     def _unique_calls(self, calls: list[ToolCall], turn: int) -> list[ToolCall]:
-        """Tool call ids as the server gave them, unless empty or already used in this session
-        (llama.cpp and others repeat them); those get call_<turn>_<k>."""
+        """Tool call ids as the server gave them, unless empty, already used in this session (llama.cpp
+        and others repeat them) or too long to send back (a 1 MB id was); those get call_<turn>_<k>."""
         out = []
         for k, c in enumerate(calls):
             cid = c.id
-            if not cid or cid in self._call_ids:
+            if not cid or cid in self._call_ids or len(cid) > MAX_CALL_ID_CHARS:
                 cid = f"call_{turn}_{k}"
                 n = 1
                 while cid in self._call_ids:
@@ -764,9 +765,14 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     """One prompt, headless: run until the final answer, then close the session."""
     session = AgentSession(config, policy=policy, approve=approve, on_event=on_event)
     try:
-        answer = await session.send(prompt, max_steps=max_steps)
-    finally:
-        await session.close()
+        try:
+            answer = await session.send(prompt, max_steps=max_steps)
+        finally:
+            await session.close()
+    except LogWriteError as exc:
+        # a full disk: the log keeps every entry written whole before it, and the run stops here
+        raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
+                         session.path) from None
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 

@@ -30,19 +30,9 @@ def register(sub) -> None:
     tools = parser.add_subparsers(dest="tool", metavar="TOOL", required=True)
 
     bash = tools.add_parser("bash", help="run a shell command through the rolling buffer and spill",
-                            description="Run `bash -c COMMAND` in the workspace. Put the command after `--`.")
-    _workspace_arg(bash)
-    bash.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
-                      help=f"seconds before the process group is killed (default {DEFAULT_TIMEOUT_S:g})")
-    bash.add_argument("--max-lines", type=int, default=400, metavar="N", help="lines kept, head + tail (default 400)")
-    bash.add_argument("--max-line-bytes", type=int, default=4000, metavar="N",
-                      help="bytes kept of one line (default 4000)")
-    bash.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
-                      help=f"bytes shown of the output, head and tail together (default {DEFAULT_MAX_BYTES})")
-    bash.add_argument("--session-id", default="cli", metavar="ID", help="spill directory name (default cli)")
-    bash.add_argument("--tool-call-id", default=None, metavar="ID", help="spill file name (default: a new id)")
-    sandbox.add_argument(bash)
-    bash.add_argument("--network", action="store_true", help="let the sandboxed command use the network")
+                            description="Run `bash -c COMMAND` in the workspace. Options go before or after the "
+                                        "command; after `--`, everything is the command.")
+    _bash_options(bash)
     bash.add_argument("command", nargs=argparse.REMAINDER, help="the command line")
     bash.set_defaults(func=_bash)
 
@@ -65,6 +55,35 @@ def register(sub) -> None:
     write.set_defaults(func=_write_file)
 
 
+def _bash_options(bash: argparse.ArgumentParser) -> None:
+    _workspace_arg(bash)
+    bash.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                      help=f"seconds before the process group is killed (default {DEFAULT_TIMEOUT_S:g})")
+    bash.add_argument("--max-lines", type=int, default=400, metavar="N", help="lines kept, head + tail (default 400)")
+    bash.add_argument("--max-line-bytes", type=int, default=4000, metavar="N",
+                      help="bytes kept of one line (default 4000)")
+    bash.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, metavar="N",
+                      help=f"bytes shown of the output, head and tail together (default {DEFAULT_MAX_BYTES})")
+    bash.add_argument("--session-id", default="cli", metavar="ID", help="spill directory name (default cli)")
+    bash.add_argument("--tool-call-id", default=None, metavar="ID", help="spill file name (default: a new id)")
+    sandbox.add_argument(bash)
+    bash.add_argument("--network", action="store_true", help="let the sandboxed command use the network")
+
+
+def _options_in(args, command: list[str]) -> list[str]:
+    """The command line the user meant: bash's own options written after the command (the
+    README's usage puts them last; `bash "seq 1 9" --workspace DIR` ran `seq 1 9 --workspace DIR`)
+    are taken out of it, up to `--`; after `--`, everything is the command."""
+    if command[:1] == ["--"]:
+        return command[1:]
+    before, after = (command[:command.index("--")], command[command.index("--") + 1:]) if "--" in command \
+        else (command, [])
+    options = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    _bash_options(options)
+    _, rest = options.parse_known_args(before, namespace=args)
+    return rest + after
+
+
 def _workspace_arg(parser: argparse.ArgumentParser, default: str | None = argparse.SUPPRESS) -> None:
     # on the tool's own parser it only overrides: `tool --workspace W bash ...` works too
     parser.add_argument("--workspace", default=default, metavar="DIR", help="the workspace (default: current directory)")
@@ -79,7 +98,10 @@ def _open_workspace(args) -> Workspace | None:
 
 
 def _bash(args) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        command = _options_in(args, args.command)
+    except SystemExit:
+        return 2   # argparse said what was wrong with an option
     if not command:
         print("breakwater tool bash: no command given (put it after --)", file=sys.stderr)
         return 2

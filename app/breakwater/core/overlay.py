@@ -28,6 +28,8 @@ OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo", "compaction")
 KEY_FIELD = {"undo": "target", "trigger": "stage", "compaction": "summary", "pin": "message_id",
              "unpin": "message_id"}
 SUFFIX = ".overlay.jsonl"
+COMPACTION_COUNTS = ("turn", "tokens_before", "tokens_after", "covered")
+LOCK_TIMEOUT_S = 10.0
 
 
 def state_dir() -> Path:
@@ -83,7 +85,20 @@ def _invalid(obj: Any) -> str | None:
     key = KEY_FIELD[obj["type"]]
     if not isinstance(obj.get(key), str) or not obj[key]:
         return f"a {obj['type']} event needs \"{key}\""
+    if obj["type"] == "compaction":
+        for name in COMPACTION_COUNTS:
+            value = obj.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                return f"\"{name}\" of a compaction must be a non-negative whole number, got {_short(value)}"
+        for name in ("cut_id", "summarizer", "trigger", "policy"):
+            if obj.get(name) is not None and not isinstance(obj[name], str):
+                return f"\"{name}\" of a compaction must be text, got {_short(obj[name])}"
     return None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (list, dict)) else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def apply_overlay(log: SessionLog, events: Iterable[Event]) -> SessionLog:
@@ -122,15 +137,20 @@ class OverlayFile:
         return f"o{n:05d}"
 
     def add(self, type: str, at: int, **data: Any) -> Event:
-        record = {"type": type, "id": self.next_id(), "at": at, **data}
-        reason = _invalid(record)
-        if reason:
-            raise ValueError(reason)
-        event = Event.from_record(record, fallback_id=record["id"])
+        """Append one event. Under a lock beside the file, the overlay is read again first, so two
+        writers (two replays of one recording) see each other's events and never share an id."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # never through a link planted at the overlay's name (issue 27), and never half a line
-        OwnedDir(self.path.parent).append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(),
-                                          durable=False)
+        folder = OwnedDir(self.path.parent)
+        with folder.lock(self.path.name + ".lock", LOCK_TIMEOUT_S):
+            if folder.exists(self.path.name):
+                self.events, self.issues = load_overlay(self.path)
+            record = {"type": type, "id": self.next_id(), "at": at, **data}
+            reason = _invalid(record)
+            if reason:
+                raise ValueError(reason)
+            event = Event.from_record(record, fallback_id=record["id"])
+            # never through a link planted at the overlay's name (issue 27), and never half a line
+            folder.append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(), durable=False)
         self.events.append(event)
         return event
 

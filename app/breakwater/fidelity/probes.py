@@ -23,7 +23,7 @@ from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.stages.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
-                                       user_text)
+                                       user_instructions, user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -329,9 +329,14 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
         if shaped:
             col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
             goal_seen = True
-    if task is not None:
-        return goal_seen
     found = 0
+    if task is not None:
+        # the framework's rules around the task statement ("DO NOT MODIFY: Tests"): those that say so
+        for s in user_instructions(_prose(msg.content.replace(task, "\n")))[:MAX_INSTRUCTIONS_PER_MESSAGE]:
+            shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+            if shaped:
+                col.add("goal", "constraint", s[:300], turn, msg.id, *shaped)
+        return goal_seen
     for s in sentences(_prose(user_text(msg.content))):
         if found >= MAX_INSTRUCTIONS_PER_MESSAGE:
             break
@@ -416,13 +421,21 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
             heads_failed.setdefault(command_head(command), []).append(len(col.probes) - 1)
 
 
+_QUOTED = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"")
+
+
 def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
+    """An error's matcher: its head (exception type, test id, file:line) and what its message names —
+    quoted values first (`No module named 'erfa'` is not `... 'numpy'`), then identifiers — are
+    required; of its key words, WORD_SHARE."""
     head = normalise(sig.head)
     if sig.kind == "line":
         return _text_parts(sig.detail)
+    quoted = [normalise(a or b) for a, b in _QUOTED.findall(sig.detail)]
     idents, words = key_terms(sig.detail) if sig.detail else ([], [])
-    words = words[:KEY_WORDS]
-    required = ((head,),) + tuple((i,) for i in idents[:2] if i != head)
+    named = list(dict.fromkeys(q for q in [*quoted, *idents] if q and q != head))[:2]
+    words = [w for w in words[:KEY_WORDS] if w.rstrip(PREFIX) not in " ".join(named)]
+    required = ((head,),) + tuple((n,) for n in named)
     return required + tuple((w,) for w in words), len(required), math.ceil(WORD_SHARE * len(words))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -104,7 +104,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
                   counter: str = "exact", reuse: bool = False, billed: bool = True) -> SessionSummary:
     """One session under every preset. Never raises for a bad session: the reason is returned.
     `reuse`: take the session this process loaded last if it is this one (a worker given the
-    presets of one session one at a time loads and searches it once)."""
+    presets of one session one at a time loads and searches it once); `billed`: check what the
+    session was billed against the prediction (one of a session's presets does, for them all)."""
     out = SessionSummary(str(path))
     try:
         log = _loaded(path) if reuse else _load(path)
@@ -164,12 +165,12 @@ def _scorer(log: SessionLog) -> Scorer:
 def merge(parts: Sequence[SessionSummary]) -> SessionSummary:
     """One session's summary from its presets' (in the presets' order), as `evaluate_path` of them
     all gives it: the first preset that failed names the error and no preset's figures are kept."""
-    out = SessionSummary(parts[0].path, parts[0].title, parts[0].turns, dict(parts[0].probes))
-    out.format, out.billed = parts[0].format, parts[0].billed
+    out = replace(parts[0], presets={})   # the session's own figures: the first preset's unit has them
     for part in parts:
         if part.error:
             out.error = part.error
             out.presets.clear()
+            out.billed = None
             break
         out.presets.update(part.presets)
     return out

@@ -125,10 +125,16 @@ def _files(messages: Sequence[Message]) -> list[tuple[str, str]]:
         if tool and tool not in tools:
             tools.append(tool)
 
+    # a call that was refused or failed read nothing: neither its paths nor its error text are files
+    failed = {m.tool_call_id for m in messages if m.role == "tool" and m.content.startswith(("Error: ", "Denied: "))}
     for m in messages:
         for call in m.tool_calls:
+            if call.id in failed:
+                continue
             for path in _argument_paths(_cut(call.arguments)):
                 note(path, call.name or "tool")
+        if m.role == "tool" and m.tool_call_id in failed:
+            continue
         for path in paths_in(_cut(m.content)):
             note(path, None)
     return [(p, ", ".join(t) if t else "mentioned") for p, t in how.items()]

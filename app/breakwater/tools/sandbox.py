@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, TextIO
 
+from breakwater.tools.workspace import AGENT_STATE
+
 MODES = ("auto", "bwrap", "none")
 DEFAULT_MODE = "auto"
 PR_SET_DUMPABLE = 4
@@ -75,6 +77,12 @@ class Sandbox:
             at = base.index("--tmpfs")
             base[at:at] = ["--size", str(tmp_bytes)]
         args = [self.bwrap, *base, "--bind", ws, ws]
+        # breakwater's own state in the workspace is read-only inside: a command cannot forge the
+        # session log, replace a spill or hold a lock (issue 27 item 8)
+        for rel in AGENT_STATE:
+            args += ["--ro-bind-try", f"{ws}/{rel}", f"{ws}/{rel}"]
+        for lock in sorted(Path(ws, ".agent").glob("*.lock")):
+            args += ["--ro-bind-try", str(lock), str(lock)]
         # a folder that holds the workspace stays (the workspace would vanish under the tmpfs), and a
         # file in a hidden folder is hidden with it
         dirs = [d for d in self.hide_dirs if not workspace.is_relative_to(d)]

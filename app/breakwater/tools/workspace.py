@@ -11,6 +11,9 @@ from pathlib import Path
 from breakwater.core.log.beneath import open_beneath
 
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY
+# Breakwater's own state: the tools may read it but never write it (issue 27 item 8), nor the locks
+# (`.agent/*.lock`). Memory files (.agent/MEMORY.md...) stay writable: the agent may keep notes.
+AGENT_STATE = (".agent/sessions", ".agent/spill")
 
 
 class WorkspaceError(ValueError):
@@ -117,6 +120,19 @@ class Workspace:
         An absolute link is refused even when it points inside, by read_file and write_file alike."""
         return WorkspaceError(f"path {os.fspath(path)!r} goes through a symbolic link with an absolute target "
                               f"or one leading outside the workspace {str(self.root)!r}; such links are not followed")
+
+    def is_agent_state(self, dir_fd: int, name: str) -> bool:
+        """Whether `name` in the directory `dir_fd` (wherever the links to it led) is Breakwater's own
+        state: judged by where the directory really is, so a link to `.agent` changes nothing."""
+        try:
+            where = Path(os.readlink(f"/proc/self/fd/{dir_fd}"))
+        except OSError:
+            return False
+        if not where.is_relative_to(self.root):
+            return False
+        rel = where.relative_to(self.root).as_posix()
+        inside = [rel == d or rel.startswith(d + "/") for d in AGENT_STATE]
+        return any(inside) or (rel == ".agent" and name.endswith(".lock"))
 
     def _refusal(self, exc: OSError, path: str | os.PathLike) -> OSError | WorkspaceError:
         text = os.fspath(path)

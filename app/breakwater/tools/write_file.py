@@ -47,6 +47,10 @@ def write_file(workspace: Workspace | str | os.PathLike, path: str, content: str
                         raise ws.link_refusal(path)
                     rel = ws.rel(f"{parent or '.'}/{target}")
                     continue
+                if ws.is_agent_state(dir_fd, name):
+                    return error_result("write_file", f"{rel} is Breakwater's own state (the session log, "
+                                                      "spill files and locks under .agent); tools cannot write it",
+                                        path=rel)
                 if info is not None and stat.S_ISDIR(info.st_mode):
                     return error_result("write_file", f"{rel} is a directory", path=rel)
                 mode = stat.S_IMODE(info.st_mode) if info is not None else NEW_FILE_MODE

@@ -16,6 +16,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
+from breakwater.core.log.words import plural
 from breakwater.core.overlay import OverlayFile, state_dir
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
@@ -95,11 +96,13 @@ class BreakwaterApp(App):
         issues = [*self.replay.log.issues, *(self.overlay.issues if self.overlay else ())]
         if not issues:
             return
-        lines = [f"line {i.line}: {i.reason}" for i in issues[:MAX_ISSUES_SHOWN]]
+        # line 0 is the file as a whole (it holds several sessions, say): no line to name
+        lines = [f"line {i.line:,}: {i.reason}" if i.line else i.reason for i in issues[:MAX_ISSUES_SHOWN]]
         if len(issues) > MAX_ISSUES_SHOWN:
-            lines.append(f"… and {len(issues) - MAX_ISSUES_SHOWN} more")
-        self.notify("\n".join(lines), title=f"{len(issues)} line(s) skipped or repaired; the rest loaded",
-                    severity="warning", timeout=20)
+            lines.append(f"… and {len(issues) - MAX_ISSUES_SHOWN:,} more")
+        bad = sum(1 for i in issues if i.line)
+        title = f"{plural(bad, 'line')} skipped or repaired; the rest loaded" if bad else "About this file"
+        self.notify("\n".join(lines), title=title, severity="warning", timeout=20)
 
     # -- actions ----------------------------------------------------------------------------------
     def deliver_screenshot(self, filename: str | None = None, path: str | None = None,

@@ -18,7 +18,7 @@ import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from breakwater.core.log.message import LONG_TEXT, Message, text_sizes
 
@@ -158,6 +158,26 @@ def encoding_for_model(model: str | None) -> str | None:
     return name if name in ENCODINGS else None
 
 
+# tiktoken's work and memory grow faster than the length of one run without whitespace (a 1 GB word
+# asked for 32 GiB and aborted): text longer than this is counted piece by piece, cut before a
+# whitespace where the piece has one after a word (where tiktoken splits anyway), else inside the run, which may
+# shift the count by a token per cut.
+PIECE_CHARS = 1 << 16
+
+
+def pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most PIECE_CHARS characters, cut before whitespace where possible."""
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = text.rfind(" ", start + 1, end)
+        if cut <= start or text[cut - 1].isspace():     # inside a run of whitespace tiktoken keeps whole
+            cut = end
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
 class TokenCounter:
     """Heuristic and exact counts, each exact count cached per distinct content."""
 
@@ -191,7 +211,11 @@ class TokenCounter:
         hit = self._cache.get(text)
         if hit is not None:
             return hit
-        n = len(self._encoder().encode_ordinary(text))
+        encode = self._encoder().encode_ordinary
+        if len(text) <= PIECE_CHARS:
+            n = len(encode(text))
+        else:
+            n = sum(len(encode(piece)) for piece in pieces(text))
         self.exact_encoded_chars += len(text)
         self._cache[text] = n
         return n

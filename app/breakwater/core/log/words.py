@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
 VOWEL_SOUND = ("a", "e", "i", "o", "u")
 # words whose first letter misleads: "a user", "a unit", "an hour"
 CONSONANT_SOUND = ("user", "unit", "use", "usual", "one", "uni", "eu")
 VOWEL_SOUND_WORDS = ("hour", "honest")
+_LONG_NUMBER = re.compile(r"(?<![\w.,])\d{4,}(?![\w.,]\d|\w)")
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` (with separators) and `word` in the number `n` asks for: 1 fact, 2 facts, 1,204 messages."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def grouped(text: str) -> str:
+    """`text` with every whole number of four digits or more written with separators ("hard limit
+    27200" → "hard limit 27,200"); decimals, ids and numbers already grouped are left alone."""
+    return _LONG_NUMBER.sub(lambda m: f"{int(m.group()):,}", text)
 
 
 def article(word: str) -> str:

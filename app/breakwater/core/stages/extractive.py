@@ -19,7 +19,8 @@ from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import command_of, exit_status, reports_errors
 from breakwater.core.policy import Policy
 from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, SECTIONS, SUMMARY_HEADER, SummaryResult, decision_lines,
-                                       is_wrapper, pretruncate, sentences, task_statement, user_text)
+                                       is_wrapper, pretruncate, sentences, task_statement, user_instructions,
+                                       user_text)
 
 GOAL_CHARS = 600
 INSTRUCTION_CHARS = 400
@@ -160,6 +161,9 @@ class _State:
         text = user_text(m.content)
         if self.goal is None:
             self.goal = _clip(task if task is not None else text, GOAL_CHARS)
+            if task is not None:   # the framework's rules around the task statement, as it states them
+                self.said += [_INSTRUCTION + _clip(x, INSTRUCTION_CHARS)
+                              for x in user_instructions(m.content.replace(task, "\n"))]
             return
         if task is not None or len(text) < MIN_SENTENCE_CHARS:
             return

@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from breakwater.core.log.words import article
 from breakwater.fidelity.loops import MEANINGS, NAMES
 from breakwater.ui.widgets.badges import ALL_KINDS, ROLES, describe, label, kind_variable
 
@@ -54,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
                       "pinned: never compacted")
         for role in ROLES:
             colour = v.get(f"role-{role}")
-            table.add_row(Text(role, style=colour or ""), f"a {role} message")
+            table.add_row(Text(role, style=colour or ""), article(f"{role} message"))
         for zone, what in (("safe", "under the soft limit: sent as is"),
                            ("soft", "between soft and hard limit: snip, mask, microcompact"),
                            ("hard", "over the hard limit: deep compaction (summary)")):

@@ -135,7 +135,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         log = self.replay.log
         title = log.header.get("title") or (log.path.name if log.path else log.id)
         name = log.path.name if log.path else ""
-        yield ReplayControls(visible(f"{name} — {title}" if name else str(title)), id="controls")
+        yield ReplayControls(visible(f"{name} — {title}" if name and name != title else str(title)), id="controls")
         with Horizontal(id="gauge-row"):
             yield Gauges(id="gauges")
             yield FidelityGauge(id="fidelity")
@@ -276,7 +276,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(TurnChosen)
     def _turn_chosen(self, message: TurnChosen) -> None:
-        self._go(message.turn)
+        self._go(message.turn, show=True)
 
     @on(MessageChosen)
     def _message_chosen(self, message: MessageChosen) -> None:
@@ -286,11 +286,15 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Inspector).show(self.query_one(MessageList).selected_index, self.detail)
 
     # -- replay -----------------------------------------------------------------------------------
-    def _go(self, turn: int) -> None:
+    def _go(self, turn: int, show: bool = False) -> None:
+        """To request `turn`; `show`: the list goes to the messages it brings (a jump, play), where a
+        step keeps the message selected, to follow it from one request to the next."""
         if self.replay.simulation is None:
             return
         turn = max(1, min(turn, self.replay.turns + 1))
         self._at(turn)
+        if show:
+            self.query_one(MessageList).show_turn(turn)
         self._load_view(turn)
 
     def _at(self, turn: int) -> None:
@@ -305,7 +309,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             self._go(self.turn + delta)
 
     def action_jump(self, where: str) -> None:
-        self._go(1 if where == "first" else max(1, self.replay.turns))
+        self._go(1 if where == "first" else max(1, self.replay.turns), show=True)
 
     def action_play(self) -> None:
         if self._player is not None:
@@ -320,7 +324,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         if self.turn is None or self.turn >= self.replay.turns:
             self._stop()
             return
-        self._go(self.turn + 1)
+        self._go(self.turn + 1, show=True)
 
     def _stop(self) -> None:
         if self._player is not None:
@@ -384,7 +388,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             if not value.isdigit():
                 self.notify(f"{value!r} is not a turn number", severity="warning")
                 return
-            self._go(int(value))
+            self._go(int(value), show=True)
         else:
             self._filter(search=value)
 

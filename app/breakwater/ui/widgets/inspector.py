@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
+from breakwater.core.log.words import grouped, plural
 from breakwater.core.log.visible import visible
 from breakwater.core.log.edits import Edit
 from breakwater.core.log.message import Message
@@ -157,7 +158,7 @@ class Inspector(Vertical):
             text.append(f" {label(e.kind)} ", style=self._kind_style(e.kind))
             text.append(f" {e.kind} · stage {e.stage}")
             if e.threshold:
-                text.append(f" · {e.threshold}")
+                text.append(f" · {grouped(e.threshold)}")
             text.append(f" · tokens {e.tokens_before:,} → {e.tokens_after:,}")
         joined = detail.joined.get(m.id, ()) if detail and not future else ()
         if joined:
@@ -196,7 +197,7 @@ class Inspector(Vertical):
     def _why_not_sent(self, m: Message, detail: TurnDetail) -> str:
         kinds = detail.kinds(m.id)
         edits: list[Edit] = detail.edits_by_id.get(m.id, [])
-        reasons = "; ".join(f"{e.kind} ({e.stage}: {e.threshold})" if e.threshold else f"{e.kind} ({e.stage})"
+        reasons = "; ".join(f"{e.kind} ({e.stage}: {grouped(e.threshold)})" if e.threshold else f"{e.kind} ({e.stage})"
                             for e in edits)
         if "summarized" in kinds:
             return f"(not sent at turn {detail.view.turn}: replaced by the deep-compaction summary)\n{reasons}"
@@ -215,13 +216,14 @@ class Inspector(Vertical):
                  for mid in s.covered[:COVERED_LISTED] if mid in index_of]
         if len(s.covered) > COVERED_LISTED:
             lines.append(f"… and {len(s.covered) - COVERED_LISTED:,} more (the rows under the summary in the list)")
-        raw_pane.set_text(f"covers {len(s.covered)} messages (enter jumps to the first):\n" + "\n".join(lines))
+        raw_pane.set_text(f"covers {plural(len(s.covered), 'message')} (enter jumps to the first):\n"
+                          + "\n".join(lines))
         sent_pane.set_text(s.message.content)
         text = Text()
         text.append("deep-compaction summary", style="bold")
         c = s.compaction
         if c is not None:
             text.append(f" · {c.id} · made at turn {c.turn} · trigger {c.trigger} · summarizer {c.summarizer}")
-            text.append(f"\ntokens {c.tokens_before:,} → {c.tokens_after:,} · covers {len(s.covered)} messages")
+            text.append(f"\ntokens {c.tokens_before:,} → {c.tokens_after:,} · covers {plural(len(s.covered), 'message')}")
         text.append(f"\n{heuristic_message(s.message):,} tokens sent in their place")
         head.update(text)

@@ -23,6 +23,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from breakwater.core.log.words import plural
 from breakwater.core.log.visible import visible
 from breakwater.core.log.message import Message
 from breakwater.core.replay import TurnDetail
@@ -216,6 +217,17 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to_row(row)
         return True
 
+    def show_turn(self, turn: int) -> bool:
+        """Select the first message request `turn` brings (those whose history first held it at
+        that turn) and scroll its messages into view, the first one at least; False if none shows."""
+        rows = [r for r, i in enumerate(self.rows) if i != SUMMARY_ROW and self.messages[i].turn == turn]
+        if not rows:
+            return False
+        self.cursor = rows[0]
+        self.scroll_to_row(rows[-1])
+        self.scroll_to_row(rows[0])
+        return True
+
     def select_id(self, message_id: str) -> bool:
         for i, m in enumerate(self.messages):
             if m.id == message_id:
@@ -343,7 +355,7 @@ class MessageList(ScrollView, can_focus=True, inherit_bindings=False):
             text.append("summary ", self._style("role-summary") + Style(bold=True))
             tokens = heuristic_message(s.message) if s else 0
             text.append(f"{'':>6}→{tokens:<6,} ", self._style("tokens"))
-            text.append(f" covers {n} messages ", self._style("summarized"))
+            text.append(f" covers {plural(n, 'message')} ", self._style("summarized"))
             text.append(" ")
             body = visible(" ".join(s.message.content.split()[3:60])) if s else ""
             text.append(" " + body)
