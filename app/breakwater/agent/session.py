@@ -696,7 +696,12 @@ class AgentSession:
 
     # -- log and events -------------------------------------------------------------------------------
     def _append(self, entry: Message | Event, feed: bool = True):
-        entry = self.log.append(self._redacted(entry))
+        try:
+            entry = self.log.append(self._redacted(entry))
+        except LogWriteError as exc:
+            # a full disk: the log keeps every entry written whole before this one; run and chat stop
+            raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
+                             self.path) from None
         if feed:
             self.pipe.feed(entry)
         if isinstance(entry, Message):
@@ -765,14 +770,9 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     """One prompt, headless: run until the final answer, then close the session."""
     session = AgentSession(config, policy=policy, approve=approve, on_event=on_event)
     try:
-        try:
-            answer = await session.send(prompt, max_steps=max_steps)
-        finally:
-            await session.close()
-    except LogWriteError as exc:
-        # a full disk: the log keeps every entry written whole before it, and the run stops here
-        raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
-                         session.path) from None
+        answer = await session.send(prompt, max_steps=max_steps)
+    finally:
+        await session.close()
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 

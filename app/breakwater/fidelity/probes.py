@@ -23,7 +23,7 @@ from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.stages.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
-                                       user_instructions, user_text)
+                                              user_instructions, user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,

@@ -20,7 +20,7 @@ from breakwater.core.log.outcome import command_of, exit_status, reports_errors
 from breakwater.core.policy import Policy
 from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, SECTIONS, SUMMARY_HEADER, SummaryResult, decision_lines,
                                        is_wrapper, pretruncate, sentences, task_statement, user_instructions,
-                                       user_text)
+                                              user_text)
 
 GOAL_CHARS = 600
 INSTRUCTION_CHARS = 400
