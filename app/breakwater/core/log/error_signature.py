@@ -29,6 +29,11 @@ _BOILERPLATE = re.compile(
     r"(?:npm )?err!?\s*(?:a complete log of this run.*)?)\s*$")
 
 
+# every signature pattern below needs one of these words in its line
+_ERROR_WORDS = re.compile("Error|Exception|Exit|Interrupt|Warning|Fault|NotFound|Invalid|FAILED|ERROR|error")
+_NAMES_AN_ERROR, _NAMES_AN_ERROR_IN = _ERROR_WORDS.finditer, _ERROR_WORDS.search
+
+
 @dataclass(frozen=True, slots=True)
 class Signature:
     kind: str         # exception, test, compiler, line
@@ -42,7 +47,7 @@ def error_signatures(text: str, limit: int = 3) -> list[Signature]:
     test ids and compiler errors; else its strongest error line that is not boilerplate."""
     out: dict[str, Signature] = {}
     if _may_hold(text):
-        for line in text.splitlines():
+        for line in _lines_naming_an_error(text):
             sig = signature_of(line)
             if sig is not None and sig.text not in out:
                 out[sig.text] = sig
@@ -56,6 +61,21 @@ def error_signatures(text: str, limit: int = 3) -> list[Signature]:
             if len(out) >= limit:
                 break
     return list(out.values())
+
+
+def _lines_naming_an_error(text: str):
+    """The lines of `text` (as str.splitlines cuts them) holding one of the words every signature
+    needs, in order: found by searching the whole text, not by trying every line of a long output."""
+    end = 0
+    for m in _NAMES_AN_ERROR(text):
+        if m.start() < end:
+            continue   # a later word on a line already given
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end + 1
+        for line in text[start:end].splitlines():   # other line breaks (\r, \x0c, …) within
+            if _NAMES_AN_ERROR_IN(line):
+                yield line
 
 
 def _may_hold(text: str) -> bool:
