@@ -64,8 +64,7 @@ class BrowseScreen(Screen):
 
     def compose(self) -> ComposeResult:
         groups = by_project(self.sessions)
-        yield Static(f"{len(self.sessions):,} sessions in {len(groups):,} projects — enter opens one, F follows it",
-                     id="browse-title")
+        yield Static(self._title(len(groups)), id="browse-title")
         now = time.time()
         index = {id(s): i for i, s in enumerate(self.sessions)}
         options: list[Option | None] = []
@@ -74,6 +73,13 @@ class BrowseScreen(Screen):
             options.extend(Option(row(s, now), id=str(index[id(s)])) for s in found)
         yield OptionList(*options, id="sessions")
         yield Footer()
+
+    def _title(self, projects: int) -> str:
+        return f"{len(self.sessions):,} sessions in {projects:,} projects — enter opens one, F follows it"
+
+    def on_screen_resume(self) -> None:
+        """Back from a session (o): the title no longer says one is opening."""
+        self.query_one("#browse-title", Static).update(self._title(len(by_project(self.sessions))))
 
     def on_mount(self) -> None:
         lst = self.query_one(OptionList)
