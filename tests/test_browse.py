@@ -115,6 +115,14 @@ async def test_o_goes_back_from_an_opened_session_to_the_list(tmp_path):
         assert len(app.screen_stack) == 2   # the default screen and the list: nothing left open
 
 
+async def test_one_session_in_one_project_is_said_so(tmp_path):
+    home, work = fake_home(tmp_path)
+    app = browse_app(find_sessions(home, work)[:1], UISettings())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: app.screen.query(OptionList))
+        assert "1 session in 1 project —" in screen_text(app)
+
+
 async def test_f_in_the_browser_follows_the_session(tmp_path):
     from breakwater.ui.screens.follow import FollowScreen
 

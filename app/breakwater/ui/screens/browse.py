@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from breakwater.core.policy.for_session import resolve_policy
 from breakwater.core.log.json_lines import SessionLogError
+from breakwater.core.log.words import plural
 from breakwater.core.policy import PolicyError
 from breakwater.formats import load_session
 from breakwater.formats.follow import Follower
@@ -75,7 +76,7 @@ class BrowseScreen(Screen):
         yield Footer()
 
     def _title(self, projects: int) -> str:
-        return f"{len(self.sessions):,} sessions in {projects:,} projects — enter opens one, F follows it"
+        return f"{plural(len(self.sessions), 'session')} in {plural(projects, 'project')} — enter opens one, F follows it"
 
     def on_screen_resume(self) -> None:
         """Back from a session (o): the title no longer says one is opening."""
