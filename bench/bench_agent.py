@@ -26,10 +26,10 @@ from support.fake_openai import FakeOpenAIServer, Reply, ScriptedToolCall  # noq
 from synth import session_messages  # noqa: E402
 
 from breakwater.agent import AgentConfig, run_agent  # noqa: E402
-from breakwater.core.message import Message, ToolCall  # noqa: E402
-from breakwater.core.pipeline import Pipeline  # noqa: E402
+from breakwater.core.log.message import Message, ToolCall  # noqa: E402
+from breakwater.core.fold.pipeline import Pipeline  # noqa: E402
 from breakwater.core.policy import preset  # noqa: E402
-from breakwater.core.tokens import TokenCounter  # noqa: E402
+from breakwater.core.log.tokens import TokenCounter  # noqa: E402
 
 STEPS = 80
 KEY = "sk-bench-0123456789"

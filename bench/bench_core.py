@@ -19,13 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from synth import session_messages, write_session  # noqa: E402
 
-from breakwater.core import outcome  # noqa: E402
-from breakwater.core.message import Message, ToolCall  # noqa: E402
-from breakwater.core.pipeline import Pipeline  # noqa: E402
+from breakwater.core.log import outcome  # noqa: E402
+from breakwater.core.log.message import Message, ToolCall  # noqa: E402
+from breakwater.core.fold.pipeline import Pipeline  # noqa: E402
 from breakwater.core.policy import PRESETS  # noqa: E402
-from breakwater.core.sanitize import sanitize  # noqa: E402
+from breakwater.core.stages.sanitize import sanitize  # noqa: E402
 from breakwater.core.simulate import make_pipeline, simulate  # noqa: E402
-from breakwater.core.tokens import TokenCounter, heuristic_message, heuristic_text  # noqa: E402
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, heuristic_text  # noqa: E402
 from breakwater.formats import load_session  # noqa: E402
 
 WINDOW = 128_000
@@ -151,7 +151,7 @@ FRESH_RUNS = 5
 # before `leave` (an A/B against an older commit) ends as its console script did.
 FRESH = """import os, sys, time
 from breakwater import cli
-from breakwater.core import commands
+from breakwater.cli import core as commands
 marks = {}
 read = commands.read_session
 def marked(path):

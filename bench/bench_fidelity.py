@@ -86,7 +86,7 @@ def one_large_session(runs: int = 3) -> None:
     (parallel work is what is measured), runs alternating between 1 and 2 workers."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        write_session(folder / "large.jsonl", session_messages(1500, avg_tool_chars=3000, seed=7),
+        write_session(folder / "large.jsonl", session_messages(6000, avg_tool_chars=3000, seed=7),
                       header={"window": 32000})
         for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
             shutil.copy(path, folder / path.name)
@@ -114,7 +114,7 @@ def one_large_session(runs: int = 3) -> None:
             if cluster is not None:
                 cluster.close()
         one = statistics.median(times["1"])
-        line = (f"eval of {n} sessions, one of 1,500 messages (2.3 MB), all {len(PRESETS)} presets, --counter "
+        line = (f"eval of {n} sessions, one of 6,000 messages (9 MB), all {len(PRESETS)} presets, --counter "
                 f"heuristic, fresh process (wall, median of {runs}): --jobs 1 {one:.1f} s, --jobs 2 "
                 f"{statistics.median(times['2']):.1f} s ({one / statistics.median(times['2']):.2f}×)")
         if times["dask"]:

@@ -27,7 +27,7 @@ from format_sessions import WRITERS  # noqa: E402
 from synth import session_messages  # noqa: E402
 
 from breakwater.formats import detect_format, load_sessions  # noqa: E402
-from breakwater.formats.commands import write_native  # noqa: E402
+from breakwater.cli.formats import write_native  # noqa: E402
 
 REAL = HERE.parent / "tests" / "fixtures" / "real"
 RUNS = 9

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 
 TS = "2026-12-01T10:00:00.000Z"
 

@@ -17,14 +17,14 @@ from support.fake_openai import FakeOpenAIServer, Reply
 from support.request_checks import message_text
 
 from breakwater.agent.config import AgentConfig
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.prompt import RETRIEVED_FOOTER, VOLATILE_HEADER, static_system
-from breakwater.core.session_log import SessionLog, load_native
+from breakwater.core.stages.prompt import RETRIEVED_FOOTER, VOLATILE_HEADER, static_system
+from breakwater.core.log.session_log import SessionLog, load_native
 from breakwater.core.simulate import view_at
-from breakwater.core.summarize import SUMMARY_SYSTEM_PROMPT
-from breakwater.core.tokens import TokenCounter
-from breakwater.core.validity import api_problems
+from breakwater.core.stages.summarize import SUMMARY_SYSTEM_PROMPT
+from breakwater.core.log.tokens import TokenCounter
+from breakwater.core.log.validity import api_problems
 from breakwater.tools.registry import tool_schemas
 
 KEY = "sk-test-breakwater-0123456789abcdef"

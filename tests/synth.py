@@ -6,8 +6,8 @@ import json
 import random
 from pathlib import Path
 
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.session_log import Event, SessionLog
 
 LOG_LINE = "2026-11-29T10:{m:02d}:{s:02d}Z INFO worker-{w} processed batch {b} in {ms}ms ({path})"
 ERR_LINE = "Traceback (most recent call last):\n  File \"app/db/pool.py\", line 88, in acquire\nTimeoutError: 连接池超时 pool exhausted after 30s"

@@ -11,11 +11,11 @@ import sys
 import pytest
 from support.transcripts import REAL
 
-from breakwater.core.accounting import Calibration
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.accounting import Calibration
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import PRESETS, Policy, preset
 from breakwater.core.simulate import simulate, view_at
-from breakwater.core.tokens import TokenCounter
+from breakwater.core.log.tokens import TokenCounter
 from breakwater.formats import load_session, load_sessions
 from synth import write_session
 
@@ -201,7 +201,7 @@ def test_model_lookups_are_kept_so_the_source_loads_once(tmp_path):
     """genai-prices costs 0.25-0.4 s to load: a name asked before is answered from the cache."""
     import os
 
-    code = ("import sys; from breakwater.core.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
+    code = ("import sys; from breakwater.core.log.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
             "print(i.window, i.cache_read, 'genai_prices' in sys.modules)")
     env = {**os.environ, "BREAKWATER_CACHE_DIR": str(tmp_path)}
     first, again = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

@@ -12,11 +12,11 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import PRESETS
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import simulate, view_at
-from breakwater.core.tokens import TokenCounter, heuristic_message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message
 
 
 def hostile(kind: str, rng: random.Random, size: int) -> str:

@@ -29,7 +29,7 @@ from support.fake_openai import Reply, ScriptedToolCall
 from support.request_checks import heuristic_tokens
 
 from breakwater.core.policy import preset
-from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.core.stages.summarize import SUMMARY_HEADER
 
 WINDOW = 8000
 SPILL_NOTICE = re.compile(r"saved to (\S+\.log);")

@@ -7,7 +7,7 @@ import pytest
 from breakwater.agent.chat import backoff_delay, retry_after
 from breakwater.agent.config import DEFAULT_BASE_URL, NO_KEY, ConfigError, load_config
 from breakwater.agent.redact import MARK, Redactor
-from breakwater.core.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir
 
 
 def write(path, text):

@@ -29,7 +29,7 @@ from support.request_checks import heuristic_tokens
 
 from breakwater.agent import AgentError, AgentSession, run_agent
 from breakwater.agent.session import resolve_policy
-from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.core.stages.summarize import SUMMARY_HEADER
 
 
 def bash(command: str, id: str | None = None) -> ScriptedToolCall:
@@ -404,7 +404,7 @@ def test_the_module_is_importable_without_textual():
     import subprocess
     import sys
 
-    code = "import sys, breakwater.agent, breakwater.agent.commands; print('textual' in sys.modules)"
+    code = "import sys, breakwater.agent, breakwater.cli.agent; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -19,7 +19,7 @@ from agent_support import assert_log_valid, events, load
 from breakwater.agent import AgentSession
 from breakwater.agent.config import AgentConfig
 from breakwater.agent.summarizer import LLMSummarizer
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import preset
 
 pytestmark = pytest.mark.model

@@ -13,7 +13,7 @@ from support.fake_openai import Reply, ScriptedToolCall
 
 from breakwater.agent import AgentSession
 from breakwater.core.review import ACCEPT, CANCEL, SummaryDecision, SummaryProposal
-from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.core.stages.summarize import SUMMARY_HEADER
 
 EDITED = "## Original goal\n- The user's own words: finish the scripted task.\n## Files read or changed\n- none"
 

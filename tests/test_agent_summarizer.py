@@ -11,9 +11,9 @@ from support.fake_openai import Reply, ScriptedToolCall
 
 from breakwater.agent import run_agent
 from breakwater.agent.summarizer import FALLBACK_NAME, LLMSummarizer
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import Policy
-from breakwater.core.summarize import SUMMARY_SYSTEM_PROMPT, summary_request
+from breakwater.core.stages.summarize import SUMMARY_SYSTEM_PROMPT, summary_request
 
 POLICY = Policy()
 

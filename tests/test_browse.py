@@ -10,7 +10,7 @@ import time
 from textual.widgets import OptionList
 
 from breakwater.formats import load_session
-from breakwater.formats.commands import write_native
+from breakwater.cli.formats import write_native
 from breakwater.formats.sessions import by_project, find_sessions
 from breakwater.ui.app import browse_app
 from breakwater.ui.config import UISettings

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from breakwater import __version__
-from breakwater.core.commands import sample_path
+from breakwater.cli.core import sample_path
 from synth import session_messages, write_session
 
 

@@ -24,7 +24,7 @@ def test_commands_that_talk_to_no_model_never_import_the_client(argv):
     assert "openai" not in loaded and "breakwater.agent.session" not in loaded
     assert "textual" not in loaded and "tiktoken" not in loaded
     if argv[0] != "simulate":
-        assert "breakwater.core.pipeline" not in loaded
+        assert "breakwater.core.fold.pipeline" not in loaded
 
 
 def test_help_lists_every_command_and_shows_no_internal_notes():
@@ -96,7 +96,7 @@ ENTRY = ("import atexit, sys; atexit.register(lambda: print('interpreter exit', 
 
 
 def test_a_one_shot_command_leaves_without_the_interpreter_exit_once_its_output_is_written():
-    from breakwater.core.commands import sample_path
+    from breakwater.cli.core import sample_path
 
     out = subprocess.run([sys.executable, "-c", ENTRY, "simulate", str(sample_path()), "--json", "--counter",
                           "heuristic", "--window", "1000"], capture_output=True, text=True, timeout=120)

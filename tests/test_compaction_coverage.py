@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from breakwater.core.commands import sample_path
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
+from breakwater.cli.core import sample_path
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import PRESETS, preset
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import simulate, view_at
-from breakwater.core.validity import api_problems
+from breakwater.core.log.validity import api_problems
 from breakwater.formats import load_session
 
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.compare import compare, message_diffs
 from breakwater.core.policy import PRESETS
-from breakwater.core.policy_file import save
+from breakwater.core.policy.toml_file import save
 from breakwater.core.simulate import simulate, view_at
 from synth import session_messages, write_session
 
@@ -115,7 +115,7 @@ def test_compare_refuses_what_it_cannot_read_in_one_line(session, tmp_path):
 
 def test_compare_saves_what_simulate_saves():
     """--compare once said 19,300,628 saved where simulate said 19,291,028 for the same preset; saved
-    is without − with, both counted by one calibration (core/accounting.py)."""
+    is without − with, both counted by one calibration (core/log/accounting.py)."""
     session = str(sample_path("long-refactor.jsonl"))
     data = json.loads(run("simulate", session, "--compare", "seed-001", "--json").stdout)
     for side, name in (("a", "breakwater"), ("b", "seed-001")):

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from breakwater.core.mask import mask_placeholder
-from breakwater.core.message import Message
-from breakwater.core.outcome import outcome_facts
+from breakwater.core.stages.mask import mask_placeholder
+from breakwater.core.log.message import Message
+from breakwater.core.log.outcome import outcome_facts
 from breakwater.core.policy import load_toml
 from breakwater.core.simulate import simulate
-from breakwater.core.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, get_encoding
+from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, get_encoding
 from breakwater.formats import load_session
 from support.transcripts import REAL
 

@@ -3,7 +3,7 @@ categories add up to the request's heuristic count; the unseen overhead is the A
 the transcript's; compacted results are counted."""
 
 from breakwater.core.context_categories import categories, for_turn, memory_tokens
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from pathlib import Path
 
 from breakwater.core.policy import load_toml, preset

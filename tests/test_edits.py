@@ -7,9 +7,9 @@ from array import array
 
 import pytest
 
-from breakwater.core.edits import Covered, Edit, Edits
-from breakwater.core.message import Message
-from breakwater.core.sanitize import SanitizedMessage
+from breakwater.core.log.edits import Covered, Edit, Edits
+from breakwater.core.log.message import Message
+from breakwater.core.stages.sanitize import SanitizedMessage
 
 
 def entries(*ids: str) -> list[SanitizedMessage]:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import preset
-from breakwater.core.session_log import Event, SessionLog, load_native
+from breakwater.core.log.session_log import Event, SessionLog, load_native
 from breakwater.core.simulate import simulate
-from breakwater.core.extractive import ExtractiveSummarizer
-from breakwater.core.summarize import SummaryResult
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.stages.summarize import SummaryResult
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract, normalise
 from breakwater.fidelity.results import PINNED

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from breakwater.core.file_effects import MODIFIED, READ, command_effects, file_effects
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.file_effects import MODIFIED, READ, command_effects, file_effects
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.session_log import SessionLog
 from breakwater.fidelity.probes import extract
 from breakwater.fidelity.scoring import Scorer, not_carried
 from breakwater.formats import load_session
@@ -66,7 +66,7 @@ def test_an_error_is_its_signature_and_a_later_traceback_does_not_keep_it():
 
 
 def test_failing_test_ids_and_compiler_errors_are_signatures():
-    from breakwater.core.error_signature import error_signatures
+    from breakwater.core.log.error_signature import error_signatures
 
     out = ("============ short test summary info ============\n"
            "FAILED tests/test_unit.py::TestGen::test_invalid - AssertionError: assert 'zip' in 'Error'\n"

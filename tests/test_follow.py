@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from breakwater.core.commands import resolve_policy
+from breakwater.cli.core import resolve_policy
 from breakwater.formats import load_session
 from breakwater.formats.follow import Follower, own_compaction
 from breakwater.ui.app import make_app

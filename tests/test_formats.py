@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import preset
-from breakwater.core.session_log import Event, load_native
-from breakwater.core.validity import api_problems
+from breakwater.core.log.session_log import Event, load_native
+from breakwater.core.log.validity import api_problems
 from breakwater.formats import detect_format, load_session, load_sessions
-from breakwater.formats.commands import write_native
+from breakwater.cli.formats import write_native
 from support.transcripts import REAL, every_view_problems
 
 # file -> (format, sessions, warnings per session); each warning is a quirk of that file

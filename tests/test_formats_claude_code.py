@@ -10,8 +10,8 @@ import pytest
 from breakwater.core.simulate import simulate
 from breakwater.core.policy import preset
 from breakwater.formats import detect_format, load_session, load_sessions
-from breakwater.formats.commands import write_native
-from breakwater.core.session_log import load_native
+from breakwater.cli.formats import write_native
+from breakwater.core.log.session_log import load_native
 from support.transcripts import REAL, calls_and_results, every_view_problems, imported_chars
 
 CC = REAL / "claude-code"

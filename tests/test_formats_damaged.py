@@ -10,10 +10,10 @@ import random
 import pytest
 
 from breakwater.core.policy import preset
-from breakwater.core.session_log import SessionLogError
+from breakwater.core.log.session_log import SessionLogError
 from breakwater.core.simulate import simulate
 from breakwater.formats import load_sessions
-from breakwater.formats.commands import write_native
+from breakwater.cli.formats import write_native
 from support.transcripts import REAL
 
 WRONG = [None, 1, "x", [], {}, [1], {"type": 3}, True, [None], {"id": []}]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from breakwater.core import json_lines
+from breakwater.core.log import json_lines
 from breakwater.formats import detect_format, load_session
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "bench"))

@@ -97,7 +97,8 @@ def test_a_link_planted_at_the_redaction_temp_file_is_not_written_through(dirs, 
     # the spill file is made before the command starts; the old temporary name was fixed
     command = (f"for f in .agent/spill/*/*.log; do ln -s {victim} \"$f.redact-tmp\"; done; "
                f"seq 100000; printf '%s' {KEY[::-1]} | rev")
-    done, log = run(dirs, bash_then_answer(command), "--yes")
+    # without bubblewrap, whose read-only spill folder would stop the link being made at all (item 8)
+    done, log = run(dirs, bash_then_answer(command), "--yes", "--sandbox", "none")
     assert victim.read_text() == "precious\n"
     (result,) = [m for m in log.messages if m.role == "tool"]
     assert result.meta["source"].get("redacted") == 1, result.meta
@@ -125,7 +126,8 @@ def test_a_spill_swapped_for_a_fifo_or_device_does_not_hang_the_run(dirs, swap):
     command = (f"seq 100000; printf '%s\\n' {KEY[::-1]} | rev; "
                f"for f in .agent/spill/*/*.log; do rm \"$f\"; {swap}; done")
     started = time.monotonic()
-    done, log = run(dirs, bash_then_answer(command), "--yes")
+    # without bubblewrap: inside it the spill folder is read-only and the swap itself fails (item 8)
+    done, log = run(dirs, bash_then_answer(command), "--yes", "--sandbox", "none")
     assert time.monotonic() - started < 60
     (result,) = [m for m in log.messages if m.role == "tool"]
     assert "refused" in result.meta["source"]["redaction_error"]

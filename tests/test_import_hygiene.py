@@ -6,11 +6,11 @@ import sys
 import pytest
 
 MODULES = [
-    "breakwater.core.pipeline", "breakwater.core.simulate", "breakwater.core.commands", "breakwater.core.prompt",
-    "breakwater.core.summarize", "breakwater.core.tokens", "breakwater.formats", "breakwater.cli",
+    "breakwater.core.fold.pipeline", "breakwater.core.simulate", "breakwater.cli.core", "breakwater.core.stages.prompt",
+    "breakwater.core.stages.summarize", "breakwater.core.log.tokens", "breakwater.formats", "breakwater.cli",
     "breakwater.tools.spill_index", "breakwater.tools.spill_search",
-    "breakwater.core.replay", "breakwater.ui.commands",
-    "breakwater.fidelity.commands", "breakwater.fidelity.runner",
+    "breakwater.core.replay", "breakwater.cli.ui",
+    "breakwater.cli.fidelity", "breakwater.fidelity.runner",
 ]
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from breakwater.core.session_log import load_native
+from breakwater.core.log.session_log import load_native
 from breakwater.formats import load_session
 
 HEADER = {"type": "session", "version": 1, "id": "s1", "model": "gpt-4o", "window": 32000}
@@ -152,7 +152,7 @@ def test_an_unexpected_failure_prints_one_line_and_writes_a_crash_report(tmp_pat
 
 
 def test_the_crash_report_and_its_line_hide_the_key(tmp_path, monkeypatch):
-    from breakwater.crash import report_crash
+    from breakwater.cli.crash import report_crash
 
     secret = "sk-crash-report-secret-123456"
     monkeypatch.setenv("OPENAI_API_KEY", secret)

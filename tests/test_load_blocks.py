@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from breakwater.core import session_log
-from breakwater.core.session_log import _Loader, load_native
+from breakwater.core.log import session_log
+from breakwater.core.log.session_log import _Loader, load_native
 
 from test_load_bad_fields import BAD_LINES, HEADER, line, msg
 

@@ -69,7 +69,7 @@ def test_errors_are_one_line_without_traceback(tmp_path):
 
 
 def test_memory_modules_do_not_import_textual():
-    code = ("import sys, breakwater.memory.commands, breakwater.memory.consolidate, breakwater.memory.project, "
+    code = ("import sys, breakwater.cli.memory, breakwater.memory.consolidate, breakwater.memory.project, "
             "breakwater.memory.retrieval, breakwater.memory.scribe; assert 'textual' not in sys.modules")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 

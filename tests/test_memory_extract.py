@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.memory.extract import MAX_DECISIONS, MAX_ERRORS, MAX_FILES, extract, extract_bullets, paths_in
 
 

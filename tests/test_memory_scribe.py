@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.memory.scribe import Scribe
 from breakwater.memory.store import MemoryStore
 

@@ -1,5 +1,5 @@
 """The error facts of a result are the lines the rules pick, however the scan finds them: the
-cached scan in core/outcome.py (an Aho-Corasick automaton over pieces of the UTF-8 bytes for
+cached scan in core/log/outcome.py (an Aho-Corasick automaton over pieces of the UTF-8 bytes for
 candidate lines, each tried in str) against the rules applied line by line."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.core import message, outcome
-from breakwater.core.message import Message
-from breakwater.core.outcome import (_CANDIDATE, _EXIT, _HINTS, ERROR_WORDS, EXIT_TAIL_CHARS,
+from breakwater.core.log import message, outcome
+from breakwater.core.log.message import Message
+from breakwater.core.log.outcome import (_CANDIDATE, _EXIT, _HINTS, ERROR_WORDS, EXIT_TAIL_CHARS,
                                      STRONG_ERROR, _may_mention, _may_report_exit, error_lines, exit_status, first_error, salient_errors)
 
 # every hint as written and in other cases, the strong forms, pytest's `E` lines with every kind of

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from breakwater.core.commands import sample_path
+from breakwater.cli.core import sample_path
 from breakwater.core.overlay import OverlayFile, apply_overlay, overlay_path, position_of_turn
 from breakwater.core.policy import preset
 from breakwater.core.simulate import simulate, view_at

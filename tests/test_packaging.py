@@ -19,7 +19,7 @@ def test_wheel_runs_from_its_own_files(tmp_path):
     assert len(samples) >= 5
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("import breakwater, sys; from breakwater.core.commands import sample_path; "
+    code = ("import breakwater, sys; from breakwater.cli.core import sample_path; "
             "assert str(sample_path()).startswith(sys.argv[1]), (breakwater.__file__, sample_path()); "
             "assert sample_path().exists(); from breakwater.cli import main; sys.exit(main(['simulate', "
             "str(sample_path()), '--json', '--counter', 'heuristic']))")

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from breakwater.core.mask import mask_far
-from breakwater.core.microcompact import skeleton
-from breakwater.core.outcome import first_error, salient_errors
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.stages.mask import mask_far
+from breakwater.core.stages.microcompact import skeleton
+from breakwater.core.log.outcome import first_error, salient_errors
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import Policy, PolicyError, from_mapping, load_toml, preset
-from breakwater.core.sanitize import sanitize
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.stages.sanitize import sanitize
+from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import simulate, view_at
-from breakwater.core.validity import api_problems
+from breakwater.core.log.validity import api_problems
 from synth import as_log, session_messages
 
 

@@ -7,15 +7,15 @@ from dataclasses import fields
 
 import pytest
 
-from breakwater.core import mask, microcompact, snip
-from breakwater.core.commands import sample_path
-from breakwater.core.ledger import FAR_KINDS, NEAR, Ledger
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.stages import mask, microcompact, snip
+from breakwater.cli.core import sample_path
+from breakwater.core.fold.ledger import FAR_KINDS, NEAR, Ledger
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message
 from breakwater.formats import load_session
 from synth import session_messages
 
@@ -283,7 +283,7 @@ def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
     be the sum of each message at the stage level the plan gives it, wherever the boundary falls."""
     from itertools import product
 
-    from breakwater.core.pipeline import Pipeline, Plan
+    from breakwater.core.fold.pipeline import Pipeline, Plan
 
     pipe = Pipeline(PRESETS["breakwater"])
     for i in range(40):
@@ -416,7 +416,7 @@ class _CheckedBoundaries(Pipeline):
 def test_the_soft_zone_counts_a_boundary_as_the_request_it_makes(name, preset):
     """The search for how far a stage applies counts each boundary from the ledger, not by building
     the request shape (issue 7 item 18): the counts must be the shapes' counts."""
-    from breakwater.core.tokens import TokenCounter
+    from breakwater.core.log.tokens import TokenCounter
 
     log = SESSIONS[name]()
     policy = PRESETS[preset].with_changes(window=12_000)

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from breakwater.core.policy import CHOICES, PRESETS, Policy, PolicyError, load_toml, validate
-from breakwater.core.policy_fields import OTHER, field_specs
-from breakwater.core.policy_file import dumps, resolve, save
+from breakwater.core.policy.field_groups import OTHER, field_specs
+from breakwater.core.policy.toml_file import dumps, resolve, save
 from synth import session_messages, write_session
 
 
@@ -79,7 +79,7 @@ def test_simulate_policy_reads_a_saved_file_back_identically(tmp_path):
         return json.loads(out.stdout)
 
     from_file = sim("--policy", str(path))
-    from breakwater.core.commands import read_session
+    from breakwater.cli.core import read_session
     from breakwater.core.simulate import simulate
 
     from breakwater.fidelity.loops import of_simulation

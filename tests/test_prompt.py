@@ -1,9 +1,9 @@
 """Prompt layers: the static prefix is byte-identical across turns and sessions."""
 
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import preset
-from breakwater.core.prompt import (PROJECT_HISTORY_HEADER, RETRIEVED_HEADER, session_context, static_system,
+from breakwater.core.stages.prompt import (PROJECT_HISTORY_HEADER, RETRIEVED_HEADER, session_context, static_system,
                                     system_prompt, volatile_context, with_volatile)
 from synth import session_messages
 

@@ -6,14 +6,14 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import preset
-from breakwater.core.sanitize import INVALID_CALL_NAME
-from breakwater.core.session_log import SessionLog
+from breakwater.core.stages.sanitize import INVALID_CALL_NAME
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import simulate
-from breakwater.core.tokens import TokenCounter
-from breakwater.core.validity import api_problems
+from breakwater.core.log.tokens import TokenCounter
+from breakwater.core.log.validity import api_problems
 
 SIZES = [0, 1, 150, 199, 201, 999, 1001, 2999, 3001, 12_000, 60_000, 400_000]
 HUGE = 10 * 1024 * 1024

@@ -9,7 +9,7 @@ import pytest
 from synth import as_log, session_messages
 
 from breakwater.core import replay as replay_module
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.policy import preset
 from breakwater.core.replay import CHECKPOINTS, STEPPING_STONES, TRAILING_VIEWS, Replay
 from breakwater.core.simulate import simulate, view_at

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from breakwater.core.message import Message
-from breakwater.core.session_log import SessionLog, load_native
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import SessionLog, load_native
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_sessions"

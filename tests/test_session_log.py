@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from breakwater.core.message import Message
-from breakwater.core.session_log import SessionLog, SessionLogError, load_native
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import SessionLog, SessionLogError, load_native
 
 HEADER = {"type": "session", "version": 1, "id": "s1", "model": "gpt-4o", "window": 32000}
 
@@ -103,7 +103,7 @@ def test_each_line_reads_as_the_json_module_reads_it(tmp_path):
     json module reads, byte for byte once dumped, and whatever it refuses must still be read by json."""
     import random
 
-    from breakwater.core.json_lines import iter_json_lines
+    from breakwater.core.log.json_lines import iter_json_lines
 
     rnd = random.Random(3)
     numbers = ["0", "-0", "-0.0", "1e308", "1e309", "-1e400", "1E+2", "2.2250738585072011e-308", "NaN", "-Infinity",
@@ -167,7 +167,7 @@ def test_message_lines_read_by_msgspec_load_as_the_general_way_reads_them(tmp_pa
     """A message line in the usual shape is decoded straight into typed fields (issue 8 item 9); any
     line, every field of every type, must load (entries, ids, turns, warnings) as the general reader
     loads it, field by field from what the json module reads."""
-    from breakwater.core import session_log
+    from breakwater.core.log import session_log
 
     m = '{"type": "message", "id": "x", "turn": 2, "role": "assistant", "content": "c"'
     call = '{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}'

@@ -1,4 +1,4 @@
-"""The far forms of long messages are shared between pipelines of the same policy (core/stage_forms.py
+"""The far forms of long messages are shared between pipelines of the same policy (core/fold/stage_forms.py
 `_FORMS`): a simulation gives the same figures and the same requests whatever ran before it in the
 process, under another policy or the same one."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from breakwater.core import pipeline
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.fold import pipeline
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
 from breakwater.core.simulate import simulate
 from synth import as_log, session_messages

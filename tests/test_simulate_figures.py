@@ -5,11 +5,11 @@ import json
 import subprocess
 import sys
 
-from breakwater.core.commands import sample_path
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Pipeline
+from breakwater.cli.core import sample_path
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import preset
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.simulate import simulate
 from breakwater.formats import load_session

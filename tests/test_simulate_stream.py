@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from breakwater.core.commands import sample_path
+from breakwater.cli.core import sample_path
 from breakwater.core.policy import PRESETS, preset
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import JsonWriter, simulate
 from breakwater.fidelity.loops import of_simulation
 from breakwater.formats import load_session

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from synth import as_log, session_messages
 
-from breakwater.core.commands import read_session, sample_path
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Pipeline
+from breakwater.cli.core import read_session, sample_path
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import PRESETS
-from breakwater.core.sanitize import SanitizedMessage, Sanitizer
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.stages.sanitize import SanitizedMessage, Sanitizer
+from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline, view_at
 
 REAL = Path(__file__).parent / "fixtures" / "real"

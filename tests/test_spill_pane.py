@@ -10,7 +10,7 @@ from pathlib import Path
 from support.spills import write_spill
 from textual.app import App, ComposeResult
 
-from breakwater.core.commands import read_session, resolve_policy, sample_path
+from breakwater.cli.core import read_session, resolve_policy, sample_path
 from breakwater.tools.spill_index import human_size
 from breakwater.ui.spill import SpillPane, SpillView
 from breakwater.ui.spill import view as view_module

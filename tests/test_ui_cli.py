@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from breakwater.core.commands import sample_path
+from breakwater.cli.core import sample_path
 
 
 def run(*args, env=None):

@@ -11,7 +11,7 @@ import sys
 
 from ui_support import ready, screen_text, until
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.overlay import OverlayFile, overlay_path
 from breakwater.core.policy import preset
 from breakwater.core.simulate import view_at

@@ -14,7 +14,7 @@ from rich.console import Console
 from textual.widgets import OptionList, Static, TextArea
 from ui_support import app_for, measured, ready, screen_text, until
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.simulate import view_at
 from breakwater.fidelity.probes import extract
 from breakwater.fidelity.results import PINNED

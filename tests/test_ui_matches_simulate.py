@@ -12,7 +12,7 @@ import sys
 import pytest
 from ui_support import app_for, ready, screen_text
 
-from breakwater.core.commands import sample_path
+from breakwater.cli.core import sample_path
 from breakwater.ui.widgets.gauges import Gauges
 from breakwater.ui.widgets.message_list import MessageList
 

@@ -10,7 +10,7 @@ from textual.widgets import Static
 from ui_support import app_for, ready, screen_text, select_row, until
 
 from breakwater.core.simulate import view_at
-from breakwater.core.tokens import heuristic_message as heuristic_message
+from breakwater.core.log.tokens import heuristic_message as heuristic_message
 from breakwater.ui.config import UISettings
 from breakwater.ui.messages import SimulationReady, TurnChosen, ViewReady
 from breakwater.ui.widgets.gauges import Gauges
@@ -79,7 +79,7 @@ async def test_gauges_show_the_counts_and_limits():
 async def test_a_request_sent_as_is_saves_nothing():
     """Turn 10 of long-refactor is sent whole, counted by tiktoken (16,440) where raw was the
     heuristic (17,521): the gauge said "saved 1,081 (6%)" and a prefix of 18,796, larger than the request.
-    Both are one unit now (core/accounting.py): without compaction is what is sent."""
+    Both are one unit now (core/log/accounting.py): without compaction is what is sent."""
     app = app_for("long-refactor.jsonl", turn=10)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, 10)
@@ -269,7 +269,7 @@ async def test_every_action_is_in_the_command_palette():
 async def test_a_10_mb_tool_output_opens_in_the_inspector(tmp_path):
     from synth import session_messages, tool_output, write_session
 
-    from breakwater.core.message import Message
+    from breakwater.core.log.message import Message
     msgs = session_messages(40, avg_tool_chars=500, seed=9)
     big = next(i for i, m in enumerate(msgs) if m.role == "tool")
     import random

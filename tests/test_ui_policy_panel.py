@@ -3,7 +3,7 @@
 from textual.app import App, ComposeResult
 
 from breakwater.core.policy import PRESETS, load_toml
-from breakwater.core.policy_file import save
+from breakwater.core.policy.toml_file import save
 from breakwater.ui.widgets.policy_panel import PolicyPanel
 
 

@@ -8,7 +8,7 @@ import shutil
 
 from ui_support import ready, screen_text, until
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.overlay import OverlayFile, overlay_path
 from breakwater.core.policy import preset
 from breakwater.ui.app import make_app

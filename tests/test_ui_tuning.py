@@ -6,9 +6,9 @@ import subprocess
 import sys
 import threading
 
-from breakwater.core.commands import plural, read_session, sample_path
+from breakwater.cli.core import plural, read_session, sample_path
 from breakwater.core.policy import PRESETS, load_toml
-from breakwater.core.policy_file import save
+from breakwater.core.policy.toml_file import save
 from breakwater.core.replay import Replay
 from breakwater.fidelity.loops import of_simulation
 from breakwater.ui.app import make_app

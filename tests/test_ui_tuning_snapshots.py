@@ -5,7 +5,7 @@ Regenerate after a deliberate change of look with `make snapshots` (every snapsh
 
 import pytest
 
-from breakwater.core.commands import read_session, sample_path
+from breakwater.cli.core import read_session, sample_path
 from breakwater.core.policy import PRESETS
 from breakwater.ui.app import make_app
 from breakwater.ui.config import UISettings

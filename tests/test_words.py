@@ -6,9 +6,9 @@ import json
 
 from ui_support import app_for, ready, screen_text, until
 
-from breakwater.core.commands import sample_path
-from breakwater.core.session_log import LoadIssue
-from breakwater.core.words import article, grouped, plural
+from breakwater.cli.core import sample_path
+from breakwater.core.log.session_log import LoadIssue
+from breakwater.core.log.words import article, grouped, plural
 from breakwater.ui.widgets.inspector import Inspector
 from breakwater.ui.widgets.message_list import MessageList
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from breakwater.core.commands import read_session, resolve_policy, sample_path
+from breakwater.cli.core import read_session, resolve_policy, sample_path
 from breakwater.ui.app import BreakwaterApp, make_app
 from breakwater.ui.config import UISettings
 from breakwater.ui.widgets.inspector import Inspector

@@ -23,7 +23,7 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
 def resolver(request) -> Iterator[str]:
     """Each way the file tools resolve a path beneath the workspace: openat2, and the
     O_NOFOLLOW walk used where openat2 is missing."""
-    from breakwater.core import beneath
+    from breakwater.core.log import beneath
 
     if request.param == "walk":
         beneath.force_walk(True)

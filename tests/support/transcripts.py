@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Pipeline
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.policy import preset
-from breakwater.core.session_log import SessionLog
-from breakwater.core.validity import api_problems
+from breakwater.core.log.session_log import SessionLog
+from breakwater.core.log.validity import api_problems
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 

@@ -13,9 +13,9 @@ import sys
 import threading
 from typing import Awaitable, Callable, TextIO
 
-from breakwater.core.visible import visible
-from breakwater.core.json_lines import checked_loads
-from breakwater.core.message import ToolCall
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
+from breakwater.core.log.message import ToolCall
 from breakwater.tools.result import ToolResult
 
 Approver = Callable[[ToolCall], "bool | Awaitable[bool]"]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import openai
 
-from breakwater.core.message import ToolCall, replace_surrogates
+from breakwater.core.log.message import ToolCall, replace_surrogates
 
 CONTEXT_LENGTH = "context_length"
 TRANSIENT = "transient"

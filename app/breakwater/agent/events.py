@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from breakwater.core.edits import View
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.session_log import Event
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.session_log import Event
 from breakwater.tools.result import ToolResult
 
 # request:    a request is about to be sent (`view`: what the pipeline made of the history)

@@ -13,7 +13,7 @@ import secrets
 from typing import BinaryIO, Mapping
 
 from breakwater.agent.config import NO_KEY
-from breakwater.core.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir
 
 MARK = "[redacted]"
 MIN_SECRET_CHARS = 8   # shorter "keys" (placeholders like "x") would redact ordinary text

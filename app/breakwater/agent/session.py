@@ -41,12 +41,12 @@ from breakwater.agent.events import AgentEvent, EventCallback
 from breakwater.agent.redact import Redactor
 from breakwater.core.review import Reviewer, SummaryDecision, SummaryProposal
 from breakwater.agent.summarizer import LLMSummarizer
-from breakwater.core.beneath import OwnedDir
-from breakwater.core.edits import View
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy, preset
-from breakwater.core.prompt import (
+from breakwater.core.stages.prompt import (
     RETRIEVED_HEADER,
     session_context,
     static_system,
@@ -54,10 +54,10 @@ from breakwater.core.prompt import (
     volatile_context,
     with_volatile,
 )
-from breakwater.core.session_log import Event, LogWriteError, SessionLog, new_session_id, utc_now
-from breakwater.core.extractive import ExtractiveSummarizer
-from breakwater.core.tokens import TokenCounter, heuristic_messages, heuristic_text
-from breakwater.core.validity import api_problems
+from breakwater.core.log.session_log import Event, LogWriteError, SessionLog, new_session_id, utc_now
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.log.tokens import TokenCounter, heuristic_messages, heuristic_text
+from breakwater.core.log.validity import api_problems
 from breakwater.memory.consolidate import consolidate
 from breakwater.memory.project import append_session, project_history
 from breakwater.memory.retrieval import format_injection, retrieve_within
@@ -696,7 +696,12 @@ class AgentSession:
 
     # -- log and events -------------------------------------------------------------------------------
     def _append(self, entry: Message | Event, feed: bool = True):
-        entry = self.log.append(self._redacted(entry))
+        try:
+            entry = self.log.append(self._redacted(entry))
+        except LogWriteError as exc:
+            # a full disk: the log keeps every entry written whole before this one; run and chat stop
+            raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
+                             self.path) from None
         if feed:
             self.pipe.feed(entry)
         if isinstance(entry, Message):
@@ -765,14 +770,9 @@ async def run_agent(config: AgentConfig, prompt: str, *, policy: Policy | None =
     """One prompt, headless: run until the final answer, then close the session."""
     session = AgentSession(config, policy=policy, approve=approve, on_event=on_event)
     try:
-        try:
-            answer = await session.send(prompt, max_steps=max_steps)
-        finally:
-            await session.close()
-    except LogWriteError as exc:
-        # a full disk: the log keeps every entry written whole before it, and the run stops here
-        raise AgentError(f"{exc.strerror}; the run stopped, and the log ends with the last entry written whole",
-                         session.path) from None
+        answer = await session.send(prompt, max_steps=max_steps)
+    finally:
+        await session.close()
     return RunResult(answer, session.path, session.session_id, session.steps)
 
 

@@ -19,16 +19,16 @@ from typing import Callable, Sequence
 import openai
 
 from breakwater.agent.chat import TRANSIENT, backoff_delay, classify
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy
-from breakwater.core.extractive import ExtractiveSummarizer
-from breakwater.core.summarize import (
+from breakwater.core.stages.extractive import ExtractiveSummarizer
+from breakwater.core.stages.summarize import (
     SummaryResult,
     summary_request,
     transcript,
     validate_summary,
 )
-from breakwater.core.tokens import heuristic_text
+from breakwater.core.log.tokens import heuristic_text
 
 FALLBACK_NAME = "extractive-fallback"
 MAX_TEMPERATURE = 0.2

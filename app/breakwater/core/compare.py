@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from breakwater.core.edits import Edit, View
+from breakwater.core.log.edits import Edit, View
 from breakwater.core.policy import PRESETS, Policy
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, simulate, token_counter
 
 
@@ -160,7 +160,7 @@ def counterpart(policy: Policy) -> Policy:
 def compare(log: SessionLog, a: Policy, b: Policy, counter: str = "exact", model: str | None = None,
             turn: int | None = None, window_sources: tuple[str, str] = ("policy", "policy")) -> Comparison:
     """Simulate `log` under `a` and `b`; compare the requests of `turn` (default: the last turn).
-    `window_sources`: where each policy's window came from (core/models.py)."""
+    `window_sources`: where each policy's window came from (core/log/models.py)."""
     if turn is None:
         turn = log.turn_count() or None
     wanted = (turn,) if turn else ()

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from breakwater.core.deep_compaction import RECORDED
-from breakwater.core.message import Message
-from breakwater.core.tokens import heuristic_message, heuristic_text
+from breakwater.core.stages.deep_compaction import RECORDED
+from breakwater.core.log.message import Message
+from breakwater.core.log.tokens import heuristic_message, heuristic_text
 
 COMPACTED = frozenset(("snipped", "masked", "microcompacted", "truncated"))
 # memory and project files as agents put them in a request: Claude Code's CLAUDE.md reminder, Codex's

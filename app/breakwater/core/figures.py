@@ -5,7 +5,7 @@ simulation itself so the help text costs no import of the pipeline.
 """
 
 FIGURE_RULES = {
-    "sent_tokens": "the request in the provider's tokens (core/accounting.py): visible tokens (the heuristic, ≈, "
+    "sent_tokens": "the request in the provider's tokens (core/log/accounting.py): visible tokens (the heuristic, ≈, "
                    "or tiktoken's count wherever the zone or `fits` could change; `counted` says which) fitted "
                    "to the transcript's recorded usage as ratio × visible + unseen overhead",
     "raw_tokens": "without compaction: sent_tokens plus what the policy took out of the whole log (recorded "

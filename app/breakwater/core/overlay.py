@@ -15,13 +15,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from breakwater.core.beneath import OwnedDir
-from breakwater.core.edits import View
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Compaction
+from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Compaction
 from breakwater.core.policy import Policy
-from breakwater.core.json_lines import iter_json_lines
-from breakwater.core.session_log import Entry, Event, LoadIssue, SessionLog
+from breakwater.core.log.json_lines import iter_json_lines
+from breakwater.core.log.session_log import Entry, Event, LoadIssue, SessionLog
 from breakwater.core.simulate import pipeline_at
 
 OVERLAY_TYPES = ("pin", "unpin", "trigger", "undo", "compaction")

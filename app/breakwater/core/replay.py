@@ -26,14 +26,14 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Callable
 
-from breakwater.core.edits import KINDS, Covered, Edit, Edits, View
-from breakwater.core.message import Message
-from breakwater.core.pipeline import Compaction, Pipeline
+from breakwater.core.log.edits import KINDS, Covered, Edit, Edits, View
+from breakwater.core.log.message import Message
+from breakwater.core.fold.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Entry, SessionLog
+from breakwater.core.log.session_log import Entry, SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, make_pipeline, simulate, token_counter
-from breakwater.core.accounting import Calibration
-from breakwater.core.tokens import TokenCounter, heuristic_message
+from breakwater.core.log.accounting import Calibration
+from breakwater.core.log.tokens import TokenCounter, heuristic_message
 
 CHECKPOINTS = 96        # at most this many per session: a jump folds ≤ turns/96 turns
 MIN_SPACING = 16        # but not closer than this: small sessions need few
@@ -121,8 +121,8 @@ class TurnDetail:
     heuristic_tokens: int  # the sent request by the plain heuristic (SPEC §2), before calibration
     exact_tokens: int | None  # by tiktoken, when the model's encoding is known
     encoding: str | None
-    calibration: Calibration  # the accounting fit in force at this request (core/accounting.py)
-    window_source: str = "policy"   # where the window came from (core/models.py)
+    calibration: Calibration  # the accounting fit in force at this request (core/log/accounting.py)
+    window_source: str = "policy"   # where the window came from (core/log/models.py)
     # sent message id -> the ids joined into it so that turns alternate (the summary, a user message)
     joined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -159,7 +159,7 @@ class Replay:
     simulation: Simulation | None = None
     recording: SessionLog | None = None   # the file as recorded, when `log` has an overlay merged in
     tokens: TokenCounter | None = None    # shared with `with_policy`: text counted once stays counted
-    window_source: str = "policy"         # where the policy's window came from (core/models.py)
+    window_source: str = "policy"         # where the policy's window came from (core/log/models.py)
     _checkpoints: list[_Checkpoint] = field(default_factory=list, repr=False)
     _views: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from breakwater.core.edits import View
-from breakwater.core.pipeline import Compaction
+from breakwater.core.log.edits import View
+from breakwater.core.fold.pipeline import Compaction
 
 ACTIONS = ("accept", "edit", "cancel")
 

@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
-from breakwater.core.accounting import Calibration, request_cost
-from breakwater.core.edits import View
+from breakwater.core.log.accounting import Calibration, request_cost
+from breakwater.core.log.edits import View
 from breakwater.core.figures import FIGURE_RULES
-from breakwater.core.message import Message
-from breakwater.core.models import ModelInfo, counting_model, lookup, named_model
-from breakwater.core.pipeline import LEVEL_NAMES, Compaction, Pipeline
+from breakwater.core.log.message import Message
+from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
+from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.tokens import TokenCounter
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.tokens import TokenCounter
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it
@@ -82,7 +82,7 @@ class TurnStats:
     # what the provider billed for this very request, when the transcript records it (eval compares)
     billed_tokens: int | None = None
     billed_cached: int | None = None
-    # USD at the model's prices, cache-aware (core/accounting.py request_cost), when they are known
+    # USD at the model's prices, cache-aware (core/log/accounting.py request_cost), when they are known
     cost_raw: float | None = None
     cost_sent: float | None = None
     # without compaction each request extends the last one: all of it but the log's growth since is cached
@@ -153,7 +153,7 @@ class Simulation:
     over_window: list[TurnStats] = field(default_factory=list)
     compaction_turns: list[int] = field(default_factory=list)   # turns with a compaction, decided or recorded
     model: str | None = None            # the model named (--model, the session's), whose window and tokenizer
-    window_source: str = "policy"       # where the window came from (core/models.py)
+    window_source: str = "policy"       # where the window came from (core/log/models.py)
     calibration: Calibration = field(default_factory=Calibration)   # the fit in force after the last request
     prices: ModelInfo | None = None     # the model's, when known: costs in USD
     cost_raw: float = 0.0
@@ -262,7 +262,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     `log.entries` of the assistant message that request produced (replay keeps checkpoints).
     `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`; a turn is
     handed over once what the provider billed for it (the usage event after its reply) is known.
-    `window_source`: where the policy's window came from (core/models.py `resolve_window`)."""
+    `window_source`: where the policy's window came from (core/log/models.py `resolve_window`)."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     named = named_model(log.header, model)
     info = lookup(named) if named else None

@@ -20,7 +20,7 @@ import sys
 from typing import Callable
 
 from breakwater.core.policy import Policy
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.fidelity.results import FidelityRun
 from breakwater.fidelity.runner import Stopped, replay
 

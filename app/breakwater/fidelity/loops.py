@@ -8,9 +8,9 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
-from breakwater.core.message import Message
-from breakwater.core.session_log import SessionLog
-from breakwater.core.outcome import CHANGE_TOOLS, PATH_KEYS, call_args
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import SessionLog
+from breakwater.core.log.outcome import CHANGE_TOOLS, PATH_KEYS, call_args
 
 if TYPE_CHECKING:
     from breakwater.core.simulate import Simulation

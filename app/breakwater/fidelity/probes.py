@@ -17,13 +17,13 @@ import unicodedata
 from dataclasses import dataclass, replace
 from typing import Iterator
 
-from breakwater.core.error_signature import Signature, error_signatures
-from breakwater.core.file_effects import MODIFIED, command_head, file_effects, in_place_edit
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.outcome import call_args, command_of, exit_status, reports_errors
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
-                                       user_instructions, user_text)
+from breakwater.core.log.error_signature import Signature, error_signatures
+from breakwater.core.log.file_effects import MODIFIED, command_head, file_effects, in_place_edit
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.stages.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
+                                              user_instructions, user_text)
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,

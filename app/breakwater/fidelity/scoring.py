@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from ahocorasick_rs import AhoCorasick
 
-from breakwater.core.message import Message
-from breakwater.core.summarize import SUMMARY_HEADER
+from breakwater.core.log.message import Message
+from breakwater.core.stages.summarize import SUMMARY_HEADER
 from breakwater.fidelity.probes import (PREFIX, Probe, at_boundary, lead_of, matches, message_text, normalise,
                                        satisfied)
 
 if TYPE_CHECKING:
-    from breakwater.core.pipeline import Pipeline, Plan
+    from breakwater.core.fold.pipeline import Pipeline, Plan
 
 _NONE: frozenset[int] = frozenset()
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
-from breakwater.core.json_lines import SessionLogError, decode_document, open_session_file
-from breakwater.core.session_log import LoadIssue, SessionLog, load_native
+from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
+from breakwater.core.log.session_log import LoadIssue, SessionLog, load_native
 from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex, looks_like_mini_swe_agent,
                                        looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
                                        looks_like_pi, looks_like_swe_agent)

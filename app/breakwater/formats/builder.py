@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.accounting import recount_usage
-from breakwater.core.message import Message, ToolCall
-from breakwater.core.pipeline import RECORDED
-from breakwater.core.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
+from breakwater.core.recount import recount_usage
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.pipeline import RECORDED
+from breakwater.core.log.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
 
 MEDIA = {"image": "image", "input_image": "image", "image_url": "image", "document": "document"}
 

@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.json_lines import iter_json_lines
-from breakwater.core.session_log import LoadIssue, SessionLog
+from breakwater.core.log.json_lines import iter_json_lines
+from breakwater.core.log.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
 from breakwater.formats.detect import CLAUDE_METADATA_TYPES
 

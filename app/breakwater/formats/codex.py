@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.json_lines import iter_json_lines
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.json_lines import iter_json_lines
+from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
 from breakwater.formats.detect import CODEX_ENVELOPES
 

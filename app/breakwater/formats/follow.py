@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from breakwater.core.json_lines import SessionLogError, open_session_file
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.json_lines import SessionLogError, open_session_file
+from breakwater.core.log.session_log import SessionLog
 from breakwater.formats import detect_format, load_session
 
 DOCUMENT_FORMATS = ("swe-agent", "mini-swe-agent", "openai")

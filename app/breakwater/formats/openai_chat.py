@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from breakwater.core.message import content_text
-from breakwater.core.json_lines import SessionLogError, decode_document, open_session_file
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.message import content_text
+from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
+from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 
 FORMAT = "openai"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from breakwater.core.message import content_text
-from breakwater.core.json_lines import SessionLogError, iter_json_lines, open_session_file
-from breakwater.core.session_log import LoadIssue, SessionLog
+from breakwater.core.log.message import content_text
+from breakwater.core.log.json_lines import SessionLogError, iter_json_lines, open_session_file
+from breakwater.core.log.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 from breakwater.formats.detect import looks_like_openhands_eval
 from breakwater.formats.openai_chat import feed_usage, read_json

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.json_lines import iter_json_lines
-from breakwater.core.session_log import LoadIssue, SessionLog
+from breakwater.core.log.json_lines import iter_json_lines
+from breakwater.core.log.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, blocks_text, ref
 
 FORMAT = "pi"

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from breakwater.core.session_log import SessionLog, SessionLogError
+from breakwater.core.log.session_log import SessionLog, SessionLogError
 from breakwater.formats.builder import SessionBuilder
 from breakwater.formats.openai_chat import feed_chat_message, feed_usage, read_json
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 from typing import Iterator
 
-from breakwater.core.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir
 
 _SUFFIX_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 

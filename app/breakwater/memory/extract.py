@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Sequence
 
-from breakwater.core.json_lines import checked_loads
-from breakwater.core.message import Message
+from breakwater.core.log.json_lines import checked_loads
+from breakwater.core.log.message import Message
 
 Extractor = Callable[[list[Message]], str]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from breakwater.core.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.memory.store import AGENT_DIR, MemoryLockTimeout
 
 PROJECT_MEMORY_NAME = "PROJECT_MEMORY.md"

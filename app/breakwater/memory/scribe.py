@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Sequence
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.memory.entries import bullet_key, clean_bullets
 from breakwater.memory.extract import Extractor, extract
 from breakwater.memory.store import MemoryStore

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
-from breakwater.core.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir
 from breakwater.memory.durable import create_unique
 from breakwater.memory.entries import (
     FRAGMENT_GLOB,

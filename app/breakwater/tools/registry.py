@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from breakwater.core.json_lines import checked_loads
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from breakwater.core.visible import visible
+from breakwater.core.log.visible import visible
 from breakwater.tools.spill import SPILL_DIR, SUFFIX, safe_component
 
 SCAN_CHUNK = 16 << 20

@@ -8,7 +8,7 @@ import stat
 import weakref
 from pathlib import Path
 
-from breakwater.core.beneath import open_beneath
+from breakwater.core.log.beneath import open_beneath
 
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY
 # Breakwater's own state: the tools may read it but never write it (issue 27 item 8), nor the locks

@@ -16,11 +16,11 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingsMap
 from textual.screen import Screen
 
-from breakwater.core.words import plural
+from breakwater.core.log.words import plural
 from breakwater.core.overlay import OverlayFile, state_dir
 from breakwater.core.policy import Policy
 from breakwater.core.replay import Replay
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.help import HelpScreen
 from breakwater.ui.screens.replay import ReplayScreen

@@ -13,7 +13,7 @@ from textual import events
 from breakwater.agent.config import AgentConfig
 from breakwater.agent.session import AgentError, AgentSession, resolve_policy
 from breakwater.core.replay import Replay
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.ui.app import BreakwaterApp
 from breakwater.ui.config import UISettings
 from breakwater.ui.screens.chat import ChatScreen

@@ -17,8 +17,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from breakwater.core.commands import resolve_policy
-from breakwater.core.json_lines import SessionLogError
+from breakwater.core.policy.for_session import resolve_policy
+from breakwater.core.log.json_lines import SessionLogError
 from breakwater.core.policy import PolicyError
 from breakwater.formats import load_session
 from breakwater.formats.follow import Follower

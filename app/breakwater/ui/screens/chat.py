@@ -19,14 +19,14 @@ from textual.binding import Binding
 from textual.message import Message as TMessage
 from textual.widgets import Footer, Input, Static
 
-from breakwater.core.visible import visible
-from breakwater.core.json_lines import checked_loads
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.agent.approval import describe
 from breakwater.agent.events import AgentEvent
 from breakwater.agent.session import AgentError, AgentSession
-from breakwater.core.edits import View
-from breakwater.core.message import ToolCall
-from breakwater.core.session_log import Event, SessionLog
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import ToolCall
+from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay
 from breakwater.core.review import SummaryDecision, SummaryProposal

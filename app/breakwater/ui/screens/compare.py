@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
 from breakwater.core.policy import PRESETS, Policy, PolicyError
-from breakwater.core.policy_file import resolve
+from breakwater.core.policy.toml_file import resolve
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED

@@ -14,9 +14,9 @@ import asyncio
 from textual import work
 from textual.binding import Binding
 
-from breakwater.core.edits import View
-from breakwater.core.message import Message
-from breakwater.core.session_log import Event
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message
+from breakwater.core.log.session_log import Event
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, MessageList
 
 STAGES = {"snip": "Snip", "mask": "Mask", "microcompact": "Microcompact"}

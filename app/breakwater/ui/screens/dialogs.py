@@ -18,11 +18,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static, TextArea
 
-from breakwater.core.visible import visible
-from breakwater.core.json_lines import checked_loads
+from breakwater.core.log.visible import visible
+from breakwater.core.log.json_lines import checked_loads
 from breakwater.core.review import SummaryDecision, SummaryProposal
-from breakwater.core.message import ToolCall
-from breakwater.core.words import plural
+from breakwater.core.log.message import ToolCall
+from breakwater.core.log.words import plural
 from breakwater.fidelity.probes import Probe
 from breakwater.ui.widgets.would_lose import WouldLose
 

@@ -22,8 +22,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from breakwater.core.edits import View
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.edits import View
+from breakwater.core.log.session_log import SessionLog
 from breakwater.fidelity.loops import Loop
 from breakwater.fidelity.probes import Probe
 from breakwater.fidelity.results import FidelityRun

@@ -18,9 +18,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Static
 
-from breakwater.core.json_lines import SessionLogError
+from breakwater.core.log.json_lines import SessionLogError
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.session_log import SessionLog
+from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.follow import Follower, OwnCompaction, own_compaction
 from breakwater.ui.screens.replay import ReplayScreen
 from breakwater.ui.widgets.message_list import MessageList

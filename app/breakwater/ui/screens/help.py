@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from breakwater.core.words import article
+from breakwater.core.log.words import article
 from breakwater.fidelity.loops import MEANINGS, NAMES
 from breakwater.ui.widgets.badges import ALL_KINDS, ROLES, describe, label, kind_variable
 

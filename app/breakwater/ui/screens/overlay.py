@@ -12,10 +12,10 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from breakwater.core.message import Message
+from breakwater.core.log.message import Message
 from breakwater.core.overlay import OverlayFile
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.words import plural
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.words import plural
 
 ALL = "\0all"   # the answer that clears every edit
 

@@ -21,17 +21,17 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Input
 
-from breakwater.core.visible import visible
+from breakwater.core.log.visible import visible
 from breakwater.core.compare import counterpart
 from breakwater.core.context_categories import for_turn
 from breakwater.core.review import SummaryProposal
-from breakwater.core.edits import View
+from breakwater.core.log.edits import View
 from breakwater.core.overlay import (OverlayFile, apply_overlay, compaction_record, manual_compaction, overlay_path,
                                      position_of_turn)
 from breakwater.core.simulate import view_at
 from breakwater.core.replay import Replay, TurnDetail
-from breakwater.core.session_log import Event, SessionLog
-from breakwater.core.words import plural
+from breakwater.core.log.session_log import Event, SessionLog
+from breakwater.core.log.words import plural
 from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, describe_event
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
 from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note

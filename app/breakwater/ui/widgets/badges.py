@@ -3,7 +3,7 @@ legend and the help screen. Colours are theme variables (`$span-<kind>` in theme
 
 from __future__ import annotations
 
-from breakwater.core.edits import KINDS
+from breakwater.core.log.edits import KINDS
 
 # short badge label, and what the kind means (help screen and legend)
 KIND_INFO: dict[str, tuple[str, str]] = {

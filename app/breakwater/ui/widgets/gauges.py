@@ -2,7 +2,7 @@
 on the bar, the bar's colour following the zone, the unseen overhead (the provider's system prompt
 and tools) as its own block; beside it the counts SPEC §2 names (heuristic, exact, last API figure,
 the fitted calibration), the request without compaction and what compaction saves. Every figure is
-the core's (core/accounting.py): drawn, never worked out here."""
+the core's (core/log/accounting.py): drawn, never worked out here."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class Gauges(Drawn):
         out.append("without compaction ", style=dim)
         out.append(f"≈{v.raw_tokens:,}")
         if v.raw_tokens:
-            saved = v.raw_tokens - v.sent_tokens   # both counted by one calibration (core/accounting.py)
+            saved = v.raw_tokens - v.sent_tokens   # both counted by one calibration (core/log/accounting.py)
             out.append(" · saved ", style=dim)
             out.append(f"≈{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
         prefix = getattr(v, "stable_prefix_tokens", None)

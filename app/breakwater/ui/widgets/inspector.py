@@ -9,12 +9,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 
-from breakwater.core.words import grouped, plural
-from breakwater.core.visible import visible
-from breakwater.core.edits import Edit
-from breakwater.core.message import Message
+from breakwater.core.log.words import grouped, plural
+from breakwater.core.log.visible import visible
+from breakwater.core.log.edits import Edit
+from breakwater.core.log.message import Message
 from breakwater.core.replay import TurnDetail
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message
 from breakwater.ui.widgets.badges import describe, label
 from breakwater.ui.widgets.drawn import Drawn
 from breakwater.ui.widgets.message_list import SUMMARY_ROW, preview

@@ -23,11 +23,11 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from breakwater.core.words import plural
-from breakwater.core.visible import visible
-from breakwater.core.message import Message
+from breakwater.core.log.words import plural
+from breakwater.core.log.visible import visible
+from breakwater.core.log.message import Message
 from breakwater.core.replay import TurnDetail
-from breakwater.core.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message
 from breakwater.ui.widgets.badges import ALL_KINDS, ROLES, label
 
 SUMMARY_ROW = -1

@@ -21,8 +21,8 @@ from textual.visual import visualize
 from textual.widgets import DataTable, Input, Static
 
 from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset
-from breakwater.core.policy_fields import FieldSpec, field_specs
-from breakwater.core.policy_file import save
+from breakwater.core.policy.field_groups import FieldSpec, field_specs
+from breakwater.core.policy.toml_file import save
 
 PRESET_KEYS = {"breakwater": "f5", "seed-000": "f6", "seed-001": "f7", "seed-003": "f8"}
 TYPING_KEYS = set("0123456789.")

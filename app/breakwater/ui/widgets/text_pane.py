@@ -18,7 +18,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from breakwater.core.visible import visible
+from breakwater.core.log.visible import visible
 from breakwater.ui.widgets.badges import ALL_KINDS
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.strip import Strip
 
-from breakwater.core.commands import plural
+from breakwater.core.log.words import plural
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
 from breakwater.ui.widgets.drawn import Drawn, runs
@@ -185,7 +185,7 @@ class Timeline(Drawn):
         text = Text(" billed ", style=self._c("dim"))
         text.append(f"without compaction ≈{billed_raw:,} · with {billed_sent:,} · saved ≈{total_saved:,} "
                     f"({pct:.0f}%)")
-        if sim.prices is not None:   # cache-aware (core/accounting.py): a policy that breaks the cache can cost more
+        if sim.prices is not None:   # cache-aware (core/log/accounting.py): a policy that breaks the cache can cost more
             text.append(f" · ${sim.cost_raw:,.2f} → ${sim.cost_sent:,.2f}")
         # the agent's own compactions (recorded in an imported transcript) are re-applied on replay
         # and marked ▼ like this policy's: counted together, as simulate --json totals them

@@ -13,7 +13,7 @@ from typing import Sequence
 from rich.text import Text
 from textual.widgets import Static
 
-from breakwater.core.words import plural
+from breakwater.core.log.words import plural
 from breakwater.fidelity.probes import Probe
 from breakwater.fidelity.scoring import not_carried
 

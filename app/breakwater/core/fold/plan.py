@@ -1,0 +1,48 @@
+"""The decision the pipeline makes for one request (core/fold/pipeline.py `plan`): what to count and build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from breakwater.core.stages.deep_compaction import Compaction
+from breakwater.core.log.edits import View
+from breakwater.core.log.message import Message
+
+
+@dataclass(slots=True)
+class Plan:
+    """The decision for one request; enough to count it, and to build it."""
+
+    turn: int
+    n: int
+    cut: int
+    start: int                # first sanitized index of the sent region (after shaping)
+    level: int
+    near_start: int
+    keep_first_user: int | None
+    head: list[Message]
+    raw_tokens: int
+    base_tokens: int
+    sent_tokens: int
+    zone: str
+    counted: str
+    fits: bool
+    zone_counted: str = "estimate"   # whether the zone decision was confirmed by an exact count
+    squeeze: bool = False
+    new_compaction: Compaction | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    api_tokens: int | None = None
+    built: View | None = None  # the request, when planning already had to build it (squeeze)
+    # the soft zone applies `level` to the far messages before `boundary`, `lower` to the rest
+    lower: int = 0
+    boundary: int = 0
+    drop_to: int = 0           # shape history dropped out[cut:drop_to] (none when equal to cut)
+    joined: tuple[str, ...] = ()  # ids of user messages joined into the one before them
+    stable_prefix_tokens: int | None = None  # estimate: the start of the request identical to the previous one
+    sent_heuristic: int = 0    # the sent request by the plain heuristic: like for like with raw_tokens
+    recorded_compaction: Compaction | None = None  # a compaction from the log applied right before it
+    head_heuristic: int = 0    # heuristic tokens of `head`
+    # the lowest sanitized index changed since the previous request (what followers of the requests,
+    # fidelity's tracker, must look at again besides what a stage boundary moved over)
+    changed_from: int = 0

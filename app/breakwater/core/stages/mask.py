@@ -1,0 +1,66 @@
+"""Observation masking (seed 001): old tool output and old reasoning give way.
+
+Outside the protected working memory (the last `working_memory_messages`
+messages, or from the `mask_keep_observations`-th last observation on), observations (tool
+results, text-mode ones in user messages) over `mask_min_chars` become a one-line placeholder that
+still says how the call went (exit status, first error line), and assistant text
+over `fold_min_chars` is folded. Inside working memory, tool output over
+`working_memory_max_chars` keeps its first and last 500 chars.
+Tool calls (name and arguments) are never altered.
+"""
+
+from __future__ import annotations
+
+from breakwater.core.log.message import Message, utf8_len
+from breakwater.core.log.outcome import outcome_facts
+from breakwater.core.policy import Policy
+from breakwater.core.stages.snip import head_tail
+
+STAGE = "mask"
+WORKING_MEMORY_STAGE = "working_memory"
+
+
+def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
+    """seed 001's one line; how the call went (`exit 1; first error: …`) stays, as the agent needs it
+    to know whether that step worked."""
+    tail = "".join(f"; {f}" for f in facts or ())
+    # a long result's size is worked out once, with its heuristic count (message.text_sizes)
+    return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes{tail}]"
+
+
+def fold_placeholder(original: str) -> str:
+    return f"[earlier reasoning folded to save context: {len(original)} chars]"
+
+
+def middle_marker(removed_chars: int) -> str:
+    return f"\n\n...[{removed_chars} chars in the middle cut to save context]...\n\n"
+
+
+Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, spans, kind)
+
+
+def mask_far(msg: Message, policy: Policy) -> Result:
+    if msg.is_observation and len(msg.content) > policy.mask_min_chars:
+        return msg.with_content(masked_text(msg)), ((0, len(msg.content)),), "masked"
+    return fold(msg, policy)
+
+
+def masked_text(msg: Message, facts: list[str] | None = None) -> str:
+    """What a tool result over `mask_min_chars` becomes far from the end; `facts` are its
+    `outcome_facts`, when the caller has them already."""
+    text = mask_placeholder(msg.content, outcome_facts(msg) if facts is None else facts)
+    return text if len(text) < len(msg.content) else mask_placeholder(msg.content)
+
+
+def fold(msg: Message, policy: Policy) -> Result:
+    if msg.role == "assistant" and len(msg.content) > policy.fold_min_chars:
+        return msg.with_content(fold_placeholder(msg.content)), ((0, len(msg.content)),), "folded"
+    return None
+
+
+def head_tail_near(msg: Message, policy: Policy) -> Result:
+    if msg.is_observation and len(msg.content) > policy.working_memory_max_chars:
+        text, span = head_tail(msg.content, policy.working_memory_head_chars, policy.working_memory_tail_chars,
+                               middle_marker)
+        return msg.with_content(text), (span,), "snipped"
+    return None

@@ -1,0 +1,34 @@
+"""error_signatures looks only at the lines that name one of the words a signature needs; it must
+give what trying every line (as str.splitlines cuts them) gives."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from breakwater.core.log.error_signature import _may_hold, error_signatures, signature_of
+
+PIECES = ["ok line", "KeyError: '13'", "FAILED tests/a.py::t - boom", "src/x.c:12:3: error: bad",
+          "error[E0308]: mismatched types", "Traceback (most recent call last):", '  File "x", line 1',
+          "ValueError", "no Error here: x", "", "Exit 1", "warning", "KeyboardInterrupt", "FileNotFound: y",
+          "😀 中文", "ValueError: 😀 bad"]
+ENDS = ["\n", "\r\n", "\r", "\x0c", "\u2028", " tail\n"]
+
+
+def every_line(text: str, limit: int = 3) -> list:
+    out: dict = {}
+    for line in text.splitlines():
+        sig = signature_of(line)
+        if sig is not None and sig.text not in out:
+            out[sig.text] = sig
+            if len(out) >= limit:
+                break
+    return list(out.values())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(ENDS)), max_size=14))
+def test_the_signatures_are_those_of_every_line(parts):
+    text = "".join(a + b for a, b in parts)
+    found = every_line(text) if _may_hold(text) else []
+    if found:   # else the fallback (the strongest error line) decides, as it did before
+        assert error_signatures(text) == found
