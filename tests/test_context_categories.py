@@ -1,8 +1,8 @@
 """Context by category (as Claude Code's /context): computed in the core for a turn's request, the
-categories add up to the request's heuristic count; the unseen overhead is the API's figure minus
-the transcript's; compacted results are counted."""
+categories and the unseen overhead add up to the request the gauge states (its `sent` figure), the
+overhead is the accounting's fitted one; compacted results are counted."""
 
-from breakwater.core.context_categories import categories, for_turn, memory_tokens
+from breakwater.core.context_categories import categories, for_turn, memory_tokens, shared_out
 from breakwater.core.log.message import Message
 from pathlib import Path
 
@@ -25,7 +25,9 @@ def replay_at(path, policy, turn=None):
 def test_the_categories_add_up_to_the_request_and_name_the_unseen_overhead():
     r, d = replay_at(CLAUDE, preset("breakwater").with_changes(window=200_000), turn=40)
     c = for_turn(r, d)
-    assert c.counted == d.heuristic_tokens
+    # one accounting with the gauge: the same request size, the same overhead
+    assert c.used == d.view.sent_tokens and c.overhead == d.calibration.overhead
+    assert c.counted == d.view.sent_tokens - d.calibration.overhead
     assert c.results_n == sum(m.is_observation for m in d.view.messages) > 0
     # Claude Code's system prompt and tool schemas are not in its transcript: thousands of tokens
     assert c.overhead is not None and c.overhead > 5_000
@@ -53,6 +55,15 @@ def test_memory_and_project_files_are_told_apart_from_the_prompt():
     c = categories([ours, claude, agents_md], lambda _id: [], 128_000, 115_000)
     assert c.memory == memory_tokens(ours) + memory_tokens(claude) + memory_tokens(agents_md)
     assert c.user > 0 and c.system > 0 and c.overhead is None and c.tools is None
+    scaled = categories([ours, claude, agents_md], lambda _id: [], 128_000, 115_000, sent_tokens=5_000, overhead=1_234)
+    assert scaled.used == 5_000 and scaled.overhead == 1_234 and scaled.free == 110_000
+
+
+def test_a_total_is_shared_out_in_whole_tokens_that_add_up():
+    assert shared_out([1, 1, 1], 10) == [4, 3, 3]
+    assert shared_out([0, 5, 0], 7) == [0, 7, 0]
+    assert shared_out([0, 0], 3) == [3, 0]
+    assert sum(shared_out([215, 61, 21_400, 2_700, 1_700], 25_804)) == 25_804
 
 
 async def test_the_workbench_shows_the_line_and_the_full_view_on_x():

@@ -3,20 +3,19 @@ prompt, tool schemas, memory and project files, user messages, assistant message
 (and how many of them are compacted), summaries, the overhead the transcript does not show, the
 free space and the reserve kept before the hard limit.
 
-Counted by the seed's heuristic, message by message, over the request as the policy sends it (the
-workbench's heuristic figure, SPEC §2), so the categories add up to it. The overhead is the API's
-own count of the request minus that same count of it as the agent logged it: the tool schemas and
-whatever else the agent sent that its transcript does not hold (known only when the API's figure is
-recorded and no compaction of the agent's own changed the history).
+One accounting with the gauges (core/log/accounting.py): the request's size is the gauge's `sent`
+figure, the unseen overhead is the fitted one, and the visible part (sent − overhead) is shared out
+between the categories in proportion to the seed's heuristic count of each, message by message, over
+the request as the policy sends it. So the categories, the overhead, the free space and the reserve
+add up to the window, and each figure is the one the gauge shows.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from breakwater.core.stages.deep_compaction import RECORDED
 from breakwater.core.log.message import Message
 from breakwater.core.log.tokens import heuristic_message, heuristic_text
 
@@ -74,9 +73,9 @@ class ContextCategories:
                 ("tool results", self.results, f"{self.results_n:,} results, {self.results_compacted:,} compacted")]
         if self.summaries:
             rows.append(("summaries", self.summaries, share(self.summaries)))
-        unseen = ("the API's count minus the transcript's heuristic one: tool schemas, a system prompt not "
-                  "logged, the estimate's error") if self.overhead is not None \
-            else "unknown: no API figure for this request as logged"
+        unseen = ("fitted to the recorded usage (the gauge's ▓): tool schemas and a system prompt the "
+                  "transcript does not hold") if self.overhead is not None \
+            else "none counted: no recorded usage to fit it"
         rows += [("unseen overhead", self.overhead, unseen),
                  ("free space", self.free, f"before the hard limit {self.hard_limit:,}"),
                  ("reserve", self.reserve, "window − hard limit: the reply and the estimate's error")]
@@ -92,7 +91,7 @@ class ContextCategories:
                   f"results {k(self.results)} ({self.results_compacted}/{self.results_n} compacted)"]
         if self.summaries:
             parts.append(f"summaries {k(self.summaries)}")
-        parts.append(f"unseen {k(self.overhead)}" if self.overhead is not None else "unseen ?")
+        parts.append(f"unseen {k(self.overhead)}" if self.overhead is not None else "unseen —")
         parts += [f"free {k(self.free)}", f"reserve {k(self.reserve)}"]
         return "context: " + " · ".join(parts)
 
@@ -111,11 +110,11 @@ def memory_tokens(msg: Message) -> int:
 
 
 def categories(messages: Sequence[Message], kinds, window: int, hard_limit: int,
-               api_tokens: int | None = None, logged: Iterable[Message] | None = None,
+               sent_tokens: int | None = None, overhead: int | None = None,
                tool_schemas: Sequence[Any] | None = None) -> ContextCategories:
     """`messages`: the request as sent; `kinds(message_id)`: the edit kinds applied to one;
-    `logged`: the same request as the agent logged it (None when a compaction of its own changed
-    it), with `api_tokens` the API's count of it."""
+    `sent_tokens`: the request's size as the gauge states it, `overhead` the unseen part of it (None
+    when no usage was recorded to fit it): the categories are scaled to `sent_tokens − overhead`."""
     system = memory = user = assistant = results = summaries = 0
     n_results = compacted = 0
     for m in messages:
@@ -141,37 +140,30 @@ def categories(messages: Sequence[Message], kinds, window: int, hard_limit: int,
         import json
 
         tools = heuristic_text(json.dumps(list(tool_schemas), ensure_ascii=False))
-    overhead = None
-    if api_tokens and logged is not None:
-        seen = sum(heuristic_message(m) for m in logged) + (tools or 0)
-        overhead = max(0, api_tokens - seen)
-    return ContextCategories(window, hard_limit, system, tools, memory, user, assistant, results, n_results,
-                             compacted, summaries, overhead)
+    parts = [system, tools or 0, memory, user, assistant, results, summaries]
+    if sent_tokens is not None:
+        parts = shared_out(parts, max(0, sent_tokens - (overhead or 0)))
+    system, tools_n, memory, user, assistant, results, summaries = parts
+    return ContextCategories(window, hard_limit, system, tools_n if tools is not None else None, memory, user,
+                             assistant, results, n_results, compacted, summaries, overhead)
 
 
-_API_BY_TURN: dict[int, tuple[object, dict[int, int]]] = {}   # id(log) -> (log, turn -> prompt tokens)
-
-
-def api_tokens_of(log, turn: int) -> int | None:
-    """The API's prompt tokens for request `turn`, from the usage event that followed its reply."""
-    kept = _API_BY_TURN.get(id(log))
-    if kept is None or kept[0] is not log or len(kept[1]) > len(log.events):
-        by_turn = {}
-        for ev in log.events:
-            if ev.type == "usage" and isinstance(ev.get("turn"), int) and isinstance(ev.get("prompt_tokens"), int):
-                by_turn[ev.get("turn")] = ev.get("prompt_tokens")
-        if len(_API_BY_TURN) > 8:
-            _API_BY_TURN.clear()
-        kept = _API_BY_TURN[id(log)] = (log, by_turn)
-    return kept[1].get(turn)
+def shared_out(weights: list[int], total: int) -> list[int]:
+    """`total` split in proportion to `weights`, in whole tokens that add up to it exactly (the
+    largest remainders get the odd tokens)."""
+    whole = sum(weights)
+    if whole <= 0:
+        return [total] + [0] * (len(weights) - 1) if weights else []
+    exact = [w * total / whole for w in weights]
+    out = [int(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - out[i], reverse=True)
+    for i in by_remainder[: total - sum(out)]:
+        out[i] += 1
+    return out
 
 
 def for_turn(replay, detail) -> ContextCategories:
     """The categories of the request `detail` (core.replay.TurnDetail) of `replay`."""
-    view, log = detail.view, replay.log
-    history = log.messages[:detail.history]
-    own_compaction = any(ev.type == "compaction" and ev.get("trigger") == RECORDED for ev in log.events
-                         if isinstance(ev.get("turn"), int) and ev.get("turn") <= view.turn)
-    tools = log.header.get("tools")
-    return categories(view.messages, detail.kinds, view.window, view.hard_limit, api_tokens_of(log, view.turn),
-                      None if own_compaction else history, tools if isinstance(tools, list) else None)
+    view, tools, fit = detail.view, replay.log.header.get("tools"), detail.calibration
+    return categories(view.messages, detail.kinds, view.window, view.hard_limit, view.sent_tokens,
+                      fit.overhead if fit.samples else None, tools if isinstance(tools, list) else None)
