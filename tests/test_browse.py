@@ -91,6 +91,38 @@ async def test_the_browser_lists_by_project_and_enter_opens_a_session(tmp_path):
         assert app.screen.replay.turns == app.replay.log.turn_count()
 
 
+async def test_o_goes_back_from_an_opened_session_to_the_list(tmp_path):
+    from breakwater.ui.screens.browse import BrowseScreen
+    from breakwater.ui.screens.follow import FollowScreen
+
+    home, work = fake_home(tmp_path)
+    app = browse_app(find_sessions(home, work), UISettings())
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until(pilot, lambda: app.screen.query(OptionList))
+        assert "Sessions" not in screen_text(app).splitlines()[-1]   # nothing to go back to from the list
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.detail is not None, 60)
+        assert "o Sessions" in screen_text(app).splitlines()[-1]
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, BrowseScreen))
+        assert "5 sessions in 4 projects" in screen_text(app) and "opening" not in screen_text(app)
+        # the list is where it was: the next session opens, followed, and o comes back again
+        await pilot.press("down", "F")
+        await until(pilot, lambda: isinstance(app.screen, FollowScreen) and app.screen.detail is not None, 60)
+        assert app.replay.log.source_format != "pi"
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, BrowseScreen))
+        assert len(app.screen_stack) == 2   # the default screen and the list: nothing left open
+
+
+async def test_one_session_in_one_project_is_said_so(tmp_path):
+    home, work = fake_home(tmp_path)
+    app = browse_app(find_sessions(home, work)[:1], UISettings())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: app.screen.query(OptionList))
+        assert "1 session in 1 project —" in screen_text(app)
+
+
 async def test_f_in_the_browser_follows_the_session(tmp_path):
     from breakwater.ui.screens.follow import FollowScreen
 

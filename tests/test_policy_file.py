@@ -18,6 +18,10 @@ from synth import session_messages, write_session
 def value_strategy(name: str, default):
     if isinstance(default, bool):
         return st.booleans()
+    if name == "mask_placeholder":   # free text: quotes and backslashes must survive the file
+        return st.one_of(st.just("Old environment output: ({lines} lines omitted)"),
+                         st.text(st.sampled_from('ab "\\\'é{}_,'), max_size=40).map(
+                             lambda t: t.replace("}", " ").replace("{", "{lines}")))
     if isinstance(default, str):
         return st.sampled_from(CHOICES[name])
     if isinstance(default, float):

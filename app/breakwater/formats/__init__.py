@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import NamedTuple
@@ -147,6 +148,19 @@ def load_sessions(path: str | Path, fmt: str = "auto") -> list[SessionLog]:
 
 
 def _load(path: Path, fmt: str, document: _Sniffed | None = None) -> list[SessionLog]:
+    # as load_native: a transcript is up to millions of objects and next to no cycles; the collector,
+    # run every few hundred allocations, would walk all those read so far again and again (a third of
+    # the load of a 5.8 MB pi session, 0.33 s -> 0.23 s)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_format(path, fmt, document)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load_format(path: Path, fmt: str, document: _Sniffed | None) -> list[SessionLog]:
     if fmt == "native":
         return [load_native(path)]
     if fmt == "openai":

@@ -37,6 +37,8 @@ class BreakwaterApp(App):
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and what each colour means"),
         Binding("t", "toggle_theme", "Theme", id="app.theme", tooltip="Switch between the dark and the light theme"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave Breakwater"),
+        Binding("o", "sessions", "Sessions", id="app.sessions",
+                tooltip="Back to the list of sessions this one was opened from"),
     ]
 
     def __init__(self, replay: Replay | None, turn: int | None = None, workspace: Path | None = None,
@@ -122,6 +124,21 @@ class BreakwaterApp(App):
             return None
         self.notify("Could not save it — " + "; ".join(tried), title="Screenshot", severity="error", timeout=15)
         return None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "sessions":   # only a session opened from the browser has a list to go back to
+            from breakwater.ui.screens.browse import BrowseScreen
+
+            return self.sessions is not None and not isinstance(self.screen, BrowseScreen)
+        return True
+
+    def action_sessions(self) -> None:
+        """Back to the browser: the workbench and whatever it opened on top are closed (a followed
+        session stops being watched with its screen)."""
+        from breakwater.ui.screens.browse import BrowseScreen
+
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, BrowseScreen):
+            self.pop_screen()
 
     def action_toggle_theme(self) -> None:
         self.theme = LIGHT if self.theme == DARK else DARK

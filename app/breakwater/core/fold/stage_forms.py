@@ -93,7 +93,7 @@ class StageForms:
         if p.mask:
             if size > p.mask_min_chars:
                 facts = outcome_facts(msg)
-                line = mask_stage.masked_text(msg, facts)
+                line = mask_stage.masked_text(msg, facts, p.mask_placeholder)
                 masked, masked_kind = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra, "masked"
             if size > p.working_memory_max_chars:
                 near = _head_tail_tokens(text, p.working_memory_head_chars, p.working_memory_tail_chars,

@@ -45,6 +45,10 @@ class Policy:
     # the rule of "The Complexity Trap", arXiv 2508.21433); 0: the last `working_memory_messages`
     mask_keep_observations: int = 0
     mask_min_chars: int = 200
+    # "": seed 001's line with the outcome kept (exit status, first error); else what a masked
+    # observation becomes, with {lines} and {bytes} of the original: SWE-agent's LastNObservations
+    # writes "Old environment output: ({lines} lines omitted)" (see docs/policies/complexity-trap.toml)
+    mask_placeholder: str = ""
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000
     working_memory_head_chars: int = 500
@@ -127,6 +131,8 @@ class Policy:
         import hashlib
 
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith(NOT_COMPACTION)}
+        if not self.mask_placeholder:   # as before the setting existed: compactions logged then still match
+            del data["mask_placeholder"]
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,9 +224,33 @@ def validate(p: Policy) -> Policy:
         h, t, n = getattr(p, head), getattr(p, tail), getattr(p, limit)
         if h + t > n:
             raise PolicyError(f"{head} + {tail} ({h} + {t}) cannot exceed {limit} ({n})")
+    _check_placeholder(p.mask_placeholder)
     if p.summary_pretruncate_tail < 1:
         raise PolicyError("summary_pretruncate_tail must be at least 1")
     return p
+
+
+PLACEHOLDER_FIELDS = ("lines", "bytes")
+PLACEHOLDER_MAX_CHARS = 200
+
+
+def _check_placeholder(template: str) -> None:
+    """A placeholder is one short line, and names only the fields it is given."""
+    import string
+
+    if len(template) > PLACEHOLDER_MAX_CHARS:
+        raise PolicyError(f"mask_placeholder must be at most {PLACEHOLDER_MAX_CHARS} characters, got {len(template)}")
+    if any(not c.isprintable() for c in template):
+        raise PolicyError("mask_placeholder must be one line of printable text")
+    try:
+        parts = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise PolicyError(f"mask_placeholder is not a valid template ({exc}); write {{{{ and }}}} for braces") from None
+    for name, spec, conv in parts:
+        # no format spec or conversion: "{lines:>999999}" would not be one short line
+        if name not in PLACEHOLDER_FIELDS or spec or conv:
+            raise PolicyError("mask_placeholder may use {lines} and {bytes} (nothing else inside braces), "
+                              f"not {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}")
 
 
 def from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> Policy:

@@ -19,7 +19,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("sanitize", ("sanitize",), ()),
     ("fast path", ("fast_path_min_messages",), ()),
     ("snip", ("snip",), ("snip_",)),
-    ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations"), ("working_memory_",)),
+    ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations", "mask_placeholder"), ("working_memory_",)),
     ("microcompact", ("microcompact",), ("microcompact_",)),
     ("deep compact", ("keep_first_user",), ("deep_", "summary_", "summarizer")),
     ("shape history", ("user_keep_chars", "argument_max_chars"), ("shape_",)),
@@ -79,6 +79,11 @@ class FieldSpec:
 
     def parse(self, text: str):
         """A typed value, or ValueError saying what was expected."""
+        if self.kind is str:   # free text (a placeholder template) keeps its commas and underscores
+            text = text.strip()
+            if self.choices and text not in self.choices:
+                raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {text!r}")
+            return text
         text = text.strip().replace(",", "").replace("_", "")
         if self.kind is bool:
             low = text.lower()
@@ -87,10 +92,6 @@ class FieldSpec:
             if low in ("off", "false", "no", "0"):
                 return False
             raise ValueError(f"{self.name} is on or off, got {text!r}")
-        if self.kind is str:
-            if self.choices and text not in self.choices:
-                raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}, got {text!r}")
-            return text
         try:
             value = float(text) if self.kind is float else int(text)
         except ValueError:

@@ -20,9 +20,13 @@ STAGE = "mask"
 WORKING_MEMORY_STAGE = "working_memory"
 
 
-def mask_placeholder(original: str, facts: list[str] | None = None) -> str:
+def mask_placeholder(original: str, facts: list[str] | None = None, template: str = "") -> str:
     """seed 001's one line; how the call went (`exit 1; first error: …`) stays, as the agent needs it
-    to know whether that step worked."""
+    to know whether that step worked. A policy's `mask_placeholder` template replaces it (validated by
+    the policy: {lines} and {bytes} only), as another agent's rule writes it."""
+    if template:
+        # lines as str.splitlines counts them, as SWE-agent's LastNObservations does
+        return template.format(lines=len(original.splitlines()), bytes=utf8_len(original))
     tail = "".join(f"; {f}" for f in facts or ())
     # a long result's size is worked out once, with its heuristic count (message.text_sizes)
     return f"[early tool output cleared to save context. original length: {utf8_len(original)} bytes{tail}]"
@@ -41,13 +45,16 @@ Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, sp
 
 def mask_far(msg: Message, policy: Policy) -> Result:
     if msg.is_observation and len(msg.content) > policy.mask_min_chars:
-        return msg.with_content(masked_text(msg)), ((0, len(msg.content)),), "masked"
+        return msg.with_content(masked_text(msg, template=policy.mask_placeholder)), ((0, len(msg.content)),), "masked"
     return fold(msg, policy)
 
 
-def masked_text(msg: Message, facts: list[str] | None = None) -> str:
+def masked_text(msg: Message, facts: list[str] | None = None, template: str = "") -> str:
     """What a tool result over `mask_min_chars` becomes far from the end; `facts` are its
-    `outcome_facts`, when the caller has them already."""
+    `outcome_facts`, when the caller has them already; `template` is the policy's `mask_placeholder`,
+    written as it is (the rule it reproduces replaces every old observation, however short)."""
+    if template:
+        return mask_placeholder(msg.content, template=template)
     text = mask_placeholder(msg.content, outcome_facts(msg) if facts is None else facts)
     return text if len(text) < len(msg.content) else mask_placeholder(msg.content)
 

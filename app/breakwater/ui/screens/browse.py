@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 
 from breakwater.core.policy.for_session import resolve_policy
 from breakwater.core.log.json_lines import SessionLogError
+from breakwater.core.log.words import plural
 from breakwater.core.policy import PolicyError
 from breakwater.formats import load_session
 from breakwater.formats.follow import Follower
@@ -64,8 +65,7 @@ class BrowseScreen(Screen):
 
     def compose(self) -> ComposeResult:
         groups = by_project(self.sessions)
-        yield Static(f"{len(self.sessions):,} sessions in {len(groups):,} projects — enter opens one, F follows it",
-                     id="browse-title")
+        yield Static(self._title(len(groups)), id="browse-title")
         now = time.time()
         index = {id(s): i for i, s in enumerate(self.sessions)}
         options: list[Option | None] = []
@@ -74,6 +74,13 @@ class BrowseScreen(Screen):
             options.extend(Option(row(s, now), id=str(index[id(s)])) for s in found)
         yield OptionList(*options, id="sessions")
         yield Footer()
+
+    def _title(self, projects: int) -> str:
+        return f"{plural(len(self.sessions), 'session')} in {plural(projects, 'project')} — enter opens one, F follows it"
+
+    def on_screen_resume(self) -> None:
+        """Back from a session (o): the title no longer says one is opening."""
+        self.query_one("#browse-title", Static).update(self._title(len(by_project(self.sessions))))
 
     def on_mount(self) -> None:
         lst = self.query_one(OptionList)
