@@ -9,7 +9,8 @@ from breakwater.core.log.error_signature import _may_hold, error_signatures, sig
 
 PIECES = ["ok line", "KeyError: '13'", "FAILED tests/a.py::t - boom", "src/x.c:12:3: error: bad",
           "error[E0308]: mismatched types", "Traceback (most recent call last):", '  File "x", line 1',
-          "ValueError", "no Error here: x", "", "Exit 1", "warning", "KeyboardInterrupt", "FileNotFound: y"]
+          "ValueError", "no Error here: x", "", "Exit 1", "warning", "KeyboardInterrupt", "FileNotFound: y",
+          "😀 中文", "ValueError: 😀 bad"]
 ENDS = ["\n", "\r\n", "\r", "\x0c", "\u2028", " tail\n"]
 
 
