@@ -119,7 +119,9 @@ async def test_cancel_a_long_request_and_the_next_one_plans_again(tmp_path):
 
 
 async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path):
-    steps = [step for k in range(3) for step in (bash(f"seq {k} 400"), Reply(text=f"round {k}"))]
+    # commands told apart by a word of their own: a fact of the first is carried by its messages only
+    steps = [step for k, word in enumerate(("apple", "banana", "cherry"))
+             for step in (bash(f"echo {word}; seq {k} 400"), Reply(text=f"round {k}"))]
     script = Script([*steps, Reply(text="after the edit"), Reply(text="after undo"), Reply(text="after pin")])
     with serve(script, window=4000) as server:   # the kept tail leaves history to summarize
         app = chat_app(server, tmp_path, window=4000)
