@@ -136,3 +136,47 @@ def test_siblings_importing_each_other_is_a_circle():
     sources = app_sources()
     sources["breakwater.formats.codex"] += "\nfrom breakwater.fidelity import probes\n"
     assert any("fidelity and formats import each other" in p for p in violations(sources))
+
+
+def cycles(sources: dict[str, str], inside: str) -> list[list[str]]:
+    """The sets of modules under `inside` that import each other in a circle (strongly connected parts
+    of the import graph, every import counted)."""
+    graph = {m: sorted({t for _, t in imports_of(s, m) if t in sources and t != m and t.startswith(inside)})
+             for m, s in sources.items() if m.startswith(inside)}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            part = []
+            while not part or part[-1] != v:
+                part.append(stack.pop())
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in graph:
+        if v not in order:
+            visit(v)
+    return found
+
+
+@pytest.mark.parametrize("inside", ["breakwater.core", "breakwater.cli"])
+def test_no_module_imports_in_a_circle(inside):
+    assert cycles(app_sources(), inside) == []
+
+
+def test_a_circle_of_modules_is_found():
+    sources = app_sources()
+    sources["breakwater.core.fold.materialize"] += "\nif TYPE_CHECKING:\n    from breakwater.core.fold.pipeline import Pipeline\n"
+    (circle,) = cycles(sources, "breakwater.core")
+    assert {"breakwater.core.fold.materialize", "breakwater.core.fold.pipeline"} <= set(circle)

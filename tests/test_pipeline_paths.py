@@ -12,6 +12,7 @@ from breakwater.cli.core import sample_path
 from breakwater.core.fold.ledger import FAR_KINDS, NEAR, Ledger
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.fold.pipeline import Pipeline
+from breakwater.core.fold.stable_prefix import assigned, region_tokens, sent_alike
 from breakwater.core.policy import PRESETS
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.simulate import make_pipeline
@@ -279,7 +280,7 @@ def test_the_soft_zone_skips_the_stages_that_change_nothing_as_the_search_would(
 
 
 def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
-    """`_region_tokens` counts a part at a time (the cache-stable prefix of every request): it must
+    """`region_tokens` counts a part at a time (the cache-stable prefix of every request): it must
     be the sum of each message at the stage level the plan gives it, wherever the boundary falls."""
     from itertools import product
 
@@ -297,9 +298,9 @@ def test_a_plan_s_region_is_counted_as_its_messages_one_by_one():
             for b in range(a + 1, 41, 4):
                 one_by_one = 0
                 for i in range(a, b):
-                    lv, near = pipe._assigned(plan, i)
+                    lv, near = assigned(plan, i)
                     one_by_one += pipe.ledger.tokens(NEAR if near else lv, i, i + 1)
-                assert pipe._region_tokens(plan, a, b) == one_by_one, (level, lower, boundary, near_start, a, b)
+                assert region_tokens(pipe.ledger, plan, a, b) == one_by_one, (level, lower, boundary, near_start, a, b)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -432,7 +433,7 @@ def test_the_soft_zone_counts_a_boundary_as_the_request_it_makes(name, preset):
 @pytest.mark.parametrize("name", sorted(SESSIONS))
 def test_a_plan_s_plain_count_is_its_head_and_its_region_part_by_part(name, preset):
     """The cache-stable prefix takes the region after it from the plan's own plain heuristic count
-    (issue 7 item 18): that count must be the head's and the region's as `_region_tokens` counts it."""
+    (issue 7 item 18): that count must be the head's and the region's as `region_tokens` counts it."""
     log = SESSIONS[name]()
     policy = PRESETS[preset].with_changes(window=12_000)
     pipe = make_pipeline(log, policy, "heuristic")
@@ -441,7 +442,7 @@ def test_a_plan_s_plain_count_is_its_head_and_its_region_part_by_part(name, pres
         if isinstance(entry, Message) and entry.role == "assistant":
             plan = pipe.plan()
             if plan.built is None and plan.n > plan.start:
-                assert plan.sent_heuristic == plan.head_heuristic + pipe._region_tokens(plan, plan.start, plan.n)
+                assert plan.sent_heuristic == plan.head_heuristic + region_tokens(pipe.ledger, plan, plan.start, plan.n)
                 levels.add((plan.level, plan.lower, plan.boundary < plan.near_start))
         pipe.feed(entry)
     assert len(levels) > 1 or not (policy.snip or policy.mask or policy.microcompact)
@@ -465,7 +466,7 @@ def test_two_forms_are_told_apart_by_their_counts_as_by_their_texts(name, preset
         for was, now in combinations(((0, False), (1, False), (2, False), (3, False), (2, True)), 2):
             r1, r2 = pipe._transform(i, *was), pipe._transform(i, *now)
             alike = (r1[0].content if r1 else None) == (r2[0].content if r2 else None)
-            assert pipe._sent_alike(i, was, now) == alike, (i, was, now)
+            assert sent_alike(pipe.ledger, pipe._transform, i, was, now) == alike, (i, was, now)
             told += not alike
     assert told > 0 or not (policy.snip or policy.mask or policy.microcompact)
 

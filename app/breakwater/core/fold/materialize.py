@@ -6,7 +6,7 @@ of the history gets; here that becomes the messages sent and the `Edit`s that ex
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from breakwater.core.log.edits import Covered, Edit, Edits, View
 from breakwater.core.log.message import Message
@@ -15,11 +15,29 @@ from breakwater.core.stages.shape import squeeze
 from breakwater.core.log.tokens import heuristic_message
 
 if TYPE_CHECKING:
-    from breakwater.core.fold.pipeline import Pipeline
+    from breakwater.core.fold.ledger import Ledger
     from breakwater.core.fold.plan import Plan
+    from breakwater.core.stages.deep_compaction import _Active
+    from breakwater.core.stages.sanitize import Sanitizer
 
 
-def counts(pipe: Pipeline, plan: Plan) -> dict[str, int]:
+class Source(Protocol):
+    """What building a request reads of the pipeline (core/fold/pipeline.py), named here so that this
+    module does not import the pipeline that imports it."""
+    policy: Policy
+    san: Sanitizer
+    ledger: Ledger
+    active: list[_Active]
+    pins: set[str]
+
+    def count(self, msgs: list[Message]) -> tuple[int, str]: ...
+    def _transform(self, i: int, level: int, near: bool): ...
+    def _near_level(self, level: int) -> int: ...
+    def _base_start(self) -> int: ...
+    def _pinned_kept(self, cut: int, fu: int | None) -> list[int]: ...
+
+
+def counts(pipe: Source, plan: Plan) -> dict[str, int]:
     """The edits `materialize` would make, by kind, without building them. Asked for every request: a
     kind is entered only with a count above zero (the sanitizer's counts are), so nothing is filtered
     after, and the ledger is asked only about the parts a stage applies to."""
@@ -62,7 +80,7 @@ def level_of(plan: Plan, i: int) -> tuple[int, bool]:
     return (plan.level if i < plan.boundary else plan.lower), False
 
 
-def materialize(pipe: Pipeline, plan: Plan) -> View:
+def materialize(pipe: Source, plan: Plan) -> View:
     """The messages to send and every edit behind them."""
     p = pipe.policy
     out = pipe.san.out

@@ -19,9 +19,9 @@ plus the few messages of working memory, not a pass over the history.
 Its parts, one module each: the stage forms of a message and their caches (core/fold/stage_forms.py),
 the soft-zone search and the counts of request shapes (core/fold/soft_zone.py), the plan of a request the
 search would end where it ended before (core/fold/next_plan.py), deep compaction and the head after a
-summary (core/stages/deep_compaction.py), the cache-stable prefix (core/fold/stable_prefix.py); the plan itself
-is core/fold/plan.py.
-They are mixed into `Pipeline`, so a method found on one costs what it did on a single class.
+summary (core/stages/deep_compaction.py); the plan itself is core/fold/plan.py. The cache-stable prefix
+(core/fold/stable_prefix.py) is an object of its own, `self.prefix`.
+The others are still mixed into `Pipeline` (issue 22: each to become a collaborator like the prefix).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from breakwater.core.stages.sanitize import Sanitizer
 from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.stages.shape import join_users
 from breakwater.core.fold.soft_zone import SoftZone
-from breakwater.core.fold.stable_prefix import StablePrefix
+from breakwater.core.fold.stable_prefix import CachePrefix
 from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.fold.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, StageForms
 from breakwater.core.log.accounting import Calibration
@@ -55,7 +55,7 @@ LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
 
 
-class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
+class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
                  summarizer: Summarizer | None = None):
         self.policy = policy
@@ -89,8 +89,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         self._undone_since_view = False         # the user took a compaction back: do not redo it at once
         self._last_failure: str | None = None   # why the summarizer's last summary was rejected
         self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
-        self._previous: Plan | None = None      # the last request planned, for its cache-stable prefix
-        self._changed_from = 0                  # lowest sanitized index changed since that request
+        self.prefix = CachePrefix()             # the last request planned, for the next one's cache-stable prefix
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
         self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
         self._frames: dict[tuple[int, bool], tuple] = {}  # (start, start < n) -> (summary, pins, frame)
@@ -220,8 +219,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
     def _recompute_from(self, d: int) -> None:
         out = self.san.out
         ledger = self.ledger
-        if d < self._changed_from:
-            self._changed_from = d
+        self.prefix.changed(d)
         if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
             for i in range(d, len(ledger.tok0)):
                 self._near_cache.pop(i, None)
@@ -411,13 +409,13 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         plan = Plan(self.turn + 1, n, cut, js, level, near_start, kept_fu, jh, self._raw_tokens(), est, est, zone,
                     "estimate", est <= p.window, "estimate", False, None, {}, [], self.api_tokens, None, level,
                     near_start, cut, joined, None, h, None, head_h)
-        prev = self._previous
+        prev = self.prefix.previous
         if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
                 and (zone == "soft" or not (prev.level or prev.lower)):
             # the same head, and no message sent changed by a stage on either side (in the soft zone
             # here, no stage level changes any): the request is the previous one up to the first
             # message changed or added since
-            end = min(prev.n, n, self._changed_from)
+            end = min(prev.n, n, self.prefix.changed_from)
             if end >= js:
                 prefix = self.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
                 plan.stable_prefix_tokens = self.calibration.apply(head_h + prefix[end] - prefix[js])
@@ -468,6 +466,26 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
         self._joined[tuple(id(m) for m in msgs)] = (msgs, joined, tuple(absorbed))
         return joined, start, tuple(absorbed)
 
+    def _finish(self, plan: Plan) -> Plan:
+        """The plan completed: its edits counted, built when shaping squeezes it, its cache-stable
+        prefix and its tokens without compaction."""
+        plan.counts = build.counts(self, plan)
+        if plan.squeeze:
+            view = plan.built = self.materialize(plan)
+            plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
+            plan.counts = view.edit_counts()
+            plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
+        if plan.stable_prefix_tokens is None:
+            plan.stable_prefix_tokens = self.prefix.tokens(plan, self.ledger, self._transform, self.calibration)
+        # without compaction: this request plus what the policy took out of the whole log, counted
+        # by the same calibration (core/log/accounting.py), so that saved = without − with
+        plan.raw_tokens = plan.sent_tokens + self.calibration.scale(plan.raw_tokens - plan.sent_heuristic)
+        if plan.built is not None:
+            plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
+                                 raw_tokens=plan.raw_tokens)
+        self.prefix.advance(plan)
+        return plan
+
     # -- building the request (core/fold/materialize.py) ---------------------------------------------------
     def materialize(self, plan: Plan) -> View:
         """The messages to send and every edit behind them."""
@@ -504,8 +522,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction, StablePrefix):
             compactions_applied=self.compactions_applied, _compacted_since_view=self._compacted_since_view,
             _undone_since_view=self._undone_since_view, _last_failure=self._last_failure,
             _soft_boundary=self._soft_boundary.copy(),
-            _previous=replace(self._previous) if self._previous is not None else None,
-            _changed_from=self._changed_from, _measured=self._measured.copy(),
+            prefix=self.prefix.copy(), _measured=self._measured.copy(),
             _joined=self._joined.copy(), _frames=self._frames.copy(),
             _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
             _fu_scanned=self._fu_scanned, _observations=self._observations.copy(),
