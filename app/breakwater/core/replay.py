@@ -123,6 +123,7 @@ class TurnDetail:
     encoding: str | None
     calibration: Calibration  # the accounting fit in force at this request (core/log/accounting.py)
     window_source: str = "policy"   # where the window came from (core/log/models.py)
+    counter: str = "exact"          # the counter asked for: with "heuristic" no exact count is made
     # sent message id -> the ids joined into it so that turns alternate (the summary, a user message)
     joined: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -336,7 +337,8 @@ class Replay:
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
         kept[3] = TurnDetail(view, EditsById(view.edits), sent_by_id, summary, self.history_size(view.turn),
-                             heuristic, exact, counter.encoding_name, calibration, self.window_source, joined)
+                             heuristic, exact, counter.encoding_name, calibration, self.window_source, self.counter,
+                             joined)
         return kept[3]
 
     def history_size(self, turn: int) -> int:

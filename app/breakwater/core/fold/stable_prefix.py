@@ -39,6 +39,12 @@ class CachePrefix:
         plan.changed_from = self.changed_from
         self.previous, self.changed_from = plan, plan.n
 
+    def __eq__(self, other: object) -> bool:   # a snapshot's copy equals what it was copied from
+        return isinstance(other, CachePrefix) and (self.previous, self.changed_from) == \
+            (other.previous, other.changed_from)
+
+    __hash__ = None
+
     def copy(self) -> CachePrefix:
         return CachePrefix(replace(self.previous) if self.previous is not None else None, self.changed_from)
 

@@ -91,7 +91,8 @@ class Gauges(Drawn):
         out.append("heuristic ", style=dim)
         out.append(f"≈{d.heuristic_tokens:,}")
         out.append(" · exact ", style=dim)
-        out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None else "≈ unknown model")
+        out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None
+                   else "not counted (heuristic counter)" if d.counter == "heuristic" else "≈ unknown model")
         out.append(" · API ", style=dim)
         out.append(f"{v.api_tokens:,}" if v.api_tokens is not None else "—")
         out.append(" · ▓ ", style=dim)
