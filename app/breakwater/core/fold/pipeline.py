@@ -501,9 +501,10 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         h = sum(heuristic_message(m) for m in msgs)
         if self._in_band(h):
             # as `_measure` decides it (core/fold/soft_zone.py); a bound is at most twice the heuristic
-            lo = sum(lower_message(m) for m in msgs) if self._past_limits(2 * h) else 0
-            if self._past_limits(lo):
-                return self._bounded(self.calibration.apply(h), lo), "estimate"
+            est = self.calibration.apply(h)
+            lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
+            if self._past_limits(est, lo):
+                return self._bounded(est, lo), "estimate"
             return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
         return self.calibration.apply(h), "estimate"
 

@@ -162,12 +162,16 @@ class SoftZone:
         return self.mode == "exact" and \
             BYTES_PER_HEURISTIC_TOKEN * heuristic + self.calibration.overhead >= self.policy.precise_from
 
-    def _past_limits(self, lower: int) -> bool:
-        """Whether a request of at least `lower` visible tokens (core/log/tokens.py `lower_message`) is
-        past the window, and so past every limit a verdict or the soft-zone search compares it with:
-        tiktoken's count would change none of them, and is not asked for (a history far past the hard
-        limit, tens of MB of it on a long session, was encoded only to find it so)."""
-        return lower + self.calibration.overhead > self.policy.window
+    def _past_limits(self, estimate: int, lower: int) -> bool:
+        """Whether a request estimated at `estimate` and of at least `lower` visible tokens (core/log/tokens.py
+        `lower_message`) is counted as an estimate: when both are past the window. It is then past every
+        limit a verdict or the soft-zone search compares it with, and tiktoken's count would change none
+        of them (a history far past the hard limit, tens of MB on a long session, was encoded only to find
+        it so). The estimate past the window too: the bound, ~0.3 of the count, is worked out only for
+        a request likely to be past it by that much, never for one near the limits."""
+        return estimate > self.policy.window and lower + self.calibration.overhead > self.policy.window
+
+    _maybe_past = _past_limits   # with an upper bound on `lower`: whether working it out may tell
 
     def _bounded(self, estimate: int, lower: int) -> int:
         """The figure of a request `_past_limits` decided: the estimate, raised to the bound where the
@@ -204,16 +208,18 @@ class SoftZone:
         for i in range(near_start, n):
             r = self._near_cached(i, near_level)[0]
             near.append(r[0] if r else out[i].message)
-        lo = self._lower_sum(level, start, boundary) + self._lower_sum(lower, boundary, near_start)
-        # a message's bound is at most twice its heuristic count: the rest's is worked out only when it may tell
-        if self._past_limits(lo + 2 * (h - far)):
-            lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in near)
-        if self._past_limits(lo):
+        parts = ((level, start, boundary), (lower, boundary, near_start))
+        lo = 0
+        if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
+            lo = sum(self._lower_sum(*part) for part in parts)
+            if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
+                lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in near)
+        if self._past_limits(est, lo):
             result = self._bounded(est, lo), "estimate", h
         else:
             c = self.counter
             x = sum(c.exact_message(m) for m in head) + sum(c.exact_message(m) for m in near)
-            x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
+            x += sum(self._exact_sum(*part) for part in parts)
             result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
