@@ -270,28 +270,11 @@ class OwnedDir:
                 os.close(fd)
             _fsync_dir(d)
 
-    def replace(self, name: str, data: bytes, temp_prefix: str = ".tmp-",
+    def replace(self, name: str, data: bytes, temp_prefix: str | None = None,
                 before_replace: Callable[[], None] | None = None) -> None:
         """Replace `name` by `data` so that a reader, or a crash, sees the old file or the new one."""
         with self.fd() as d:
-            tmp = f"{temp_prefix}{secrets.token_hex(4)}.tmp"
-            fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=d)
-            try:
-                try:
-                    _write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if before_replace is not None:
-                    before_replace()
-                os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
-            except BaseException:
-                try:
-                    os.unlink(tmp, dir_fd=d)
-                except OSError:
-                    pass
-                raise
-            _fsync_dir(d)
+            replace_beneath(d, name, data, temp_prefix=temp_prefix, before_rename=before_replace)
 
     def unlink(self, name: str) -> None:
         try:
@@ -323,6 +306,39 @@ class OwnedDir:
             yield
         finally:
             os.close(fd)
+
+
+def replace_beneath(dir_fd: int, name: str, data: bytes, mode: int | None = None, *,
+                    temp_prefix: str | None = None, before_rename: Callable[[], None] | None = None) -> None:
+    """Replace `name` in the directory `dir_fd` by `data`, atomically and durably: the bytes go to a
+    fresh temporary file made there (O_EXCL, no symlink followed: nothing planted is written through),
+    which is renamed over `name`. A reader, or a crash, sees the old file or the new one.
+
+    `mode` is the new file's permission bits (default: 0o644 less the umask); temporary names start
+    with `temp_prefix` (default `.<name>.`) so a caller can find those a crash left;
+    `before_rename` runs between the write and the rename (crash tests stop there)."""
+    tmp = f"{temp_prefix if temp_prefix is not None else f'.{name[:200]}.'}{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OWN, 0o600 if mode is not None else 0o644,
+                 dir_fd=dir_fd)
+    try:
+        try:
+            os.set_blocking(fd, True)
+            _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if before_rename is not None:
+            before_rename()
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(dir_fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
