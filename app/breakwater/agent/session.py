@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -234,7 +235,8 @@ class AgentSession:
             self._note({"kind": "environment", "removed": scrubbed,
                         "why": "they hold the API key; tools run without them"})
         if history:
-            self._note({"kind": "project_history", "sessions": history.count("\n## Session ")})
+            self._note({"kind": "project_history",
+                        "sessions": len(re.findall(r"^(?:> )?## Session ", history, re.MULTILINE))})
         if history_error:
             self._error({"kind": "memory", "message": history_error}, notify=True)
         self._scribe = Scribe(self._store, every_turns=self.policy.scribe_every_turns)

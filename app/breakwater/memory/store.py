@@ -12,10 +12,10 @@ from __future__ import annotations
 import fnmatch
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from breakwater.core.log.beneath import OwnedDir
 from breakwater.memory.durable import create_unique
@@ -29,6 +29,7 @@ from breakwater.memory.entries import (
     overflow_pointer,
     parse,
 )
+from breakwater.memory.ledger import OTHER, SCRIBE, Ledger, digest
 
 MEMORY_NAME = "MEMORY.md"
 INDEX_NAME = "MEMORY-index.md"
@@ -52,6 +53,11 @@ class Snapshot:
 
     entries: tuple[Entry, ...]
     fragments: tuple[Path, ...]
+    writers: Mapping[str, str] = field(default_factory=dict)   # the ledger's digest -> writer
+
+    def writer_of(self, entry: Entry) -> str:
+        """Who wrote `entry` (memory/ledger.py): SCRIBE, USER, or OTHER when Breakwater has no record."""
+        return self.writers.get(digest(entry.text), OTHER)
 
 
 class MemoryStore:
@@ -67,6 +73,7 @@ class MemoryStore:
         self.lock_path = self.root / "memory.lock"
         self.max_lines = max_lines
         self.lock_timeout = lock_timeout
+        self.ledger = Ledger(self.workspace)
 
     @contextmanager
     def locked(self, timeout: float | None = None) -> Iterator[None]:
@@ -79,14 +86,18 @@ class MemoryStore:
             raise MemoryLockTimeout(f"memory is locked by another process ({self.lock_path}); "
                                     f"gave up after {wait:g}s") from None
 
-    def append(self, bullets: str, turn: int, *, now: datetime | None = None) -> AppendResult:
+    def append(self, bullets: str, turn: int, *, now: datetime | None = None,
+               writer: str = SCRIBE) -> AppendResult:
+        """Append one entry, recorded in the ledger as `writer`'s."""
         lines = clean_bullets(bullets)
         if not lines:
             raise ValueError("nothing to remember: the entry has no bullets")
         now = now or datetime.now()
-        entry = format_entry(format_header(turn, now), lines)
+        header = format_header(turn, now)
+        entry = format_entry(header, lines)
         entry_lines = len(lines) + 2
         with self.locked():
+            self.ledger.record([Entry(header, tuple(lines), MEMORY_NAME).text], writer)
             current = self.dir.read(MEMORY_NAME)
             lead = "\n" if current and not current.endswith(b"\n") else ""
             count = current.count(b"\n") + len(lead)
@@ -144,7 +155,7 @@ class MemoryStore:
             elif item.name in fragments and item.name not in spliced:
                 spliced.add(item.name)
                 entries.extend(self._fragment_entries(item.name))
-        return Snapshot(tuple(entries), tuple(fragments.values()))
+        return Snapshot(tuple(entries), tuple(fragments.values()), self.ledger.writers())
 
     def _fragment_entries(self, name: str) -> list[Entry]:
         text = self.dir.read(name).decode("utf-8", errors="replace")  # b"" if consolidated since listed

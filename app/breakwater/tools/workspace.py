@@ -15,7 +15,7 @@ AGENT_DIR = ".agent"
 # Breakwater's own state: the tools may read it but never write it (issue 27 item 8), nor the locks
 # (`.agent/*.lock`; these two are the memory's, memory/store.py and memory/project.py). Memory files
 # (.agent/MEMORY.md...) stay writable: the agent may keep notes, marked as a tool's (memory/ledger.py).
-AGENT_STATE = (".agent/sessions", ".agent/spill")
+AGENT_STATE = (".agent/sessions", ".agent/spill", ".agent/state")    # state: memory/ledger.py's STATE_DIR
 AGENT_LOCKS = ("memory.lock", "project_memory.lock")
 # how many folders up from a write's folder to look for the state's (deeper is not the state's layout)
 STATE_DEPTH = 8
