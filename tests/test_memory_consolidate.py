@@ -79,7 +79,6 @@ def test_consolidation_bounds_memory_and_keeps_every_fact(tmp_path):
     assert store.index_path.exists()  # MEMORY.md filled up with pointers too
     report = consolidate(store, now=NOW)
     assert report.ran and report.fragments_removed == len(old_fragments)
-    assert not store.index_path.exists()
     assert report.bullets_before == 240 and report.bullets_after == len(facts)
     assert not any(p.exists() for p in old_fragments)
     assert store.gc_path.exists()
@@ -142,12 +141,35 @@ def test_sigkill_mid_consolidation_loses_nothing(tmp_path, point):
         if point == "before_gc":
             assert not (old_fragments & fragments)
         assert not store.gc_path.exists()
+        # leftovers already folded in are not read after the entries that replaced them
+        read = all_lines(store)
+        assert len(read) == len(set(read)), "each fact once"
+        assert [ln for ln in read if "[PROGRESS]" in ln] == ["- [PROGRESS] step 79"]
 
     report = consolidate(store, force=True)  # the next run tidies up after the crash
     assert report.ran
     lines = all_lines(store)
     assert sorted(lines) == sorted(facts)
     assert not list(store.root.glob("*.tmp"))
+
+
+def test_the_next_append_finishes_a_consolidation_killed_after_its_replace(tmp_path):
+    store = MemoryStore(tmp_path)
+    facts = fill(store)
+    old_fragments = {p.name for p in store.fragment_paths()}
+    proc = subprocess.Popen([sys.executable, "-c", CONSOLIDATOR, str(tmp_path), "force"],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **{PAUSE_ENV: "after_write"}))
+    assert proc.stderr.readline().strip() == "paused at after_write"
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert old_fragments <= {p.name for p in store.fragment_paths()}  # the leftovers are still there
+
+    store.append("- [PROGRESS] step 80", 80, now=NOW)
+    assert not (old_fragments & {p.name for p in store.fragment_paths()})
+    lines = all_lines(store)
+    assert sorted(lines) == sorted(facts | {"- [PROGRESS] step 80"}) and lines[-1] == "- [PROGRESS] step 80"
+    assert not list(store.root.glob(".memory-folded*"))
 
 
 def run_consolidators(tmp_path, mode: str, n: int = 2) -> list[str]:

@@ -4,7 +4,9 @@ Runs when there are at least `threshold` fragments and `.memory_gc` is older tha
 cool-down (or missing), or when forced. Under the lock it reads everything, merges, writes
 the new `MEMORY.md` atomically, and only then deletes the fragments it read. A crash at any
 point leaves the old files, or the new `MEMORY.md` beside some fragments whose facts it
-already holds: never fewer facts.
+already holds: never fewer facts. A journal written just before the replace names those
+fragments, so readers skip them (a leftover read after the new `MEMORY.md` would put an old
+[PROGRESS] last) and the next writer deletes them.
 
 If the merged memory is longer than `max_lines`, the older entries move to one archive
 fragment that the new `MEMORY.md` points to, so the hot file stays bounded.
@@ -28,10 +30,9 @@ from breakwater.memory.entries import (
     format_entry,
 )
 from breakwater.memory.ledger import OTHER
-from breakwater.memory.store import MEMORY_NAME, MemoryStore
+from breakwater.memory.store import FOLD_JOURNAL, MEMORY_NAME, TEMP_PREFIX, MemoryStore
 
 PAUSE_ENV = "BREAKWATER_TEST_PAUSE_AT"
-TEMP_PREFIX = ".consolidate-"
 DAY_S = 86_400.0
 
 
@@ -148,6 +149,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
                 return ConsolidationReport(False, reason)
         for stale in fnmatch.filter(store.dir.names(), f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
             store.dir.unlink(stale)
+        store.finish_fold()
         snap = store.snapshot()
         indexed = merge_indexed(snap.entries)
         merged = [entry for _, entry in indexed]
@@ -169,6 +171,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             pointer = f"- [archive] see {archive_name} ({span}{len(archived)} entries)"
             _checkpoint("after_archive")
         text = render(hot, pointer)
+        store.write_fold_journal(text.encode("utf-8"), [f.name for f in snap.fragments] + [store.index_path.name])
         store.dir.replace(store.memory_path.name, text.encode("utf-8"), TEMP_PREFIX, lambda: _checkpoint("after_temp"))
         _checkpoint("after_write")
         for n, fragment in enumerate(snap.fragments):
@@ -181,6 +184,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
         _checkpoint("before_gc")
         store.dir.replace(store.gc_path.name, (datetime.now().isoformat(timespec="seconds") + "\n").encode(),
                           TEMP_PREFIX)
+        store.dir.unlink(FOLD_JOURNAL)
         return ConsolidationReport(
             True, reason,
             fragments_removed=len(snap.fragments),

@@ -4,12 +4,14 @@ Bounded append (seed 003 §3.1): under the lock, `MEMORY.md` takes an entry whil
 within `max_lines` lines; beyond, the entry goes to `auto-YYYY-MM-DD-xxx.md` and `MEMORY.md`
 gets a one-line pointer. The bound counts the pointers too: once `MEMORY.md` has no line left
 even for a pointer, pointers go to the fragment index `MEMORY-index.md`, read right after it.
-Nothing is ever dropped.
+Nothing is ever dropped. A consolidation that crashed after replacing `MEMORY.md` is finished
+by the next writer (see `finish_fold`); readers skip the files it had already folded in.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ from breakwater.memory.ledger import OTHER, SCRIBE, Ledger, digest
 
 MEMORY_NAME = "MEMORY.md"
 INDEX_NAME = "MEMORY-index.md"
+FOLD_JOURNAL = ".memory-folded"  # what a consolidation folded into the MEMORY.md it wrote
+TEMP_PREFIX = ".consolidate-"     # temp files of a consolidation; a crashed run's are deleted by the next
 AGENT_DIR = ".agent"
 
 
@@ -97,6 +101,7 @@ class MemoryStore:
         entry = format_entry(header, lines)
         entry_lines = len(lines) + 2
         with self.locked():
+            self.finish_fold()
             self.ledger.record([Entry(header, tuple(lines), MEMORY_NAME).text], writer)
             current = self.dir.read(MEMORY_NAME)
             lead = "\n" if current and not current.endswith(b"\n") else ""
@@ -115,6 +120,33 @@ class MemoryStore:
             lead = "\n" if index and not index.endswith(b"\n") else ""
             self.dir.append(INDEX_NAME, (lead + pointer).encode("utf-8"))
             return AppendResult(self.root / fragment, True, count)
+
+    def write_fold_journal(self, new_memory: bytes, folded: list[str]) -> None:
+        """Before a consolidation replaces MEMORY.md: the files its new text already holds.
+
+        Once MEMORY.md is that text, those files are leftovers until deleted: a crash in
+        between must not let a reader place them after the entries that replaced them.
+        """
+        digest = hashlib.sha256(new_memory).hexdigest()
+        self.dir.replace(FOLD_JOURNAL, "".join(f"{line}\n" for line in [digest, *folded]).encode("utf-8"),
+                         TEMP_PREFIX)
+
+    def folded(self) -> frozenset[str]:
+        """The files a finished MEMORY.md replace made leftovers of (empty when none are)."""
+        journal = self.dir.read(FOLD_JOURNAL).decode("utf-8", errors="replace").splitlines()
+        if not journal or hashlib.sha256(self.dir.read(MEMORY_NAME)).hexdigest() != journal[0]:
+            return frozenset()
+        return frozenset(journal[1:])
+
+    def finish_fold(self) -> None:
+        """Under the lock: finish what a crashed consolidation left (delete the leftovers),
+        or forget its journal when it never replaced MEMORY.md."""
+        if not self.dir.exists(FOLD_JOURNAL):
+            return
+        for name in sorted(self.folded()):
+            self.dir.unlink(name)
+        self.dir.fsync()
+        self.dir.unlink(FOLD_JOURNAL)
 
     def fragment_paths(self) -> list[Path]:
         return sorted(self.root / n for n in fnmatch.filter(self.dir.names(), FRAGMENT_GLOB))
@@ -139,10 +171,12 @@ class MemoryStore:
         A fragment no pointer names (left by a crash) is older than what MEMORY.md holds,
         so it comes first.
         """
+        folded = self.folded()
         items = parse(self.read_memory(), MEMORY_NAME)
-        items += [i for i in parse(self.dir.read(INDEX_NAME).decode("utf-8", errors="replace"), INDEX_NAME)
-                  if isinstance(i, Pointer)]
-        fragments = {p.name: p for p in self.fragment_paths()}
+        if INDEX_NAME not in folded:
+            items += [i for i in parse(self.dir.read(INDEX_NAME).decode("utf-8", errors="replace"), INDEX_NAME)
+                      if isinstance(i, Pointer)]
+        fragments = {p.name: p for p in self.fragment_paths() if p.name not in folded}
         named = {i.name for i in items if isinstance(i, Pointer)}
         orphans = sorted((n for n in fragments if n not in named), key=lambda n: (self._mtime(n), n))
         entries: list[Entry] = []
