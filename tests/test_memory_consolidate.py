@@ -169,7 +169,7 @@ def test_the_next_append_finishes_a_consolidation_killed_after_its_replace(tmp_p
     assert not (old_fragments & {p.name for p in store.fragment_paths()})
     lines = all_lines(store)
     assert sorted(lines) == sorted(facts | {"- [PROGRESS] step 80"}) and lines[-1] == "- [PROGRESS] step 80"
-    assert not list(store.root.glob(".memory-folded*"))
+    assert not list(store.root.glob("**/.memory-folded*"))
 
 
 def run_consolidators(tmp_path, mode: str, n: int = 2) -> list[str]:

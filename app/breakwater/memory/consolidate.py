@@ -147,8 +147,9 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             ok, reason = due(store, threshold=threshold, cooldown_days=cooldown_days)
             if not ok:
                 return ConsolidationReport(False, reason)
-        for stale in fnmatch.filter(store.dir.names(), f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
-            store.dir.unlink(stale)
+        for folder in (store.dir, store.state):     # temp files of a crashed run (the journal's in state)
+            for stale in fnmatch.filter(folder.names(), f"{TEMP_PREFIX}*.tmp"):
+                folder.unlink(stale)
         store.finish_fold()
         snap = store.snapshot()
         indexed = merge_indexed(snap.entries)
@@ -184,7 +185,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
         _checkpoint("before_gc")
         store.dir.replace(store.gc_path.name, (datetime.now().isoformat(timespec="seconds") + "\n").encode(),
                           TEMP_PREFIX)
-        store.dir.unlink(FOLD_JOURNAL)
+        store.state.unlink(FOLD_JOURNAL)
         return ConsolidationReport(
             True, reason,
             fragments_removed=len(snap.fragments),

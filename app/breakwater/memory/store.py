@@ -31,11 +31,11 @@ from breakwater.memory.entries import (
     overflow_pointer,
     parse,
 )
-from breakwater.memory.ledger import OTHER, SCRIBE, Ledger, digest
+from breakwater.memory.ledger import OTHER, SCRIBE, STATE_DIR, Ledger, digest
 
 MEMORY_NAME = "MEMORY.md"
 INDEX_NAME = "MEMORY-index.md"
-FOLD_JOURNAL = ".memory-folded"  # what a consolidation folded into the MEMORY.md it wrote
+FOLD_JOURNAL = ".memory-folded"  # what a consolidation folded into the MEMORY.md it wrote (in STATE_DIR)
 TEMP_PREFIX = ".consolidate-"     # temp files of a consolidation; a crashed run's are deleted by the next
 AGENT_DIR = ".agent"
 
@@ -78,6 +78,8 @@ class MemoryStore:
         self.max_lines = max_lines
         self.lock_timeout = lock_timeout
         self.ledger = Ledger(self.workspace)
+        # the fold journal names files to delete: it is kept where the tools cannot write (issue 27 item 8)
+        self.state = OwnedDir(self.workspace, STATE_DIR)
 
     @contextmanager
     def locked(self, timeout: float | None = None) -> Iterator[None]:
@@ -128,25 +130,26 @@ class MemoryStore:
         between must not let a reader place them after the entries that replaced them.
         """
         digest = hashlib.sha256(new_memory).hexdigest()
-        self.dir.replace(FOLD_JOURNAL, "".join(f"{line}\n" for line in [digest, *folded]).encode("utf-8"),
-                         TEMP_PREFIX)
+        self.state.replace(FOLD_JOURNAL, "".join(f"{line}\n" for line in [digest, *folded]).encode("utf-8"),
+                           TEMP_PREFIX)
 
     def folded(self) -> frozenset[str]:
         """The files a finished MEMORY.md replace made leftovers of (empty when none are)."""
-        journal = self.dir.read(FOLD_JOURNAL).decode("utf-8", errors="replace").splitlines()
+        journal = self.state.read(FOLD_JOURNAL).decode("utf-8", errors="replace").splitlines()
         if not journal or hashlib.sha256(self.dir.read(MEMORY_NAME)).hexdigest() != journal[0]:
             return frozenset()
-        return frozenset(journal[1:])
+        # only what a consolidation folds: fragments and the index, never another file
+        return frozenset(n for n in journal[1:] if n == INDEX_NAME or ("/" not in n and fnmatch.fnmatch(n, FRAGMENT_GLOB)))
 
     def finish_fold(self) -> None:
         """Under the lock: finish what a crashed consolidation left (delete the leftovers),
         or forget its journal when it never replaced MEMORY.md."""
-        if not self.dir.exists(FOLD_JOURNAL):
+        if not self.state.exists(FOLD_JOURNAL):
             return
         for name in sorted(self.folded()):
             self.dir.unlink(name)
         self.dir.fsync()
-        self.dir.unlink(FOLD_JOURNAL)
+        self.state.unlink(FOLD_JOURNAL)
 
     def fragment_paths(self) -> list[Path]:
         return sorted(self.root / n for n in fnmatch.filter(self.dir.names(), FRAGMENT_GLOB))
