@@ -29,6 +29,7 @@ from breakwater.memory.entries import (
     bullet_key,
     format_entry,
 )
+from breakwater.memory.ledger import OTHER
 from breakwater.memory.store import FOLD_JOURNAL, MEMORY_NAME, TEMP_PREFIX, MemoryStore
 
 PAUSE_ENV = "BREAKWATER_TEST_PAUSE_AT"
@@ -83,6 +84,11 @@ def merge(entries: Sequence[Entry]) -> list[Entry]:
     Pure: the same entries give the same result. Entries keep their headers and order;
     those left without bullets disappear.
     """
+    return [entry for _, entry in merge_indexed(entries)]
+
+
+def merge_indexed(entries: Sequence[Entry]) -> list[tuple[int, Entry]]:
+    """`merge`, each merged entry with the index of the entry it comes from (whose writer it keeps)."""
     progress_at = max((i for i, e in enumerate(entries) for ln in e.lines
                        if bullet_key(ln)[0] == "PROGRESS"), default=-1)
     winner: dict[tuple[str, str], tuple[int, int]] = {}
@@ -97,7 +103,7 @@ def merge(entries: Sequence[Entry]) -> list[Entry]:
     for i, entry in enumerate(entries):
         lines = tuple(ln for j, ln in enumerate(entry.lines) if (i, j) in kept)
         if lines:
-            merged.append(Entry(entry.header, lines, MEMORY_NAME))
+            merged.append((i, Entry(entry.header, lines, MEMORY_NAME)))
     return merged
 
 
@@ -141,11 +147,18 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             ok, reason = due(store, threshold=threshold, cooldown_days=cooldown_days)
             if not ok:
                 return ConsolidationReport(False, reason)
-        for stale in fnmatch.filter(store.dir.names(), f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
-            store.dir.unlink(stale)
+        for folder in (store.dir, store.state):     # temp files of a crashed run (the journal's in state)
+            for stale in fnmatch.filter(folder.names(), f"{TEMP_PREFIX}*.tmp"):
+                folder.unlink(stale)
         store.finish_fold()
         snap = store.snapshot()
-        merged = merge(snap.entries)
+        indexed = merge_indexed(snap.entries)
+        merged = [entry for _, entry in indexed]
+        # each merged entry keeps its writer: the ledger vouches for the new texts before they are
+        # written, and holds only them once the old files are gone
+        records = [(entry.text, snap.writer_of(snap.entries[i])) for i, entry in indexed]
+        for writer in {w for _, w in records if w != OTHER}:
+            store.ledger.record([t for t, w in records if w == writer], writer)
         archived, hot = split_hot(merged, store.max_lines)
         _checkpoint("before_write")
         pointer = None
@@ -168,10 +181,11 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
                 _checkpoint("mid_delete")
         store.dir.unlink(store.index_path.name)  # its pointers named the fragments just folded in
         store.dir.fsync()
+        store.ledger.replace([r for r in records if r[1] != OTHER])
         _checkpoint("before_gc")
         store.dir.replace(store.gc_path.name, (datetime.now().isoformat(timespec="seconds") + "\n").encode(),
                           TEMP_PREFIX)
-        store.dir.unlink(FOLD_JOURNAL)
+        store.state.unlink(FOLD_JOURNAL)
         return ConsolidationReport(
             True, reason,
             fragments_removed=len(snap.fragments),

@@ -14,10 +14,10 @@ import fnmatch
 import hashlib
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from breakwater.core.log.beneath import OwnedDir
 from breakwater.memory.durable import create_unique
@@ -31,10 +31,11 @@ from breakwater.memory.entries import (
     overflow_pointer,
     parse,
 )
+from breakwater.memory.ledger import OTHER, SCRIBE, STATE_DIR, Ledger, digest
 
 MEMORY_NAME = "MEMORY.md"
 INDEX_NAME = "MEMORY-index.md"
-FOLD_JOURNAL = ".memory-folded"  # what a consolidation folded into the MEMORY.md it wrote
+FOLD_JOURNAL = ".memory-folded"  # what a consolidation folded into the MEMORY.md it wrote (in STATE_DIR)
 TEMP_PREFIX = ".consolidate-"     # temp files of a consolidation; a crashed run's are deleted by the next
 AGENT_DIR = ".agent"
 
@@ -56,6 +57,11 @@ class Snapshot:
 
     entries: tuple[Entry, ...]
     fragments: tuple[Path, ...]
+    writers: Mapping[str, str] = field(default_factory=dict)   # the ledger's digest -> writer
+
+    def writer_of(self, entry: Entry) -> str:
+        """Who wrote `entry` (memory/ledger.py): SCRIBE, USER, or OTHER when Breakwater has no record."""
+        return self.writers.get(digest(entry.text), OTHER)
 
 
 class MemoryStore:
@@ -71,6 +77,9 @@ class MemoryStore:
         self.lock_path = self.root / "memory.lock"
         self.max_lines = max_lines
         self.lock_timeout = lock_timeout
+        self.ledger = Ledger(self.workspace)
+        # the fold journal names files to delete: it is kept where the tools cannot write (issue 27 item 8)
+        self.state = OwnedDir(self.workspace, STATE_DIR)
 
     @contextmanager
     def locked(self, timeout: float | None = None) -> Iterator[None]:
@@ -83,15 +92,19 @@ class MemoryStore:
             raise MemoryLockTimeout(f"memory is locked by another process ({self.lock_path}); "
                                     f"gave up after {wait:g}s") from None
 
-    def append(self, bullets: str, turn: int, *, now: datetime | None = None) -> AppendResult:
+    def append(self, bullets: str, turn: int, *, now: datetime | None = None,
+               writer: str = SCRIBE) -> AppendResult:
+        """Append one entry, recorded in the ledger as `writer`'s."""
         lines = clean_bullets(bullets)
         if not lines:
             raise ValueError("nothing to remember: the entry has no bullets")
         now = now or datetime.now()
-        entry = format_entry(format_header(turn, now), lines)
+        header = format_header(turn, now)
+        entry = format_entry(header, lines)
         entry_lines = len(lines) + 2
         with self.locked():
             self.finish_fold()
+            self.ledger.record([Entry(header, tuple(lines), MEMORY_NAME).text], writer)
             current = self.dir.read(MEMORY_NAME)
             lead = "\n" if current and not current.endswith(b"\n") else ""
             count = current.count(b"\n") + len(lead)
@@ -117,25 +130,26 @@ class MemoryStore:
         between must not let a reader place them after the entries that replaced them.
         """
         digest = hashlib.sha256(new_memory).hexdigest()
-        self.dir.replace(FOLD_JOURNAL, "".join(f"{line}\n" for line in [digest, *folded]).encode("utf-8"),
-                         TEMP_PREFIX)
+        self.state.replace(FOLD_JOURNAL, "".join(f"{line}\n" for line in [digest, *folded]).encode("utf-8"),
+                           TEMP_PREFIX)
 
     def folded(self) -> frozenset[str]:
         """The files a finished MEMORY.md replace made leftovers of (empty when none are)."""
-        journal = self.dir.read(FOLD_JOURNAL).decode("utf-8", errors="replace").splitlines()
+        journal = self.state.read(FOLD_JOURNAL).decode("utf-8", errors="replace").splitlines()
         if not journal or hashlib.sha256(self.dir.read(MEMORY_NAME)).hexdigest() != journal[0]:
             return frozenset()
-        return frozenset(journal[1:])
+        # only what a consolidation folds: fragments and the index, never another file
+        return frozenset(n for n in journal[1:] if n == INDEX_NAME or ("/" not in n and fnmatch.fnmatch(n, FRAGMENT_GLOB)))
 
     def finish_fold(self) -> None:
         """Under the lock: finish what a crashed consolidation left (delete the leftovers),
         or forget its journal when it never replaced MEMORY.md."""
-        if not self.dir.exists(FOLD_JOURNAL):
+        if not self.state.exists(FOLD_JOURNAL):
             return
         for name in sorted(self.folded()):
             self.dir.unlink(name)
         self.dir.fsync()
-        self.dir.unlink(FOLD_JOURNAL)
+        self.state.unlink(FOLD_JOURNAL)
 
     def fragment_paths(self) -> list[Path]:
         return sorted(self.root / n for n in fnmatch.filter(self.dir.names(), FRAGMENT_GLOB))
@@ -178,7 +192,7 @@ class MemoryStore:
             elif item.name in fragments and item.name not in spliced:
                 spliced.add(item.name)
                 entries.extend(self._fragment_entries(item.name))
-        return Snapshot(tuple(entries), tuple(fragments.values()))
+        return Snapshot(tuple(entries), tuple(fragments.values()), self.ledger.writers())
 
     def _fragment_entries(self, name: str) -> list[Entry]:
         text = self.dir.read(name).decode("utf-8", errors="replace")  # b"" if consolidated since listed
