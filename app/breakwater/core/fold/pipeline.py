@@ -27,6 +27,7 @@ The others are still mixed into `Pipeline` (issue 22: each to become a collabora
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import replace
 from typing import Iterable
 
@@ -76,8 +77,8 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
         self._indexed = 0
         self._looked = 0                        # messages looked through since (see `_index_of`)
-        self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
-        self._lower: dict[int, tuple[int, list[int]]] = {}  # the same of core/log/tokens.py lower_message
+        self._exact: dict[int, tuple[int, array]] = {}  # level -> (base index, prefix sums)
+        self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
         self._fresh: dict[int, int] = {}
         self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         # events
@@ -532,8 +533,8 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             san=self.san.snapshot(), calibration=replace(self.calibration), turn=self.turn,
             raw_tokens=self.raw_tokens, ledger=self.ledger.copy(), calls=self.calls.copy(),
             _ids=self._ids.copy(), _indexed=self._indexed, _looked=self._looked,
-            _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
-            _lower={L: (base, arr.copy()) for L, (base, arr) in self._lower.items()},
+            _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
+            _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
             _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
             active=[replace(a) for a in self.active], triggers=self.triggers.copy(), pins=self.pins.copy(),
             pin_events=self.pin_events.copy(), api_tokens=self.api_tokens,

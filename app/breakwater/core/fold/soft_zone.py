@@ -8,6 +8,7 @@ is over the hard limit; and the counts of the request shapes it tries.
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass
 
 from breakwater.core.log.message import Message
@@ -143,9 +144,9 @@ class SoftZone:
         """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
-        base, arr = sums.get(level, (a, [0]))
-        if not base <= a < base + len(arr):   # not from the messages summed: the sums start again at a
-            base, arr = a, [0]
+        base, arr = sums.get(level, (a, None))
+        if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
+            base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
         sums[level] = (base, arr)
         out = self.san.out
         while base + len(arr) - 1 < b:
@@ -208,10 +209,9 @@ class SoftZone:
         for i in range(near_start, n):
             r = self._near_cached(i, near_level)[0]
             near.append(r[0] if r else out[i].message)
-        parts = ((level, start, boundary), (lower, boundary, near_start))
         lo = 0
         if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
-            lo = sum(self._lower_sum(*part) for part in parts)
+            lo = self._lower_sum(level, start, boundary) + self._lower_sum(lower, boundary, near_start)
             if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
                 lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in near)
         if self._past_limits(est, lo):
@@ -219,7 +219,7 @@ class SoftZone:
         else:
             c = self.counter
             x = sum(c.exact_message(m) for m in head) + sum(c.exact_message(m) for m in near)
-            x += sum(self._exact_sum(*part) for part in parts)
+            x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
             result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result

@@ -227,7 +227,12 @@ def lower_message(msg: Message) -> int:
 
 
 class TokenCounter:
-    """Heuristic and exact counts, each exact count cached per distinct content."""
+    """Heuristic and exact counts, each exact count cached per distinct content, for the last
+    `CACHE_TEXTS` texts: when full the cache starts again empty (one call, safe beside a worker thread
+    asking), as core/log/text_cache.py does. Unbounded, a million short messages held a million entries
+    (~50 MB) and every transformed text counted stayed alive through its key."""
+
+    CACHE_TEXTS = 1 << 18
 
     def __init__(self, encoding: str | None = None):
         self.encoding_name = encoding
@@ -265,6 +270,8 @@ class TokenCounter:
         else:
             n = sum(len(encode(piece)) for piece in pieces(text))
         self.exact_encoded_chars += len(text)
+        if len(self._cache) >= self.CACHE_TEXTS:
+            self._cache.clear()
         self._cache[text] = n
         return n
 
