@@ -392,3 +392,17 @@ def test_the_agents_state_is_read_only_inside_even_in_a_fresh_workspace(tmp_path
     for lock in ("memory.lock", "project_memory.lock"):
         path = tmp_path / ".agent" / lock
         assert path.is_file() and not path.is_symlink() and path.read_bytes() == b""
+
+
+@needs_bwrap
+def test_the_agent_folder_cannot_be_moved_away_and_replaced_by_a_link_inside(tmp_path):
+    # the state folders were read-only, but .agent itself could be renamed and a link to a folder
+    # outside put in its place: every later write of Breakwater's was then refused (or lost)
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    r = run_bash(Workspace(ws), f"mv .agent .agent-old; ln -s {out} .agent; echo x > .agent/MEMORY.md; echo end",
+                 sandbox=BWRAP)
+    assert "Device or resource busy" in r.content, r.content
+    assert (ws / ".agent").is_dir() and not (ws / ".agent").is_symlink() and not (ws / ".agent-old").exists()
+    assert (ws / ".agent" / "MEMORY.md").read_text() == "x\n" and not list(out.iterdir())   # notes stay writable

@@ -688,6 +688,8 @@ class AgentSession:
         self._append(Message(self.log.next_message_id(), "tool", result.content, tool_call_id=call.id,
                              name=call.name, turn=turn, meta={"ts": utc_now(), "source": result.meta}))
         self._emit("tool_end", call=call, result=result, turn=turn)
+        if result.meta.get("state_changed"):    # the person is told as well as the model
+            self._error({"kind": "state", "message": result.meta["state_changed"].strip("[]")}, notify=True)
 
     # -- memory ---------------------------------------------------------------------------------------
     def _scribe_pending(self) -> list[Message]:
