@@ -60,6 +60,7 @@ from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.log.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.log.validity import api_problems
 from breakwater.memory.consolidate import consolidate
+from breakwater.memory.ledger import STATE_DIR
 from breakwater.memory.project import append_session, project_history
 from breakwater.memory.retrieval import format_injection, retrieve_within
 from breakwater.memory.scribe import Scribe
@@ -67,7 +68,7 @@ from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
 from breakwater.tools.sandbox import Sandbox, SandboxError
-from breakwater.tools.state_guard import SpillMarks, describe as describe_state
+from breakwater.tools.state_guard import SpillMarks, changed_files, describe as describe_state, state_files
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
@@ -655,6 +656,7 @@ class AgentSession:
         return (True, "") if answer else (False, "the user declined it")
 
     def _execute(self, call: ToolCall) -> ToolResult:
+        before = state_files(self._workspace.root) if call.name == "bash" else None
         result = execute_tool(call.name, call.arguments, self._ctx, call.id)
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
@@ -666,18 +668,26 @@ class AgentSession:
             else:
                 if found:
                     result = ToolResult(result.content, {**result.meta, "redacted": found})
-        if call.name == "bash":
-            result = self._check_state(result)
+        if before is not None:
+            result = self._check_state(result, before)
         return result
 
-    def _check_state(self, result: ToolResult) -> ToolResult:
+    def _check_state(self, result: ToolResult, before: Mapping[str, Any]) -> ToolResult:
         """After a command: Breakwater's own state as it left it, or restored, or reported (a command
         run without bubblewrap can write there; tools/state_guard.py)."""
         try:
             log_change = self.log.restore_if_changed()
         except OSError as exc:
             log_change = f"the session log was changed and could not be restored ({exc.strerror or exc})"
-        notice = describe_state(log_change, self._spills.changed())
+        root = self._workspace.root
+        log_rel = self.log.path.relative_to(root).as_posix()
+        ledger = self._store.ledger
+
+        def own(rel: str, now: Any) -> bool:    # written by this session meanwhile: its log, its scribe's ledger
+            return rel == log_rel or (rel == f"{STATE_DIR}/{ledger.name}" and now == ledger.mark)
+
+        others = changed_files(before, state_files(root), own)
+        notice = describe_state(log_change, self._spills.changed(), others)
         if result.meta.get("spill"):
             self._spills.mark(result.meta["spill"])
         if notice is None:
