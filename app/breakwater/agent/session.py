@@ -68,7 +68,7 @@ from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
 from breakwater.tools.sandbox import Sandbox, SandboxError
-from breakwater.tools.state_guard import SpillMarks, changed_files, describe as describe_state, state_files
+from breakwater.tools.state_guard import StateGuard
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
@@ -141,7 +141,7 @@ class AgentSession:
         self._scribe: Scribe | None = None
         self._scribe_from = 0
         self._call_ids: set[str] = set()
-        self._spills: SpillMarks | None = None
+        self._guard: StateGuard | None = None
         self._volatile = ""
         self._sent_with: dict[str, str] = {}   # user message id -> the volatile layer it went out with
         self._start_lock = asyncio.Lock()
@@ -220,7 +220,9 @@ class AgentSession:
         self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env,
                                             sandbox=self.sandbox)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
-        self._spills = SpillMarks(root)
+        ledger = self._store.ledger     # what its scribe writes while a command runs is not the command's
+        self._guard = StateGuard(root, self.log,
+                                 lambda rel, now: rel == f"{STATE_DIR}/{ledger.name}" and now == ledger.mark)
 
     def _begin(self, root: Path, scrubbed: list[str]) -> None:
         """The first entries of the log: the system prompt (with the project history), notes."""
@@ -656,7 +658,8 @@ class AgentSession:
         return (True, "") if answer else (False, "the user declined it")
 
     def _execute(self, call: ToolCall) -> ToolResult:
-        before = state_files(self._workspace.root) if call.name == "bash" else None
+        # a command run without bubblewrap can write Breakwater's own state: checked after it (state_guard.py)
+        before = self._guard.before() if call.name == "bash" else None
         result = execute_tool(call.name, call.arguments, self._ctx, call.id)
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
@@ -669,30 +672,8 @@ class AgentSession:
                 if found:
                     result = ToolResult(result.content, {**result.meta, "redacted": found})
         if before is not None:
-            result = self._check_state(result, before)
+            result = self._guard.after(result, before)
         return result
-
-    def _check_state(self, result: ToolResult, before: Mapping[str, Any]) -> ToolResult:
-        """After a command: Breakwater's own state as it left it, or restored, or reported (a command
-        run without bubblewrap can write there; tools/state_guard.py)."""
-        try:
-            log_change = self.log.restore_if_changed()
-        except OSError as exc:
-            log_change = f"the session log was changed and could not be restored ({exc.strerror or exc})"
-        root = self._workspace.root
-        log_rel = self.log.path.relative_to(root).as_posix()
-        ledger = self._store.ledger
-
-        def own(rel: str, now: Any) -> bool:    # written by this session meanwhile: its log, its scribe's ledger
-            return rel == log_rel or (rel == f"{STATE_DIR}/{ledger.name}" and now == ledger.mark)
-
-        others = changed_files(before, state_files(root), own)
-        notice = describe_state(log_change, self._spills.changed(), others)
-        if result.meta.get("spill"):
-            self._spills.mark(result.meta["spill"])
-        if notice is None:
-            return result
-        return ToolResult(f"{result.content}\n{notice}", {**result.meta, "state_changed": notice})
 
     def _finish_tool(self, call: ToolCall, result: ToolResult, turn: int) -> None:
         self._append(Message(self.log.next_message_id(), "tool", result.content, tool_call_id=call.id,

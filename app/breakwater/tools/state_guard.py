@@ -14,6 +14,8 @@ import threading
 from typing import Callable, Mapping
 
 from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.session_log import SessionLog
+from breakwater.tools.result import ToolResult
 
 # the folders whose every file is Breakwater's (spill folders are many and large: each session
 # checks its own spills, SpillMarks)
@@ -97,7 +99,38 @@ def describe(log_change: str | None, spills: list[str], others: list[str] = ()) 
                      "workspace); Breakwater has no copy to restore")
     if spills:
         shown = ", ".join(spills[:5]) + (f" and {len(spills) - 5} more" if len(spills) > 5 else "")
-        found.append(f"the spill file{'s' if len(spills) > 1 else ''} {shown} of earlier calls "
-                     f"{'were' if len(spills) > 1 else 'was'} changed and no longer hold{'' if len(spills) > 1 else 's'} "
-                     "what those calls printed")
+        one = len(spills) == 1
+        found.append(f"the spill file{'' if one else 's'} {shown} of earlier calls {'was' if one else 'were'} changed "
+                     f"and no longer hold{'s' if one else ''} what those calls printed")
     return STATE_NOTICE.format(what="; ".join(found)) if found else None
+
+
+class StateGuard:
+    """One session's check around each of its commands: `before()` when the command starts,
+    `after()` with its result (which gains the notice when anything was changed). `own(rel,
+    identity)` says which changes this process made meanwhile (its scribe's ledger)."""
+
+    def __init__(self, root: str | os.PathLike, log: SessionLog,
+                 own: Callable[[str, Identity | None], bool] = lambda rel, now: False):
+        self.root = root
+        self.log = log
+        self.own = own
+        self.spills = SpillMarks(root)
+
+    def before(self) -> dict[str, Identity | None]:
+        return state_files(self.root)
+
+    def after(self, result: ToolResult, before: Mapping[str, Identity | None]) -> ToolResult:
+        try:
+            log_change = self.log.restore_if_changed()
+        except OSError as exc:
+            log_change = f"the session log was changed and could not be restored ({exc.strerror or exc})"
+        log_rel = os.path.relpath(self.log.path, self.root) if self.log.path is not None else None
+        others = changed_files(before, state_files(self.root),
+                               lambda rel, now: rel == log_rel or self.own(rel, now))   # the log: restored above
+        notice = describe(log_change, self.spills.changed(), others)
+        if result.meta.get("spill"):
+            self.spills.mark(result.meta["spill"])
+        if notice is None:
+            return result
+        return ToolResult(f"{result.content}\n{notice}", {**result.meta, "state_changed": notice})
