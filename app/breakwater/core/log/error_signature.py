@@ -25,7 +25,7 @@ _COMPILER = re.compile(r"^\s*([\w./@+-]+\.\w+)[:(](\d+)(?:[:,]\d+)?\)?:?\s*(?:fa
                        r"(?:\s*\[?\w*\]?)?:?\s*(.*?)\s*$")
 _RUST = re.compile(r"^\s*error(?:\[(E\d+)\])?:\s*(.+?)\s*$")
 _BOILERPLATE = re.compile(
-    r"(?i)^\s*(?:traceback \(most recent call last\):?|during handling of the above exception.*|"
+    r"(?i)^\s*(?:traceback \(most\b.*|during handling of the above exception.*|"
     r"the above exception was the direct cause.*|=+.*=+|-+|_+.*_+|\d+ (?:failed|error|errors)\b.*|"
     r"(?:error|failed|failure|fatal|exception)[:!.]?|short test summary info|"
     r"(?:npm )?err!?\s*(?:a complete log of this run.*)?)\s*$")
@@ -108,10 +108,24 @@ def signature_of(line: str) -> Signature | None:
 
 
 def _line(line: str) -> Signature | None:
+    """The fallback: a line that states an error in words of its own. A line of code that names one
+    (`this.showError(`, `except (OSError, zipfile.BadZipFile):`) or a numbered line of a file shown
+    is no error the output reports."""
     text = " ".join(line.split())
-    if len(text) < 8 or _BOILERPLATE.match(text) or not STRONG_ERROR.search(line):
+    if len(text) < 8 or _BOILERPLATE.match(text) or not STRONG_ERROR.search(line) \
+            or _LISTED.match(text) or _CODE.search(text) or not _STATES_AN_ERROR.search(text):
         return None
     return Signature("line", _clip(text), "", text)
+
+
+# a line of a numbered listing (`cat -n`, a read tool's `  12→`, `grep -n`'s `12:`)
+_LISTED = re.compile(r"^\d+(?:→|\t|:\s|\|)")
+# code: a statement's keyword first, an assignment, or a line a statement goes on from
+_CODE = re.compile(r"^(?:(?:except|raise|if|elif|while|for|return|assert|def|class|from|import|with|catch|throw|"
+                   r"const|let|var|function|case|new|await)\b|(?:this|self)\.|[?:.&|}]\s)|\s=\s|[(\[{,;]$")
+# an error word of its own (`error:`, `FAILED`, `tool_use_error`), not the end of a name (`isError`)
+_STATES_AN_ERROR = re.compile(r"(?i)(?<![a-z0-9])(?:err!?|errors?|exceptions?|traceback|failed|failure|fatal|panic)"
+                              r"(?![a-z0-9])|错误|失败|异常")
 
 
 def _clip(text: str) -> str:
