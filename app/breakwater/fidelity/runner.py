@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
 from breakwater.core.log.session_log import Event, SessionLog, SessionLogError
-from breakwater.core.recount import own_history_policy
+from breakwater.core.fold.own_request import own_history_policy
 from breakwater.core.log.models import resolve_window
 from breakwater.core.simulate import make_pipeline, simulate
 from breakwater.core.stages.summarize import Summarizer

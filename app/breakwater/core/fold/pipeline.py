@@ -39,6 +39,7 @@ from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.fold.next_plan import NextPlan
 from breakwater.core.fold.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.policy import Policy
+from breakwater.core.fold.own_request import OwnRequest
 from breakwater.core.stages.sanitize import Sanitizer
 from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.stages.shape import join_users
@@ -90,6 +91,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         self._last_failure: str | None = None   # why the summarizer's last summary was rejected
         self._soft_boundary: dict[tuple[int, int, int], int] = {}  # (cut, level, lower) -> boundary kept
         self.prefix = CachePrefix()             # the last request planned, for the next one's cache-stable prefix
+        self.own = OwnRequest()                 # the log's agent's request: the other side of its usage figures
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
         self._joined: dict[tuple[int, ...], tuple] = {}   # parts of a joined head -> (parts, joined, absorbed)
         self._frames: dict[tuple[int, bool], tuple] = {}  # (start, start < n) -> (summary, pins, frame)
@@ -125,17 +127,20 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
                 self._sync()
-                applied = self.compactions_applied
-                self._apply(comp)
-                if self.compactions_applied > applied and comp.policy != self.policy.fingerprint():
-                    # another agent's summary, sent under every policy: part of the history without ours
-                    self.raw_tokens += heuristic_message(self.active[-1].message)
+                placed = self._placed(comp)
+                if placed is not None:
+                    if comp.trigger != "auto":   # the log's agent made it: its requests had it
+                        self.own.take(placed)
+                    if self._admit(placed) and comp.policy != self.policy.fingerprint():
+                        # another agent's summary, sent under every policy: part of the history without ours
+                        self.raw_tokens += heuristic_message(placed.message)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
                 self.triggers[ev.id] = level
         elif ev.type == "undo":
             self._undo(str(ev.get("target")))
+            self.own.undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
             if ev.type == "pin":
@@ -150,6 +155,8 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             if isinstance(prompt, int):
                 self.api_tokens = prompt
                 est = ev.get("estimate")
+                if not isinstance(est, int):   # another agent's figure (core/fold/own_request.py)
+                    est = self.own.estimate(ev.get("turn"))
                 if isinstance(est, int):
                     self.calibration.observe(prompt, est)
 
@@ -328,6 +335,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         cut = self._cut()
         framed, measured = base_of(cut)
         base, counted = measured[0], measured[1]
+        self.own.plan(self, n, measured[2])
         if counted == "estimate" and not (force_deep or self.triggers or self._compacted_since_view
                                           or self._undone_since_view):
             plan = self._plan_safe(n, cut, framed, base, measured[2]) \
@@ -522,7 +530,7 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             compactions_applied=self.compactions_applied, _compacted_since_view=self._compacted_since_view,
             _undone_since_view=self._undone_since_view, _last_failure=self._last_failure,
             _soft_boundary=self._soft_boundary.copy(),
-            prefix=self.prefix.copy(), _measured=self._measured.copy(),
+            prefix=self.prefix.copy(), own=self.own.copy(), _measured=self._measured.copy(),
             _joined=self._joined.copy(), _frames=self._frames.copy(),
             _frames_reach=self._frames_reach, _pins_version=self._pins_version, _fu=self._fu,
             _fu_scanned=self._fu_scanned, _observations=self._observations.copy(),

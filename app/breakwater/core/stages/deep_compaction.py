@@ -53,6 +53,11 @@ class _Active:
     message: Message          # the summary message sent in place of the covered history
 
 
+def follows(chain: list[_Active], placed: _Active) -> bool:
+    """Whether `placed` applies after the compactions of `chain`: not one of them, and not cutting before the last."""
+    return not any(a.comp.id == placed.comp.id for a in chain) and not (chain and placed.cut < chain[-1].cut)
+
+
 
 
 class DeepCompaction:
@@ -72,6 +77,22 @@ class DeepCompaction:
         return self._fu
 
     def _apply(self, comp: Compaction) -> None:
+        placed = self._placed(comp)
+        if placed is not None:
+            self._admit(placed)
+
+    def _admit(self, placed: _Active) -> bool:
+        """Apply `placed`, unless already applied (the caller fed back the event we returned) or out of order."""
+        if not follows(self.active, placed):
+            return False
+        self.active.append(placed)
+        self.compactions_applied += 1
+        self._compacted_since_view = True
+        return True
+
+    def _placed(self, comp: Compaction) -> _Active | None:
+        """`comp` where it cuts the sanitized history; None when the log does not hold the message it
+        names (ignored rather than guessed)."""
         out = self.san.out
         if comp.cut_id is None:
             # the summary covers everything so far: calls still waiting for results are closed
@@ -81,29 +102,30 @@ class DeepCompaction:
         else:
             cut = self._index_of(comp.cut_id)
             if cut is None or cut >= len(out) or comp.cut_id not in out[cut].sources:
-                return  # the log does not hold the message it names; ignore rather than guess
-        if any(a.comp.id == comp.id for a in self.active) or (self.active and cut < self.active[-1].cut):
-            return  # already applied (the caller fed back the event we returned), or out of order
+                return None
         msg = Message(id=f"summary:{comp.id}", role="user", content=summary_message_text(comp.summary),
                       turn=comp.turn, meta={"compaction": comp.id})
-        self.active.append(_Active(comp, cut, msg))
-        self.compactions_applied += 1
-        self._compacted_since_view = True
+        return _Active(comp, cut, msg)
 
     def _head(self) -> tuple[list[Message], int | None]:
+        return self._head_after(self.active[-1] if self.active else None, self.policy.keep_first_user)
+
+    def _head_after(self, last: _Active | None, keep_first_user: bool) -> tuple[list[Message], int | None]:
+        """[System][First user][Summary][pinned turns] after the compaction `last` (the system prompt alone
+        before any), and the index of the first user message kept in it."""
         out = self.san.out
         head: list[Message] = []
         if out and out[0].message.role == "system":
             head.append(out[0].message)
         fu = None
-        if self.active:
-            if self.policy.keep_first_user:
+        if last is not None:
+            if keep_first_user:
                 fu_i = self._first_user()
-                if fu_i is not None and fu_i < self.active[-1].cut:
+                if fu_i is not None and fu_i < last.cut:
                     head.append(out[fu_i].message)
                     fu = fu_i
-            head.append(self.active[-1].message)
-            head.extend(out[i].message for i in self._pinned_kept(self.active[-1].cut, fu))
+            head.append(last.message)
+            head.extend(out[i].message for i in self._pinned_kept(last.cut, fu))
         return head, fu
 
     def _pinned_kept(self, cut: int, fu: int | None) -> list[int]:
