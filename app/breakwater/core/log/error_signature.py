@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick, MatchKind
 
-from breakwater.core.log.outcome import STRONG_ERROR, salient_errors
+from breakwater.core.log.message import Message
+from breakwater.core.log.outcome import STRONG_ERROR, outcome_facts, salient_errors
 
 MAX_LINE_CHARS = 200
 _EXCEPTION = re.compile(
@@ -66,6 +67,25 @@ def error_signatures(text: str, limit: int = 3) -> list[Signature]:
             if len(out) >= limit:
                 break
     return list(out.values())
+
+
+FIRST_ERROR = "first error: "
+CLEARED_SIGNATURES = 3   # the signatures a cleared result keeps, at most (as many as fidelity's facts take)
+
+
+def cleared_outcome(result: Message) -> list[str]:
+    """What a cleared result (a mask placeholder, a microcompact skeleton) still says of how it went:
+    `outcome_facts` (`exit N`, `first error: <line>`), and after them, as `error: <signature>`, the
+    signatures of its errors (exception, failing test, compiler error) that the first error line does
+    not state: a traceback's header is its first error line, its `KeyError: '13'` the error. Without
+    such an error, `outcome_facts` as they are (a preset's placeholders are what they were)."""
+    facts = outcome_facts(result)
+    first = next((f[len(FIRST_ERROR):] for f in facts if f.startswith(FIRST_ERROR)), None)
+    if first is None:
+        return facts
+    shown = first[:-1] if first.endswith("…") else first   # cut to a readable length
+    return facts + [f"error: {s.text}" for s in error_signatures(result.content, CLEARED_SIGNATURES)
+                    if s.kind != "line" and not (s.text in first or s.text.startswith(shown))]
 
 
 def _lines_naming_an_error(text: str):
