@@ -25,7 +25,7 @@ from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED
 from breakwater.ui.screens.fidelity import measure
-from breakwater.ui.screens.replay import SHORT_ROWS
+from breakwater.ui.screens.layout import SHORT_ROWS
 from breakwater.ui.widgets.footer import KeysFooter
 from breakwater.ui.widgets.compare import BilledChart, CompareTotals
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge, FidelityReady

@@ -36,6 +36,7 @@ from breakwater.ui.screens.controls import CONTROL_BINDINGS, ControlsMixin, desc
 from breakwater.ui.screens.dialogs import SummaryReviewScreen
 from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
+from breakwater.ui.screens.layout import SHORT_ROWS
 from breakwater.ui.spill import SpillPane
 from breakwater.ui.messages import (FirstLook, MessageChosen, SimulationFailed, SimulationProgress, SimulationReady,
                                     TurnChosen,
@@ -75,7 +76,6 @@ def pins_of(replay: Replay) -> set[str]:
     return pins
 
 
-SHORT_ROWS = 48        # a terminal with fewer rows lays the screen out for them (see breakwater.tcss)
 INSPECT_DELAY = 0.04   # seconds; shorter than a key repeat
 FIDELITY_DELAY = 1.0   # seconds after a new simulation is drawn before its fidelity is measured
 PROGRESS_EVERY = 0.1   # seconds between progress reports of a simulation
