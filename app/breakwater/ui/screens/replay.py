@@ -438,7 +438,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.replay = self.replay.with_policy(message.policy)
         p = message.policy
         self.query_one(ReplayControls).update_state(
-            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
+            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True,
+            first_look=False)
         self._simulate()
 
     def on_resize(self, event) -> None:
@@ -544,7 +545,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         lst.set_messages(self.messages, pins_of(replay))
         self.query_one(Inspector).set_messages(self.messages)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
-        self.query_one(ReplayControls).update_state(pending=True)
+        self.query_one(ReplayControls).update_state(pending=True, first_look=False)
         self._show_overlay_note()
         self._simulate()
 
