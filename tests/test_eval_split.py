@@ -33,3 +33,22 @@ def test_a_large_session_is_one_task_that_forks_and_the_rest_stay_whole(tmp_path
     assert fn.units([str(small), str(big)], 2, fork=True) == [(str(big), presets, 2), (str(small), presets, 1)]
     # without fork (Dask workers), one task per preset
     assert fn.units([str(small), str(big)], 2) == [(str(big), (p,), 1) for p in presets] + [(str(small), presets, 1)]
+
+
+def test_with_other_threads_running_the_presets_run_here():
+    import threading
+
+    from breakwater.fidelity.runner import _can_fork
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not _can_fork()
+        path = str(sample_path("mixed-zh-en.jsonl"))
+        presets = tuple(sorted(PRESETS))
+        assert evaluate_path(path, presets, 32_000, "heuristic", split=2).to_json() == \
+            evaluate_path(path, presets, 32_000, "heuristic").to_json()
+    finally:
+        stop.set()
+        other.join()

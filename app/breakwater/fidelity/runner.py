@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -125,7 +126,7 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
     named = list(zip(presets, policies))
-    runs = _split_runs(log, named, counter, scorer, split) if split > 1 and len(named) > 2 and hasattr(os, "fork") \
+    runs = _split_runs(log, named, counter, scorer, split) if split > 1 and len(named) > 2 and _can_fork() \
         else _runs(log, named, counter, scorer)
     for name in presets:   # as one process running them in order gives it: the first failure names the error
         got = runs[name]
@@ -170,6 +171,11 @@ def _split_runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: s
         got = wait()
         out.update(got if got is not None else _runs(log, group, counter, scorer))
     return out
+
+
+def _can_fork() -> bool:
+    """A fork copies one thread: with others running (a lock one of them holds), the child could hang."""
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def _forked(fn: Callable[[], object]) -> Callable[[], object | None]:
