@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -30,12 +31,13 @@ WINDOW = "4000"   # small enough for a deep compaction (turn 19 of 21)
 KEY = "sk-judge-test-123456"
 
 
-def run_eval(home: Path, *args: str, server: FakeOpenAIServer | None = None, timeout: float = 300):
+def run_eval(home: Path, *args: str, server: FakeOpenAIServer | None = None, timeout: float = 300,
+             target: Path = SESSION):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BREAKWATER_"))}
     env.update(HOME=str(home), NO_COLOR="1")
     if server is not None:
         env.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)
-    return subprocess.run([sys.executable, "-m", "breakwater", "eval", str(SESSION), "--window", WINDOW, *args],
+    return subprocess.run([sys.executable, "-m", "breakwater", "eval", str(target), "--window", WINDOW, *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -91,7 +93,7 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
         assert all(fact in grading for fact in q["expected"]) and q["answer"] in grading
         assert q["answer"].startswith("ANSWER-")
     # compaction dropped text of the full history, and none of it reached a question at turn 19
-    early = asked[0]
+    early = next(r for q, r in zip(questions, asked) if q["turn"] == 19)
     sent = json.dumps(early.messages, ensure_ascii=False)
     dropped = [m.content for m in log.messages[:40] if isinstance(m, Message) and len(m.content) > 200
                and json.dumps(m.content, ensure_ascii=False)[1:-1] not in sent]
@@ -109,12 +111,21 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
 
 
 def test_table_shows_scores_next_to_offline_recall_and_the_cost(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for n in range(3):
+        shutil.copy(SESSION, corpus / f"s{n}.jsonl")
     with FakeOpenAIServer(responder=Scripted()) as server:
         out = run_eval(tmp_path, "--presets", "breakwater,seed-001", "--judge", "--judge-questions", "4",
-                       "--judge-model", "fake-model", server=server)
+                       "--judge-model", "fake-model", server=server, target=corpus)
         calls = len(server.chat_requests)
+        asked = [r for r in server.chat_requests if not is_grading(r.body)]
     assert out.returncode == 0, out.stderr
     assert calls == 8   # 4 questions, shared between the presets, 2 calls each
+    # the first session's last turn gives enough questions: the others are not even planned
+    first = view_at(load_session(str(SESSION)), policy_for("breakwater", load_session(str(SESSION)), int(WINDOW)), 21)
+    assert asked[0].messages[:-1] == json.loads(json.dumps(first.to_api()))
+    assert "4 of the 9 questions of 1 session asked" in " ".join(out.stdout.split())
     table = out.stdout[out.stdout.index("model-judged probes (fake-model)"):]
     rows = {line.split()[0]: line for line in table.splitlines() if line.strip().startswith(("breakwater", "seed-001"))}
     assert set(rows) == {"breakwater", "seed-001"}
@@ -220,8 +231,12 @@ def test_probe_points_are_bounded_and_spread():
     assert probe_points([3], 0) == []
 
 
-def test_the_budget_is_shared_among_the_presets():
-    qs = [Question("s", p, 5, t, ("f",), rank) for p in ("a", "b") for rank, t in enumerate(PROBE_TYPES)]
-    kept = within_budget(qs, 4)
-    assert [(q.preset, q.type) for q in kept] == [("a", "recall"), ("a", "artifact"), ("b", "recall"),
-                                                  ("b", "artifact")]
+def test_the_budget_is_shared_among_the_presets_and_types():
+    qs = [Question(f"s{n}", p, turn, t, ("f",), depth) for n in (1, 2) for p in ("a", "b")
+          for depth, turn in enumerate((20, 9)) for t in PROBE_TYPES]
+    kept = within_budget(qs, 10)
+    # round one: each type for each preset at the first session's last turn; then the second session's
+    assert [(q.session, q.preset, q.turn, q.type) for q in kept] == \
+        [("s1", "a", 20, t) for t in PROBE_TYPES] + [("s1", "b", 20, t) for t in PROBE_TYPES] + \
+        [("s2", "a", 20, "recall"), ("s2", "b", 20, "recall")]
+    assert len(within_budget(qs, 100)) == len(qs)

@@ -68,25 +68,23 @@ def make_judge(args: argparse.Namespace):
 
 def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int | None, counter: str,
         limit: int):
-    """The judge's report over the sessions the offline eval could read."""
+    """The judge's report over the sessions the offline eval could read, in the order named."""
     from breakwater.core.log.session_log import SessionLogError
     from breakwater.core.policy import PolicyError
     from breakwater.fidelity.judge import run as run_judge
     from breakwater.fidelity.runner import policy_for
     from breakwater.formats import load_session
 
-    sessions = []
-    for s in corpus.ordered(files):
-        if s.error:
-            continue
+    def load(path: str):
         try:
-            log = load_session(s.path)
-            sessions.append((s.path, log, {name: policy_for(name, log, window) for name in presets}))
+            log = load_session(path)
+            return log, {name: policy_for(name, log, window) for name in presets}
         except (SessionLogError, PolicyError, OSError):
-            continue   # the offline eval read it a moment ago; if it is gone now, it is not judged
+            return None   # the offline eval read it a moment ago; if it is gone now, it is not judged
+
     print(f"breakwater: judge: asking {visible(judge.model)} at most {limit} questions (2 calls each)",
           file=sys.stderr)
-    return run_judge(judge, sessions, counter, limit)
+    return run_judge(judge, [s.path for s in corpus.ordered(files) if not s.error], load, counter, limit)
 
 
 def score(cell: dict[str, Any]) -> str:
@@ -108,7 +106,8 @@ def print_report(report, offline: dict[str, dict]) -> None:
                   box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left",
                   caption=f"mean grade 0-5 (and the number graded) of the answers from the compacted request, "
                           f"against the facts of the full history; offline: the recall above; "
-                          f"{len(report.verdicts)} of {report.planned} questions asked (--judge-questions "
+                          f"{len(report.verdicts)} of the {report.planned} questions of {report.sessions} "
+                          f"session{'s' if report.sessions != 1 else ''} asked (--judge-questions "
                           f"{report.limit}; probe points: the last turn and up to {POINTS - 1} deep compactions per "
                           f"session and preset); {u.calls} model calls, {u.prompt_tokens:,} prompt + "
                           f"{u.completion_tokens:,} completion tokens")

@@ -73,7 +73,7 @@ class Question:
     turn: int
     type: str                      # one of PROBE_TYPES
     expected: tuple[str, ...]      # the facts of the full history it is graded against
-    rank: int = 0                  # its place among its preset's questions (budgets share out by it)
+    depth: int = 0                 # 0: at the last turn; 1: at the latest compaction before it; ...
 
     @property
     def text(self) -> str:
@@ -113,7 +113,8 @@ class Usage:
 class JudgeReport:
     model: str
     presets: tuple[str, ...]
-    planned: int = 0
+    planned: int = 0               # questions of the sessions looked at
+    sessions: int = 0              # sessions looked at (planned until there were enough questions)
     limit: int = 0
     verdicts: list[Verdict] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
@@ -131,7 +132,8 @@ class JudgeReport:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "points_per_session": POINTS, "questions_planned": self.planned,
+        return {"model": self.model, "points_per_session": POINTS, "sessions": self.sessions,
+                "questions_planned": self.planned,
                 "questions_limit": self.limit, "questions_asked": len(self.verdicts),
                 "calls": self.usage.calls, "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens, "stopped": self.stopped or None,
@@ -186,20 +188,25 @@ def plan_questions(path: str, log: SessionLog, policies: dict[str, Any], counter
     out: list[Question] = []
     for name, policy in policies.items():
         sim = simulate(log, policy, counter)
-        last = sim.turns[-1].turn if sim.turns else 0
-        rank = 0
-        for turn in probe_points((t.turn for t in sim.turns if t.compaction), last):
-            for kind, facts in expected_facts(probes, turn).items():
-                if facts:
-                    out.append(Question(path, name, turn, kind, facts, rank))
-                    rank += 1
+        points = probe_points((t.turn for t in sim.turns if t.compaction), sim.turns[-1].turn if sim.turns else 0)
+        for depth, turn in enumerate(reversed(points)):
+            out += [Question(path, name, turn, kind, facts, depth)
+                    for kind, facts in expected_facts(probes, turn).items() if facts]
     return out
 
 
 def within_budget(questions: Sequence[Question], limit: int) -> list[Question]:
-    """At most `limit` questions, shared out evenly among the presets (each preset's first ones)."""
-    order = sorted(range(len(questions)), key=lambda i: (questions[i].rank, i))
-    keep = set(order[:limit])
+    """At most `limit` questions, in the order they are planned, chosen in rounds: each round takes
+    one question of each type for each preset, the last turns of every session before the
+    compactions, so a small budget still covers every preset and type alike."""
+    presets = list(dict.fromkeys(q.preset for q in questions))
+    taken: dict[tuple[str, str], int] = {}
+    keyed = []
+    for i in sorted(range(len(questions)), key=lambda i: (questions[i].depth, i)):
+        q = questions[i]
+        k = taken[q.preset, q.type] = taken.get((q.preset, q.type), -1) + 1
+        keyed.append(((k, PROBE_TYPES.index(q.type), presets.index(q.preset)), i))
+    keep = {i for _, i in sorted(keyed)[:limit]}
     return [q for i, q in enumerate(questions) if i in keep]
 
 
@@ -256,8 +263,11 @@ class Judge:
         self._failed_in_a_row = 0
 
     def call(self, messages: list[dict[str, Any]], max_tokens: int) -> str:
-        """The reply's text; raises openai.APIError when it failed (after the retries)."""
-        for attempt in range(1, self.max_retries + 2):
+        """The reply's text; raises openai.APIError when it failed (after the retries), JudgeError
+        when the endpoint refuses for good (a bad key, an unknown model) or keeps failing."""
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 completion = self.client.chat.completions.create(model=self.model, messages=messages,
                                                                  temperature=0, max_tokens=max_tokens)
@@ -276,7 +286,6 @@ class Judge:
             choices = getattr(completion, "choices", None) or []
             content = choices[0].message.content if choices and choices[0].message is not None else None
             return content if isinstance(content, str) else ""
-        raise AssertionError("unreachable")
 
     def verdict(self, q: Question, request: list[dict[str, Any]]) -> Verdict:
         """Ask `q` after `request` (the compacted request of its turn), then grade the answer."""
@@ -294,15 +303,25 @@ class Judge:
         return out
 
 
-def run(judge: Judge, sessions: Sequence[tuple[str, SessionLog, dict[str, Any]]], counter: str, limit: int,
-        on_verdict: Callable[[Verdict], None] | None = None) -> JudgeReport:
-    """Plan every session's questions, keep `limit` of them, ask and grade them in order. A
-    JudgeError ends the run: the report keeps what was graded before it and says why (`stopped`)."""
-    presets = tuple(dict.fromkeys(name for _, _, policies in sessions for name in policies))
-    report = JudgeReport(judge.model, presets, limit=limit, usage=judge.usage)
-    planned = [q for path, log, policies in sessions for q in plan_questions(path, log, policies, counter)]
-    report.planned = len(planned)
-    logs = {path: (log, policies) for path, log, policies in sessions}
+def run(judge: Judge, paths: Iterable[str], load: Callable[[str], tuple[SessionLog, dict[str, Any]] | None],
+        counter: str, limit: int) -> JudgeReport:
+    """Plan the questions of the sessions at `paths` (`load` gives a session and its policies by
+    preset, or None to pass it by), keep `limit` of them and ask and grade them in order. Sessions
+    are planned until their last turns alone give `limit` questions: a corpus of thousands costs
+    the first few. A JudgeError ends the run: the report keeps what was graded before it and says
+    why (`stopped`)."""
+    report = JudgeReport(judge.model, (), limit=limit, usage=judge.usage)
+    planned: list[Question] = []
+    logs: dict[str, tuple[SessionLog, dict[str, Any]]] = {}
+    for path in paths:
+        if sum(q.depth == 0 for q in planned) >= limit:
+            break
+        loaded = load(path)
+        if loaded is not None:
+            logs[path] = loaded
+            planned += plan_questions(path, *loaded, counter)
+            report.presets = tuple(dict.fromkeys((*report.presets, *loaded[1])))
+    report.planned, report.sessions = len(planned), len(logs)
     try:
         for (path, name), qs in _grouped(within_budget(planned, limit)).items():
             log, policies = logs[path]
@@ -310,10 +329,7 @@ def run(judge: Judge, sessions: Sequence[tuple[str, SessionLog, dict[str, Any]]]
             views = simulate(log, policies[name], counter, views={q.turn for q in qs},
                              until_turn=max(q.turn for q in qs)).views
             for q in qs:
-                verdict = judge.verdict(q, views[q.turn].to_api())
-                report.verdicts.append(verdict)
-                if on_verdict is not None:
-                    on_verdict(verdict)
+                report.verdicts.append(judge.verdict(q, views[q.turn].to_api()))
     except JudgeError as exc:
         report.stopped = str(exc)
     return report
