@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from agent_support import KEY, Script, load, serve
+from support.small_disk import small_disk as small_disk_at
 from support.fake_openai import Reply, ScriptedToolCall
 
 
@@ -214,13 +215,8 @@ def test_the_session_log_cannot_be_forged_by_the_tools(dirs):
 @pytest.fixture
 def small_disk(tmp_path):
     """A 2 MB tmpfs (root only, as CI runs): the workspace lives on it."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with small_disk_at(tmp_path / "small", "2m") as mount:
+        yield mount
 
 
 def test_a_full_disk_stops_the_run_cleanly_and_keeps_the_log_whole(tmp_path, small_disk):
