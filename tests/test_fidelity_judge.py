@@ -85,8 +85,9 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
     assert len(asked) == len(graded) == len(questions)
     for q, r, g in zip(questions, asked, graded):
         # the question comes after exactly the request Breakwater sends at that turn (from the core)
-        compacted = view_at(log, policy, q["turn"]).to_api()
-        assert r.messages[:-1] == json.loads(json.dumps(compacted))
+        view = view_at(log, policy, q["turn"])
+        assert r.messages[:-1] == json.loads(json.dumps(view.to_api()))
+        assert q["context_tokens"] == view.sent_tokens
         assert r.messages[-1] == {"role": "user", "content": QUESTIONS[q["type"]]}
         # the grader sees the full history's facts and the answer, not the context
         grading = g.messages[1]["content"]
@@ -99,7 +100,10 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
                and json.dumps(m.content, ensure_ascii=False)[1:-1] not in sent]
     assert dropped, "the test needs a session whose compaction drops something"
     assert len(sent) < sum(len(m.content) for m in log.messages if m.turn < 19)
-    # the cost is the API's own usage figures, summed
+    # said before asking: what the contexts alone cost; after: the API's own usage figures, summed
+    estimate = sum(q["context_tokens"] for q in questions)
+    assert f"{len(questions)} questions, 2 calls each; the contexts alone are about {estimate:,} prompt" \
+        in out.stderr
     assert judged["calls"] == 2 * len(questions)
     assert judged["prompt_tokens"] == sum(chars_over_four(r.messages) for r in requests)
     assert judged["completion_tokens"] > 0

@@ -71,7 +71,7 @@ def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int
     """The judge's report over the sessions the offline eval could read, in the order named."""
     from breakwater.core.log.session_log import SessionLogError
     from breakwater.core.policy import PolicyError
-    from breakwater.fidelity.judge import run as run_judge
+    from breakwater.fidelity.judge import ask, plan
     from breakwater.fidelity.runner import policy_for
     from breakwater.formats import load_session
 
@@ -82,9 +82,11 @@ def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int
         except (SessionLogError, PolicyError, OSError):
             return None   # the offline eval read it a moment ago; if it is gone now, it is not judged
 
-    print(f"breakwater: judge: asking {visible(judge.model)} at most {limit} questions (2 calls each)",
-          file=sys.stderr)
-    return run_judge(judge, [s.path for s in corpus.ordered(files) if not s.error], load, counter, limit)
+    chosen = plan([s.path for s in corpus.ordered(files) if not s.error], load, counter, limit)
+    n = len(chosen.questions)
+    print(f"breakwater: judge: asking {visible(judge.model)} {n} question{'s' if n != 1 else ''}, 2 calls each; "
+          f"the contexts alone are about {chosen.context_tokens:,} prompt tokens", file=sys.stderr)
+    return ask(judge, chosen, counter, limit)
 
 
 def score(cell: dict[str, Any]) -> str:

@@ -74,6 +74,7 @@ class Question:
     type: str                      # one of PROBE_TYPES
     expected: tuple[str, ...]      # the facts of the full history it is graded against
     depth: int = 0                 # 0: at the last turn; 1: at the latest compaction before it; ...
+    context_tokens: int = 0        # the compacted request it is asked after, as the core counts it
 
     @property
     def text(self) -> str:
@@ -90,7 +91,8 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         q = self.question
-        return {"session": q.session, "preset": q.preset, "turn": q.turn, "type": q.type, "question": q.text,
+        return {"session": q.session, "preset": q.preset, "turn": q.turn, "type": q.type,
+                "context_tokens": q.context_tokens, "question": q.text,
                 "expected": list(q.expected), "answer": self.answer, "score": self.score,
                 "missing": list(self.missing), "error": self.error or None}
 
@@ -188,9 +190,10 @@ def plan_questions(path: str, log: SessionLog, policies: dict[str, Any], counter
     out: list[Question] = []
     for name, policy in policies.items():
         sim = simulate(log, policy, counter)
+        sent = {t.turn: t.sent_tokens for t in sim.turns}
         points = probe_points((t.turn for t in sim.turns if t.compaction), sim.turns[-1].turn if sim.turns else 0)
         for depth, turn in enumerate(reversed(points)):
-            out += [Question(path, name, turn, kind, facts, depth)
+            out += [Question(path, name, turn, kind, facts, depth, sent[turn])
                     for kind, facts in expected_facts(probes, turn).items() if facts]
     return out
 
@@ -303,28 +306,45 @@ class Judge:
         return out
 
 
-def run(judge: Judge, paths: Iterable[str], load: Callable[[str], tuple[SessionLog, dict[str, Any]] | None],
-        counter: str, limit: int) -> JudgeReport:
-    """Plan the questions of the sessions at `paths` (`load` gives a session and its policies by
-    preset, or None to pass it by), keep `limit` of them and ask and grade them in order. Sessions
-    are planned until their last turns alone give `limit` questions: a corpus of thousands costs
-    the first few. A JudgeError ends the run: the report keeps what was graded before it and says
-    why (`stopped`)."""
-    report = JudgeReport(judge.model, (), limit=limit, usage=judge.usage)
+@dataclass
+class Plan:
+    """The questions to ask, chosen before any is: what they will cost can be said first."""
+
+    questions: list[Question]
+    planned: int                                            # questions of the sessions looked at
+    sessions: dict[str, tuple[SessionLog, dict[str, Any]]]  # path -> the session and its policies by preset
+    presets: tuple[str, ...]
+
+    @property
+    def context_tokens(self) -> int:
+        return sum(q.context_tokens for q in self.questions)
+
+
+def plan(paths: Iterable[str], load: Callable[[str], tuple[SessionLog, dict[str, Any]] | None], counter: str,
+         limit: int) -> Plan:
+    """The questions of the sessions at `paths` (`load` gives a session and its policies by preset,
+    or None to pass it by), `limit` of them. Sessions are planned until their last turns alone
+    give `limit` questions: a corpus of thousands costs the first few."""
     planned: list[Question] = []
-    logs: dict[str, tuple[SessionLog, dict[str, Any]]] = {}
+    sessions: dict[str, tuple[SessionLog, dict[str, Any]]] = {}
     for path in paths:
         if sum(q.depth == 0 for q in planned) >= limit:
             break
         loaded = load(path)
         if loaded is not None:
-            logs[path] = loaded
+            sessions[path] = loaded
             planned += plan_questions(path, *loaded, counter)
-            report.presets = tuple(dict.fromkeys((*report.presets, *loaded[1])))
-    report.planned, report.sessions = len(planned), len(logs)
+    presets = tuple(dict.fromkeys(name for _, policies in sessions.values() for name in policies))
+    return Plan(within_budget(planned, limit), len(planned), sessions, presets)
+
+
+def ask(judge: Judge, chosen: Plan, counter: str, limit: int) -> JudgeReport:
+    """Ask and grade the planned questions in order. A JudgeError ends the run: the report keeps
+    what was graded before it and says why (`stopped`)."""
+    report = JudgeReport(judge.model, chosen.presets, chosen.planned, len(chosen.sessions), limit, usage=judge.usage)
     try:
-        for (path, name), qs in _grouped(within_budget(planned, limit)).items():
-            log, policies = logs[path]
+        for (path, name), qs in _grouped(chosen.questions).items():
+            log, policies = chosen.sessions[path]
             # the requests Breakwater would send at those turns, as the core builds them
             views = simulate(log, policies[name], counter, views={q.turn for q in qs},
                              until_turn=max(q.turn for q in qs)).views
