@@ -86,7 +86,21 @@ def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int
     n = len(chosen.questions)
     print(f"breakwater: judge: asking {visible(judge.model)} {n} question{'s' if n != 1 else ''}, 2 calls each; "
           f"the contexts alone are about {chosen.context_tokens:,} prompt tokens", file=sys.stderr)
-    return ask(judge, chosen, counter, limit)
+    return with_progress(lambda step: ask(judge, chosen, counter, limit, step), n)
+
+
+def with_progress(work, total: int):
+    """`work(step)` with a bar on stderr when it is a terminal (a question takes seconds)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return work(None)
+    with Progress(TextColumn("judge"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console, transient=True) as bar:
+        job = bar.add_task("questions", total=total)
+        return work(lambda _verdict: bar.advance(job))
 
 
 def score(cell: dict[str, Any]) -> str:

@@ -338,9 +338,10 @@ def plan(paths: Iterable[str], load: Callable[[str], tuple[SessionLog, dict[str,
     return Plan(within_budget(planned, limit), len(planned), sessions, presets)
 
 
-def ask(judge: Judge, chosen: Plan, counter: str, limit: int) -> JudgeReport:
-    """Ask and grade the planned questions in order. A JudgeError ends the run: the report keeps
-    what was graded before it and says why (`stopped`)."""
+def ask(judge: Judge, chosen: Plan, counter: str, limit: int,
+        on_verdict: Callable[[Verdict], None] | None = None) -> JudgeReport:
+    """Ask and grade the planned questions in order (`on_verdict` hears of each). A JudgeError ends
+    the run: the report keeps what was graded before it and says why (`stopped`)."""
     report = JudgeReport(judge.model, chosen.presets, chosen.planned, len(chosen.sessions), limit, usage=judge.usage)
     try:
         for (path, name), qs in _grouped(chosen.questions).items():
@@ -350,6 +351,8 @@ def ask(judge: Judge, chosen: Plan, counter: str, limit: int) -> JudgeReport:
                              until_turn=max(q.turn for q in qs)).views
             for q in qs:
                 report.verdicts.append(judge.verdict(q, views[q.turn].to_api()))
+                if on_verdict is not None:
+                    on_verdict(report.verdicts[-1])
     except JudgeError as exc:
         report.stopped = str(exc)
     return report
