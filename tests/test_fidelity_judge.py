@@ -174,6 +174,8 @@ def test_no_model_is_one_line_and_no_work(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "eval --judge needs a model" in lines[0] and "OPENAI_BASE_URL" in lines[0]
+    alone = run_eval(tmp_path, "--judge-questions", "3")
+    assert alone.returncode == 2 and alone.stderr == "breakwater: --judge-questions without --judge: add --judge to ask a model\n"
     bad = tmp_path / "bad.toml"
     bad.write_text("model = [")
     env_out = subprocess.run([sys.executable, "-m", "breakwater", "eval", str(SESSION), "--judge"], capture_output=True,

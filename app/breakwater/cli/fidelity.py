@@ -85,7 +85,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return fail("no session files to evaluate")
     if args.dask_timeout <= 0:
         return fail(f"--dask-timeout must be more than 0 seconds, got {args.dask_timeout:g}")
-    judge = judge_cli.make_judge(args) if args.judge else None
+    judge = judge_cli.make_judge(args)
     if isinstance(judge, str):
         return fail(judge)
     cores = default_jobs()

@@ -25,14 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "decision) from the compacted request and grade its answers 0-5 against the full history "
                         "(costs tokens; 2 calls a question)")
     p.add_argument("--judge-model", metavar="NAME", help="the model to ask and grade with (default: the agent's)")
-    p.add_argument("--judge-questions", type=int, default=DEFAULT_QUESTIONS, metavar="N",
+    p.add_argument("--judge-questions", type=int, metavar="N",
                    help=f"most questions in all, shared among the presets (default: {DEFAULT_QUESTIONS})")
-    p.add_argument("--judge-timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+    p.add_argument("--judge-timeout", type=float, metavar="S",
                    help=f"seconds one model request may take (default: {DEFAULT_TIMEOUT_S:g})")
 
 
 def make_judge(args: argparse.Namespace):
-    """A Judge for these arguments, or the reason there is none (one line)."""
+    """A Judge for these arguments, None without --judge, or the reason there is none (one line)."""
     import openai
 
     from breakwater.agent.chat import classify
@@ -40,6 +40,14 @@ def make_judge(args: argparse.Namespace):
     from breakwater.agent.redact import Redactor
     from breakwater.fidelity.judge import Judge
 
+    given = [f"--{k.replace('_', '-')}" for k in ("judge_model", "judge_questions", "judge_timeout")
+             if getattr(args, k) is not None]
+    if not args.judge:
+        return f"{', '.join(given)} without --judge: add --judge to ask a model" if given else None
+    if args.judge_questions is None:
+        args.judge_questions = DEFAULT_QUESTIONS
+    if args.judge_timeout is None:
+        args.judge_timeout = DEFAULT_TIMEOUT_S
     if args.judge_questions < 1:
         return f"--judge-questions must be at least 1, got {args.judge_questions}"
     if not args.judge_timeout > 0:
