@@ -163,6 +163,8 @@ def test_garbage_and_hostile_grader_replies_are_ungraded_and_never_reach_the_ter
 def test_parse_grade():
     assert parse_grade('{"score": 3, "missing": [1, 2]}', 4) == (3, (1, 2))
     assert parse_grade('Here: {"reason": "x"} then {"score": 0}', 3) == (0, ())
+    assert parse_grade('{"score": 5, "why": {"facts": [1, 2]}, "missing": []}', 2) == (5, ())
+    assert parse_grade('{"why": {"score": 1}}', 2) == (1, ())   # the first object naming a score
     assert parse_grade('{"score": 4.5}', 3) is None
     assert parse_grade('{"score": -1}', 3) is None
     assert parse_grade('{"score": true}', 3) is None

@@ -222,15 +222,16 @@ def grader_request(q: Question, answer: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": GRADER_SYSTEM}, {"role": "user", "content": user}]
 
 
-_OBJECT = re.compile(r"\{[^{}]*\}")
+_DECODER = json.JSONDecoder()
 
 
 def parse_grade(text: str, facts: int) -> tuple[int, tuple[int, ...]] | None:
     """(score, missing fact numbers) from a grader's reply, or None: the first JSON object with an
     integral score from 0 to 5 counts; prose, fences and other objects around it are ignored."""
-    for m in _OBJECT.finditer(text or ""):
+    text = text or ""
+    for m in re.finditer(r"\{", text):   # a reply is a few hundred tokens at most (GRADE_TOKENS)
         try:
-            obj = json.loads(m.group(0))
+            obj, _ = _DECODER.raw_decode(text, m.start())
         except ValueError:
             continue
         if not isinstance(obj, dict) or "score" not in obj:
