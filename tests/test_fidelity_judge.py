@@ -20,8 +20,9 @@ import pytest
 
 from breakwater.core.log.message import Message
 from breakwater.core.simulate import view_at
-from breakwater.fidelity.judge import (GRADER_SYSTEM, PROBE_TYPES, QUESTIONS, Question, parse_grade, probe_points,
-                                       within_budget)
+from breakwater.fidelity.judge import (GRADER_SYSTEM, PROBE_TYPES, QUESTIONS, Question, expected_facts, parse_grade,
+                                       probe_points, within_budget)
+from breakwater.fidelity.probes import Probe
 from breakwater.fidelity.runner import policy_for
 from breakwater.formats import load_session
 from support.fake_openai import FakeOpenAIServer, Reply, chars_over_four
@@ -248,3 +249,24 @@ def test_the_budget_is_shared_among_the_presets_and_types():
         [("s1", "a", 20, t) for t in PROBE_TYPES] + [("s1", "b", 20, t) for t in PROBE_TYPES] + \
         [("s2", "a", 20, "recall"), ("s2", "b", 20, "recall")]
     assert len(within_budget(qs, 100)) == len(qs)
+
+
+def test_expected_facts_are_as_they_stood_at_the_turn():
+    def probe(kind, text, turn, **kw):
+        return Probe(f"p{turn}{kind}", "x", kind, text, turn, "m", (("t",),), **kw)
+
+    probes = [probe("goal", "Fix the pool timeout", 1), probe("constraint", "keep the API", 2),
+              probe("constraint", "never touch tests", 3, weight=2), probe("file-read", "read app/db.py", 2),
+              probe("file-modified", "modified app/db.py", 6), probe("file-read", "read app/x.py", 4),
+              probe("error", "KeyError: '13' (resolved: `pytest -q` then exited 0)", 3, resolved=8),
+              probe("command", "pytest -q → exit 1", 3), probe("decision", "use a bounded pool because", 5),
+              probe("pinned", "pinned user message: deploy Friday", 2, until=7)]
+    early, late = expected_facts(probes, 5), expected_facts(probes, 9)
+    assert early["recall"] == ("Fix the pool timeout", "never touch tests", "pinned user message: deploy Friday",
+                               "keep the API")
+    assert "pinned user message: deploy Friday" not in late["recall"]   # unpinned at turn 7
+    assert early["artifact"] == ("read app/x.py", "read app/db.py")
+    assert late["artifact"] == ("modified app/db.py", "read app/x.py")   # read, then modified: one fact
+    assert early["continuation"] == ("pytest -q → exit 1", "KeyError: '13' (still open)")
+    assert late["continuation"][1] == "KeyError: '13' (resolved: `pytest -q` then exited 0)"
+    assert expected_facts(probes, 4)["decision"] == () and early["decision"] == ("use a bounded pool because",)

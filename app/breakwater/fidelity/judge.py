@@ -26,7 +26,7 @@ import openai
 from breakwater.agent.chat import CONTEXT_LENGTH, TRANSIENT, backoff_delay, classify
 from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import simulate
-from breakwater.fidelity.probes import Probe, extract
+from breakwater.fidelity.probes import CORRECTION_WEIGHT, Probe, extract
 
 PROBE_TYPES = ("recall", "artifact", "continuation", "decision")
 POINTS = 3                # probe points per session and preset, at most (the last turn is always one)
@@ -167,8 +167,9 @@ def expected_facts(probes: Sequence[Probe], turn: int) -> dict[str, tuple[str, .
     """For each probe type, the facts of the full history live at `turn` a good answer states."""
     live = [p for p in probes if p.live_at(turn)]
     goal = [p.text for p in live if p.kind == "goal"][:1]
-    # the user's instructions, those insisted on first, the latest first among equals
-    rules = sorted((p for p in live if p.kind in ("constraint", "pinned")), key=lambda p: (-p.weight, -p.turn))
+    # the user's instructions, those insisted on and the pins first, the latest first among equals
+    rules = sorted((p for p in live if p.kind in ("constraint", "pinned")),
+                   key=lambda p: (p.kind != "pinned" and p.weight < CORRECTION_WEIGHT, -p.turn))
     modified = [p.text for p in reversed(live) if p.kind == "file-modified"]
     # a file read and later modified is one fact: it was modified
     changed = {t.split(" ", 1)[1] for t in modified}
