@@ -86,3 +86,13 @@ def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeyp
             assert a.zone_counted == "exact" and b.zone_counted == "estimate"
             assert a.base_tokens > 32000 and b.base_tokens > 32000
     assert bounded > len(sim.turns) // 2
+
+
+def test_a_session_never_near_a_limit_loads_no_tokenizer():
+    """Loading tiktoken's encoding is ~0.3 s and ~70 MB of a command; it was loaded before every
+    simulation with the exact counter, whether or not a request came near a limit."""
+    counter = TokenCounter("o200k_base")
+    sim = simulate(as_log(session_messages(40, avg_tool_chars=200, seed=3), window=128000),
+                   PRESETS["breakwater"].with_changes(window=128000), "exact", tokens=counter)
+    assert sim.turns and all(t.counted == "estimate" for t in sim.turns)
+    assert counter._enc is None and counter.exact_encoded_chars == 0
