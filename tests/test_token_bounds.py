@@ -9,8 +9,8 @@ from synth import as_log, session_messages
 
 from breakwater.core.fold import soft_zone
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.core.log.tokens import (TokenCounter, get_encoding, heuristic_message, lower_message,
-                                        lower_text)
+from breakwater.core.log.tokens import (TokenCounter, get_encoding, heuristic_message, heuristic_text,
+                                        lower_message, lower_text)
 from breakwater.core.policy import PRESETS
 from breakwater.core.simulate import simulate
 from breakwater.formats import load_session
@@ -41,6 +41,8 @@ def test_the_lower_bound_is_never_above_tiktokens_count(encoding):
     over = [(t[:60], lower_text(t), len(enc.encode_ordinary(t))) for t in _texts()
             if lower_text(t) > len(enc.encode_ordinary(t))]
     assert over == []
+    # what `_measure` and `Pipeline.count` rely on to skip working the bound out
+    assert [t[:60] for t in _texts() if lower_text(t) > 2 * heuristic_text(t)] == []
 
 
 def test_a_messages_bound_is_below_its_exact_count_and_at_most_twice_its_heuristic():
