@@ -27,6 +27,7 @@ The others are still mixed into `Pipeline` (issue 22: each to become a collabora
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import replace
 from typing import Iterable
 
@@ -50,7 +51,7 @@ from breakwater.core.fold.stage_forms import _NEXT_POLICY_ID, _POLICY_IDS, Stage
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.summarize import Summarizer, summary_message_text
-from breakwater.core.log.tokens import TokenCounter, heuristic_message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
 
 LEVEL_NAMES = {0: "none", 1: "snip", 2: "mask", 3: "microcompact"}
 STAGE_LEVEL = {"snip": 1, "mask": 2, "microcompact": 3}
@@ -76,7 +77,8 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
         self._indexed = 0
         self._looked = 0                        # messages looked through since (see `_index_of`)
-        self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
+        self._exact: dict[int, tuple[int, array]] = {}  # level -> (base index, prefix sums)
+        self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
         self._fresh: dict[int, int] = {}
         self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         # events
@@ -231,11 +233,12 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             for i in range(d, len(ledger.tok0)):
                 self._near_cache.pop(i, None)
             ledger.truncate(d)
-            for L, (base, arr) in list(self._exact.items()):
-                if d < base:
-                    del self._exact[L]
-                else:
-                    del arr[d - base + 1:]
+            for sums in (self._exact, self._lower):
+                for L, (base, arr) in list(sums.items()):
+                    if d < base:
+                        del sums[L]
+                    else:
+                        del arr[d - base + 1:]
         if d <= self._frames_reach:
             self._frames = {k: v for k, v in self._frames.items() if k[0] < d}
             self._frames_reach = max((k[0] for k in self._frames), default=-1)
@@ -361,15 +364,17 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             if new_comp is None:
                 notes.append("deep compaction found nothing to summarize")
         recorded = self.active[-1].comp if self._compacted_since_view and new_comp is None else None
+        zone_counted = counted
         if self._compacted_since_view:
             # a compaction just happened (here, or recorded in the log right before this
             # request): the zone is the one that triggered it, the rest is decided after it
             base_reported = self.active[-1].comp.tokens_before or base
             framed, measured = base_of(self._cut())
             base, counted = measured[0], measured[1]
+            if new_comp is None:   # one made here reports the request it was made for, counted as that was
+                zone_counted = counted
         else:
             base_reported = base
-        zone_counted = counted
         self._compacted_since_view = self._undone_since_view = False
         zone = "safe" if base_reported <= self._soft_limit else ("soft" if base_reported <= self._hard_limit else "hard")
         fast = base <= self._soft_limit or n < p.fast_path_min_messages
@@ -519,6 +524,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         near the limits tiktoken's count plus the unseen overhead."""
         h = sum(heuristic_message(m) for m in msgs)
         if self._in_band(h):
+            # as `_measure` decides it (core/fold/soft_zone.py); a bound is at most twice the heuristic
+            est = self.calibration.apply(h)
+            lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
+            if self._past_limits(est, lo):
+                return self._bounded(est, lo), "estimate"
             return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
         return self.calibration.apply(h), "estimate"
 
@@ -538,7 +548,8 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             san=self.san.snapshot(), calibration=replace(self.calibration), turn=self.turn,
             raw_tokens=self.raw_tokens, ledger=self.ledger.copy(), calls=self.calls.copy(),
             _ids=self._ids.copy(), _indexed=self._indexed, _looked=self._looked,
-            _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
+            _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
+            _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
             _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
             active=[replace(a) for a in self.active], triggers=self.triggers.copy(), pins=self.pins.copy(),
             pin_events=self.pin_events.copy(), api_tokens=self.api_tokens,

@@ -8,10 +8,11 @@ is over the hard limit; and the counts of the request shapes it tries.
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass
 
 from breakwater.core.log.message import Message
-from breakwater.core.log.tokens import heuristic_message
+from breakwater.core.log.tokens import heuristic_message, lower_message
 
 # tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
 # its heuristic count (ASCII: 4 per token counted; 4-byte characters: 2 per token counted, 8 bytes)
@@ -134,17 +135,24 @@ class SoftZone:
 
     # -- counting ---------------------------------------------------------------------------------
     def _exact_sum(self, level: int, a: int, b: int) -> int:
+        return self._summed(self._exact, self.counter.exact_message, level, a, b)
+
+    def _lower_sum(self, level: int, a: int, b: int) -> int:
+        return self._summed(self._lower, lower_message, level, a, b)
+
+    def _summed(self, sums: dict, count, level: int, a: int, b: int) -> int:
+        """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
-        base, arr = self._exact.get(level, (a, [0]))
-        if a < base:
-            base, arr = a, [0]
-        self._exact[level] = (base, arr)
+        base, arr = sums.get(level, (a, None))
+        if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
+            base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
+        sums[level] = (base, arr)
         out = self.san.out
         while base + len(arr) - 1 < b:
             i = base + len(arr) - 1
             res = self._transform(i, level, near=False)
-            arr.append(arr[-1] + self.counter.exact_message(res[0] if res else out[i].message))
+            arr.append(arr[-1] + count(res[0] if res else out[i].message))
         return arr[b - base] - arr[a - base]
 
     def _in_band(self, heuristic: int) -> bool:
@@ -154,6 +162,22 @@ class SoftZone:
         when even its bound on tokens, the request's UTF-8 bytes, stays under `precise_from`."""
         return self.mode == "exact" and \
             BYTES_PER_HEURISTIC_TOKEN * heuristic + self.calibration.overhead >= self.policy.precise_from
+
+    def _past_limits(self, estimate: int, lower: int) -> bool:
+        """Whether a request estimated at `estimate` and of at least `lower` visible tokens (core/log/tokens.py
+        `lower_message`) is counted as an estimate: when both are past the window. It is then past every
+        limit a verdict or the soft-zone search compares it with, and tiktoken's count would change none
+        of them (a history far past the hard limit, tens of MB on a long session, was encoded only to find
+        it so). The estimate past the window too: the bound, ~0.3 of the count, is worked out only for
+        a request likely to be past it by that much, never for one near the limits."""
+        return estimate > self.policy.window and lower + self.calibration.overhead > self.policy.window
+
+    _maybe_past = _past_limits   # with an upper bound on `lower`: whether working it out may tell
+
+    def _bounded(self, estimate: int, lower: int) -> int:
+        """The figure of a request `_past_limits` decided: the estimate, raised to the bound where the
+        heuristic undercounts, so that it is past every limit as the request is."""
+        return max(estimate, lower + self.calibration.overhead)
 
     def _measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
                  lower: int | None = None, boundary: int | None = None,
@@ -165,11 +189,12 @@ class SoftZone:
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
         # an empty part costs two bisections for nothing, and a request of a plan has one or two
         if boundary is not None and lower is not None and boundary < near_start:
-            h += tokens(level, start, boundary) + tokens(lower, boundary, near_start)
+            far = tokens(level, start, boundary) + tokens(lower, boundary, near_start)
             near_level = lower
         else:
-            h += tokens(level, start, near_start)
+            far = tokens(level, start, near_start)
             lower, boundary, near_level = level, near_start, level
+        h += far
         if near_start < n:
             h += tokens(self._near_level(near_level), near_start, n)
         est = self.calibration.apply(h)
@@ -180,12 +205,21 @@ class SoftZone:
         hit = self._measured.get(key)
         if hit is not None:
             return hit[0]
-        c = self.counter
-        x = sum(c.exact_message(m) for m in head)
-        x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
+        out, near = self.san.out, []
         for i in range(near_start, n):
             r = self._near_cached(i, near_level)[0]
-            x += c.exact_message(r[0] if r else self.san.out[i].message)
-        result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
+            near.append(r[0] if r else out[i].message)
+        lo = 0
+        if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
+            lo = self._lower_sum(level, start, boundary) + self._lower_sum(lower, boundary, near_start)
+            if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
+                lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in near)
+        if self._past_limits(est, lo):
+            result = self._bounded(est, lo), "estimate", h
+        else:
+            c = self.counter
+            x = sum(c.exact_message(m) for m in head) + sum(c.exact_message(m) for m in near)
+            x += self._exact_sum(level, start, boundary) + self._exact_sum(lower, boundary, near_start)
+            result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
