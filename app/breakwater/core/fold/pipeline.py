@@ -33,7 +33,7 @@ from typing import Iterable
 
 from breakwater.core.fold import materialize as build
 from breakwater.core.stages.deep_compaction import RECORDED as RECORDED  # imported from here by the formats
-from breakwater.core.stages.deep_compaction import Compaction, DeepCompaction, _Active
+from breakwater.core.stages.deep_compaction import WAITS, Compaction, DeepCompaction, _Active
 from breakwater.core.log.edits import View
 from breakwater.core.fold.ledger import Ledger
 from breakwater.core.log.message import Message, ToolCall
@@ -355,7 +355,11 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
             jh, js, _, _, head_h = framed
             over = self._measure(jh, top, js, self._near_start(top, js, n), n, None, None, head_h)[0] > self._hard_limit
         undone = self._undone_since_view
-        if force_deep or (over and p.deep_compact and not self._compacted_since_view and not undone):
+        # after one compaction that could not bring the request under the soft limit, the next waits
+        # until shaping drops a batch worth summarizing (below): one each turn would settle nothing
+        settled = force_deep or not self.active or not (over or trigger_level) or self._settles(n)
+        due = over and p.deep_compact and not self._compacted_since_view and not undone
+        if force_deep or (due and settled):
             new_comp = self._deep_compact(force_deep or "auto", base)
             if new_comp is None:
                 notes.append("deep compaction found nothing to summarize")
@@ -376,14 +380,25 @@ class Pipeline(StageForms, SoftZone, NextPlan, DeepCompaction):
         fast = base <= self._soft_limit or n < p.fast_path_min_messages
 
         shape = self._fit(n, trigger_level, fast, (framed, measured) if trigger_level == 0 else None)
-        if shape.drop_to > shape.cut and p.deep_compact and not undone:
-            # shaping would drop turns: they leave the context through a summary instead
+        batch = self._batch_tokens(shape.drop_to) if shape.drop_to > shape.cut and not settled else 0
+        # the room a compaction is for: the soft zone's width of history, summarized at once
+        room = self._hard_limit - self._soft_limit
+        waits = f"{WAITS}: a summary cannot bring this request under the soft limit ({self._soft_limit:,})"
+        if not settled and shape.drop_to > shape.cut and batch < room and shape.sent <= p.window:
+            notes.append(f"{waits}, so turns leave by shaping until {batch:,} of {room:,} tokens can be "
+                         f"summarized at once")
+        elif shape.drop_to > shape.cut and p.deep_compact and not undone:
+            # shaping would drop turns: they leave the context through a summary instead (all but the
+            # last turn when no summary settles the request: the next one is then as far off as can be)
             if new_comp is not None:
                 self._retract(new_comp)
+            cut = shape.drop_to if settled else max(shape.drop_to, self._last_turn_start(n))
             new_comp = self._deep_compact(new_comp.trigger if new_comp else (force_deep or "auto"), base_reported,
-                                          cut=shape.drop_to) or new_comp
+                                          cut=cut) or new_comp
             self._compacted_since_view = False
             shape = self._fit(n, trigger_level, fast)
+        elif due and not settled:
+            notes.append(waits)
         if new_comp is not None:
             new_comp = replace(new_comp, tokens_after=base_of(self._cut())[1][0])
             self.active[-1].comp = new_comp

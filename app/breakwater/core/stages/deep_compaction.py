@@ -15,6 +15,9 @@ from breakwater.core.log.session_log import Event
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.summarize import summary_message_text
 
+# the note of a request whose compaction waits: no summary would bring it under the soft limit
+WAITS = "compaction waits"
+EST_SUMMARY_TOKENS = 600   # a summary not yet written, as a cut is chosen before it
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 
 
@@ -194,14 +197,42 @@ class DeepCompaction:
             k += 1  # the kept tail must fit, or shaping would drop messages no summary covers
         return cands[k]
 
+    def _last_turn_start(self, n: int) -> int:
+        """Where the last turn of the history starts (0 when there is none)."""
+        gs = self.ledger.group_starts
+        k = bisect.bisect_left(gs, n) - 1
+        return gs[k] if k >= 0 else 0
+
+    def _settles(self, n: int) -> bool:
+        """Whether a compaction now could bring the request under the soft limit: summarizing all but
+        the last turn leaves the head (system, first user message, a summary) and that turn, with the
+        request's overhead. When the part no summary removes is over the soft limit (an agent whose
+        unseen prompt and tools take most of a small window), a compaction leaves the request near the
+        hard limit and the next turn goes over it again: compacting each turn settles nothing."""
+        start = self.active[-1].cut if self.active else self._base_start()
+        gs = self.ledger.group_starts
+        cands = gs[bisect.bisect_right(gs, start):bisect.bisect_left(gs, n)]
+        if not cands:
+            return True
+        head, _ = self._head()
+        tokens = sum(heuristic_message(m) for m in head) + EST_SUMMARY_TOKENS
+        fu = self._first_user() if self.policy.keep_first_user and not self.active else None
+        if fu is not None and start <= fu < cands[-1]:
+            tokens += heuristic_message(self.san.out[fu].message)   # it stays beside the first summary
+        return self.calibration.scale(tokens) + self._tail_tokens(cands[-1], n) <= self.policy.soft_limit
+
+    def _batch_tokens(self, cut: int) -> int:
+        """Tokens (at no stage) of the history a compaction up to `cut` would summarize."""
+        start = self.active[-1].cut if self.active else self._base_start()
+        return self.ledger.tokens(0, start, cut) if cut > start else 0
+
     def _deep_compact(self, trigger: str, base_tokens: int, cut: int | None = None) -> Compaction | None:
         out = self.san.out
         n = len(out)
         start = self.active[-1].cut if self.active else self._base_start()
         if cut is None:
             head, _ = self._head()
-            est_summary = 600
-            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
+            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + EST_SUMMARY_TOKENS)
         kept_first = self._first_user() if self.policy.keep_first_user else None
         if cut <= start or (cut - start == 1 and start == kept_first):
             return None   # nothing to summarize, or only the first user message, which stays verbatim
