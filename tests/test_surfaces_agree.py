@@ -44,5 +44,5 @@ def test_workbench_eval_and_simulate_agree(path):
             view = replay.detail(row["turn"]).view
             assert {f: getattr(view, f) for f in FIELDS} == {f: row[f] for f in FIELDS}, (name, row["turn"])
         summary = evaluated.presets[name]                                # eval's totals
-        assert (summary.billed_raw, summary.billed_sent) == (cli["totals"]["billed_raw"],
-                                                             cli["totals"]["billed_sent"]), name
+        assert (summary.billed_raw, summary.billed_sent, summary.sent_estimated) == (
+            cli["totals"]["billed_raw"], cli["totals"]["billed_sent"], cli["totals"]["billed_sent_estimated"]), name

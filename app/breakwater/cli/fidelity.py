@@ -170,14 +170,16 @@ def print_report(corpus, order: list[str]) -> None:
     totals = {name: (t, t.to_json()) for name, t in corpus.totals().items()}
     table = Table(title=f"eval: {len(done)} session{'s' if len(done) != 1 else ''}, {turns:,} turns",
                   title_justify="left", box=box.SIMPLE_HEAD, caption_justify="left",
-                  caption="recall: share of (fact, turn) pairs still recoverable from what is sent; pinned: goal and "
+                  caption="billed tokens: the whole session without compaction → with it, ≈ an estimate; "
+                          "recall: share of (fact, turn) pairs still recoverable from what is sent; pinned: goal and "
                           f"constraints, modified files, the latest error, pinned messages; * default preset")
-    for col, just in (("preset", "left"), ("billed → sent", "right"), ("saving", "right"), ("deep", "right"),
+    for col, just in (("preset", "left"), ("billed tokens", "right"), ("saving", "right"), ("deep", "right"),
                       ("recall", "left"), ("pinned", "right"), ("loop", "right")):
         table.add_column(col, justify=just, no_wrap=True)
     for name, (t, j) in totals.items():
         table.add_row(name + ("*" if name == DEFAULT_PRESET else ""),
-                      f"{tokens(t.billed_raw)} → {tokens(t.billed_sent)}", pct(j["saving"]), str(t.compactions),
+                      f"≈{tokens(t.billed_raw)} → {'≈' if t.sent_estimated else ''}{tokens(t.billed_sent)}",
+                      pct(j["saving"]), str(t.compactions),
                       f"{pct(j['recall']):>4} {bar(j['recall'])}",
                       pct(j["pinned_recall"]), str(t.flagged) if t.flagged else "")
     console.print(table)

@@ -52,6 +52,7 @@ class FidelityRun:
     billed_sent: int
     compaction_turns: tuple[int, ...]
     reads: tuple[tuple[int, str], ...] = ()   # (turn, path) of every file read, for loop detection
+    sent_estimated: bool = True   # any request's sent figure an estimate (≈), as simulate's totals say
 
     def _live(self, i: int, turn: int) -> bool:
         return self.probes[i].live_at(turn) and turn <= self.turns
@@ -158,9 +159,10 @@ class PresetSummary:
     tally: Tally
     lost_turns: list[tuple[int, int]]
     loops: list[str]
+    sent_estimated: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally),
+        return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
                 "lost_turns": [{"turn": k, "lost": n} for k, n in self.lost_turns], "loops": list(self.loops)}
 
 
@@ -219,6 +221,7 @@ def saving(raw: int, sent: int) -> float:
     return (raw - sent) / raw if raw else 0.0
 
 
-def totals_json(raw: int, sent: int, compactions: int, tally: Tally) -> dict[str, Any]:
-    return {"billed_raw": raw, "billed_sent": sent, "saving": saving(raw, sent), "compactions": compactions,
+def totals_json(raw: int, sent: int, compactions: int, tally: Tally, sent_estimated: bool) -> dict[str, Any]:
+    return {"billed_raw": raw, "billed_sent": sent, "billed_sent_estimated": sent_estimated,
+            "saving": saving(raw, sent), "compactions": compactions,
             "recall": tally.recall(), "pinned_recall": tally.recall(PINNED), "by_category": tally.by_category()}

@@ -77,6 +77,7 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     pipe = make_pipeline(log, policy, counter, model, summarizer)
     tracker = Tracker(scorer, pipe)
     raw = sent = turns = 0
+    estimated = False
     summaries: set[str] = set()
     compaction_turns: list[int] = []
     for entry in log.entries:
@@ -87,6 +88,7 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
             turns = plan.turn
             raw += plan.raw_tokens
             sent += plan.sent_tokens
+            estimated = estimated or plan.counted != "exact"
             tracker.update(plan, plan.built.messages if plan.built is not None else None)
             # a summary in the request, new or replayed from the log, marks a deep compaction
             for m in (plan.built.messages if plan.built is not None else plan.head):
@@ -96,12 +98,12 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
                     compaction_turns.append(turns)
         pipe.feed(entry)
     return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(tracker.kept(turns)), raw, sent,
-                       tuple(compaction_turns), tuple(loops.file_reads(log)))
+                       tuple(compaction_turns), tuple(loops.file_reads(log)), estimated)
 
 
 def summarize_run(run: FidelityRun) -> PresetSummary:
     return PresetSummary(run.billed_raw, run.billed_sent, len(run.compaction_turns), run.tally(), run.lost_turns(),
-                         loops.detect(run.compaction_turns, run.reads))
+                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated)
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
@@ -410,9 +412,10 @@ class PresetTotals:
     sessions: int = 0
     flagged: int = 0
     tally: Tally = field(default_factory=Tally)
+    sent_estimated: bool = False
 
     def to_json(self) -> dict:
-        return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally),
+        return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
                 "sessions": self.sessions, "sessions_flagged": self.flagged}
 
 
@@ -431,6 +434,7 @@ class Corpus:
                 t = out[name]
                 t.billed_raw += ps.billed_raw
                 t.billed_sent += ps.billed_sent
+                t.sent_estimated = t.sent_estimated or ps.sent_estimated
                 t.compactions += ps.compactions
                 t.sessions += 1
                 t.flagged += bool(ps.loops)
