@@ -118,7 +118,7 @@ class Tracker:
         if hit is None:
             pipe = self.pipe
             level, near = key
-            res = pipe._transform(i, level, near) if level else None
+            res = pipe.index.transform(i, level, near) if level else None
             msg = res[0] if res else pipe.san.out[i].message
             call = pipe.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
             hit = by_key[key] = self.scorer.hits(msg, lead_of(call, msg))
