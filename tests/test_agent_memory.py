@@ -52,7 +52,7 @@ async def test_a_retrieval_hit_rides_in_the_volatile_layer_never_in_the_system_m
         assert "[Retrieved Memory]" not in messages[0]["content"]
         user = messages[1]["content"]
         assert user.startswith("[Context for this turn]")
-        assert f"[Retrieved Memory]\n{MEMORY_AS_DATA}\n> [Turn 3 |" in user and "parseTimeout fixed" in user
+        assert f"[Retrieved Memory]\n{MEMORY_AS_DATA}\n(written by Breakwater's scribe)\n> [Turn 3 |" in user and "parseTimeout fixed" in user
         assert "unrelated work" not in user
         assert user.endswith("[Use this context if relevant to the current task.]\n\n"
                              "Why does parseTimeout in utils.go fail?")

@@ -77,6 +77,17 @@ def test_human_table(session):
     assert "soft 11,200" in out.stdout and "billed without compaction" in out.stdout
 
 
+@pytest.mark.parametrize("counter", ["heuristic", "exact"])
+def test_the_billed_with_figure_says_when_it_is_an_estimate(session, counter):
+    data = json.loads(run("simulate", str(session), "--json", "--counter", counter).stdout)
+    estimated = any(t["counted"] != "exact" for t in data["turns"])
+    assert data["totals"]["billed_sent_estimated"] is estimated
+    assert estimated or counter == "exact"
+    line = run("simulate", str(session), "--counter", counter).stdout.replace("\n", " ")
+    # was "with 1,234" beside per-turn figures marked ≈
+    assert f"· with {'≈' if estimated else ''}{data['totals']['billed_sent']:,} ·" in line
+
+
 def test_tokens_json(session):
     out = run("tokens", str(session), "--json")
     data = json.loads(out.stdout)

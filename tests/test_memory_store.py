@@ -140,3 +140,28 @@ def test_two_processes_appending_500_entries_each_lose_none(tmp_path):
     assert sorted(pointers) == sorted(p.name for p in store.fragment_paths()), "one pointer per fragment"
     before_first_pointer = memory.split("- [overflow]", 1)[0]
     assert before_first_pointer.count("\n") <= 150
+
+
+def test_a_forged_fold_journal_deletes_nothing_but_folded_fragments(tmp_path):
+    # the journal of a crashed consolidation names files to delete; a tool can write in .agent, so a
+    # journal it wrote must not delete anything it names (a workspace file, one outside, MEMORY.md)
+    import hashlib
+
+    from breakwater.tools.workspace import Workspace
+    from breakwater.tools.write_file import write_file
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "src.py").write_text("code\n")
+    (tmp_path / "outside.txt").write_text("precious\n")
+    store = MemoryStore(ws)
+    store.append("- [FILE] a.py", 1)
+    digest = hashlib.sha256(store.memory_path.read_bytes()).hexdigest()
+    names = ["../src.py", "../../outside.txt", "MEMORY.md", "memory.lock"]
+    journal = "".join(f"{line}\n" for line in [digest, *names])
+    for where in (".agent/.memory-folded", ".agent/state/.memory-folded"):
+        result = write_file(Workspace(ws), where, journal)
+        assert result.is_error == (where.startswith(".agent/state")), result.content
+    store.append("- [FILE] b.py", 2)
+    assert (ws / "src.py").exists() and (tmp_path / "outside.txt").exists()
+    assert [e.lines for e in store.snapshot().entries] == [("- [FILE] a.py",), ("- [FILE] b.py",)]

@@ -161,3 +161,26 @@ def test_two_writers_on_one_overlay_never_share_an_id(tmp_path):
     assert [w.wait(120) for w in writers] == [0, 0]
     lines = [json.loads(x) for x in overlay.read_text().splitlines()]
     assert len(lines) == 300 and len({x["id"] for x in lines}) == 300
+
+
+def test_removing_from_an_overlay_writes_through_no_link_a_tool_planted(tmp_path):
+    # a command the agent ran may have planted links beside a session it can write near (issue 27
+    # item 1): the removal's temporary file and the overlay itself are never written through one
+    session = _copy(tmp_path)
+    overlay = OverlayFile(overlay_path(session))
+    pin = overlay.add("pin", 10, message_id="m00003")
+    overlay.add("pin", 12, message_id="m00004")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    for name in (overlay.path.name + ".tmp", f".{overlay.path.name}.tmp"):
+        (overlay.path.parent / name).symlink_to(victim)
+    overlay.remove([pin.id])
+    assert victim.read_text() == "precious\n"
+    assert [ev.get("message_id") for ev in OverlayFile(overlay.path).events] == ["m00004"]
+    overlay.path.rename(tmp_path / "moved")
+    overlay.path.symlink_to(victim)
+    try:
+        overlay.remove(["o00002"])
+    except OSError as exc:
+        assert "symbolic link" in str(exc)
+    assert victim.read_text() == "precious\n"

@@ -208,3 +208,18 @@ def test_write_to_a_directory_is_an_error(ws):
 
 def test_write_requires_text(ws):
     assert write_file(ws, "a.txt", b"bytes").is_error
+
+
+def test_the_agents_state_is_judged_by_what_the_folder_is_not_by_its_path(tmp_path):
+    # Breakwater's state is refused to write_file wherever the workspace now is (it was judged by
+    # the path /proc gave for the folder, compared with the root's old path: a moved workspace let it through)
+    root = tmp_path / "project"
+    (root / ".agent" / "sessions").mkdir(parents=True)
+    (root / ".agent" / "spill" / "s1").mkdir(parents=True)
+    ws = Workspace(root)
+    root.rename(tmp_path / "moved")
+    for path in (".agent/sessions/forged.jsonl", ".agent/spill/s1/call.log", ".agent/memory.lock"):
+        result = write_file(ws, path, "forged")
+        assert result.is_error and "Breakwater's own state" in result.content, (path, result.content)
+    assert write_file(ws, ".agent/MEMORY.md", "- a note\n").is_error is False
+    assert sorted(p.name for p in (tmp_path / "moved").rglob("*") if p.is_file()) == ["MEMORY.md"]

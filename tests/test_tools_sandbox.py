@@ -377,3 +377,18 @@ def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
         assert secret not in hidden.content, hidden.content
     shutil.rmtree(home)
     assert "PRIVATE KEY" in shown.content and "rc-secret" in shown.content and KEY not in shown.content
+
+
+# -- issue 27 item 8: Breakwater's own state is read-only inside, even before it exists -------------
+@needs_bwrap
+def test_the_agents_state_is_read_only_inside_even_in_a_fresh_workspace(tmp_path):
+    # in a workspace with no .agent yet, the folders and locks used to be made by the command itself
+    ws = Workspace(tmp_path)
+    r = run_bash(ws, "for d in .agent/sessions .agent/spill; do mkdir -p $d; echo forged > $d/x.jsonl; done; "
+                     "ln -s /etc/passwd .agent/memory.lock; ln -s /etc/passwd .agent/project_memory.lock; "
+                     "echo forged >> .agent/memory.lock; ls .agent/sessions; echo end", sandbox=BWRAP)
+    assert r.content.count("Read-only file system") == 3, r.content
+    assert not list(tmp_path.glob(".agent/*/x.jsonl"))
+    for lock in ("memory.lock", "project_memory.lock"):
+        path = tmp_path / ".agent" / lock
+        assert path.is_file() and not path.is_symlink() and path.read_bytes() == b""

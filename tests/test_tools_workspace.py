@@ -244,3 +244,17 @@ def test_owned_dir_refuses_links_hard_links_and_fifos(tmp_path, resolver):
             own.append(name, b"evil\n")
     assert victim.read_text() == "keep\n"
     assert own.read("log.jsonl") == b"one\n"
+
+
+def test_an_owned_folder_takes_only_one_file_name(tmp_path):
+    # names read from files a tool may have written (a fold journal) never reach past the folder
+    from breakwater.core.log.beneath import OwnedDir, UnsafePathError
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "x").write_text("precious\n")
+    folder = OwnedDir(tmp_path, "a")
+    for call in (lambda: folder.unlink("../x"), lambda: folder.read("../x"), lambda: folder.stat("../x"),
+                 lambda: folder.replace("../x", b"y"), lambda: folder.append("..", b"y"), lambda: folder.exists("")):
+        with pytest.raises(UnsafePathError, match="not one file name"):
+            call()
+    assert (tmp_path / "x").read_text() == "precious\n"

@@ -44,6 +44,14 @@ async def idle(pilot) -> None:
                 and screen.detail.view.turn == screen.replay.turns + 1)
 
 
+async def chatted(pilot, rounds: int) -> None:
+    """Once the agent is up, `rounds` prompts, each answered before the next."""
+    await until(pilot, lambda: hasattr(pilot.app.screen, "agent"))
+    for k in range(rounds):
+        await say(pilot, f"part {k}")
+        await idle(pilot)
+
+
 async def test_a_prompt_streams_runs_an_approved_tool_and_the_replay_shows_the_same(tmp_path):
     script = Script([bash("echo hello-from-bash"), Reply(text="All done: hello.")])
     with serve(script) as server:
@@ -126,10 +134,7 @@ async def test_controls_by_hand_preview_and_edit_a_summary_undo_and_pin(tmp_path
     with serve(script, window=4000) as server:   # the kept tail leaves history to summarize
         app = chat_app(server, tmp_path, window=4000)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: hasattr(app.screen, "agent"))
-            for k in range(3):
-                await say(pilot, f"part {k}")
-                await idle(pilot)
+            await chatted(pilot, 3)
             screen = app.screen
             screen.query_one(MessageList).focus()
             before = screen.detail.view.sent_tokens
@@ -256,10 +261,7 @@ async def test_a_deep_compaction_undone_before_the_next_request_is_not_counted(t
     with serve(Script(steps), window=4000) as server:
         app = chat_app(server, tmp_path, window=4000)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: hasattr(app.screen, "agent"))
-            for k in range(3):
-                await say(pilot, f"part {k}")
-                await idle(pilot)
+            await chatted(pilot, 3)
             screen = app.screen
             counted = [line for line in screen_text(app).splitlines() if "deep compaction" in line and "▼" in line]
             screen.query_one(MessageList).focus()

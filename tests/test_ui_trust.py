@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import asynccontextmanager
 
 from ui_support import ready, screen_text, until
 
@@ -31,6 +32,17 @@ def recording(tmp_path, name=SAMPLE):
 def open_app(path, turn=None):
     return make_app(read_session(path), preset("breakwater").with_changes(window=32000), turn=turn,
                     counter="heuristic", settings=UISettings(), overlay=OverlayFile(overlay_path(path)))
+
+
+@asynccontextmanager
+async def opened(path, turn, size=SIZE, *, focus_list=True):
+    """The workbench on `path` at `turn`, ready, the message list focused for the controls."""
+    app = open_app(path, turn=turn)
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, turn)
+        if focus_list:
+            app.screen.query_one(MessageList).focus()
+        yield app, pilot
 
 
 def overlay_events(path) -> list:
@@ -60,11 +72,8 @@ def missing(screen, turn) -> set[str]:
 async def test_the_deep_compaction_preview_shows_the_request_and_the_losses_it_will_really_have(tmp_path):
     path = recording(tmp_path)
     turn = 60
-    app = open_app(path, turn=turn)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
+    async with opened(path, turn) as (app, pilot):
         screen = app.screen
-        screen.query_one(MessageList).focus()
         for key in "SM":       # stages run by hand first: the preview starts from them
             await press_and_settle(pilot, key, turn, path)
         sent_now = screen.detail.view.sent_tokens
@@ -93,11 +102,8 @@ def compaction_line(app) -> str:
 async def test_an_undone_deep_compaction_is_no_longer_counted_nor_after_reopening(tmp_path):
     path = recording(tmp_path)
     turn = 60
-    app = open_app(path, turn=turn)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
+    async with opened(path, turn) as (app, pilot):
         screen = app.screen
-        screen.query_one(MessageList).focus()
         await until(pilot, lambda: screen.fidelity is not None, 180)
         counted = compaction_line(app)
         await pilot.press("D")
@@ -108,9 +114,7 @@ async def test_an_undone_deep_compaction_is_no_longer_counted_nor_after_reopenin
         await press_and_settle(pilot, "u", turn, path)
         assert compaction_line(app) == counted
         assert screen.replay.simulation.recorded == []
-    again = open_app(path, turn=turn)
-    async with again.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
+    async with opened(path, turn, focus_list=False) as (again, pilot):
         assert compaction_line(again) == counted
 
 
@@ -121,19 +125,14 @@ async def test_the_overlay_is_shown_listed_and_cleared_one_or_all(tmp_path):
     path = recording(tmp_path)
     turn = 60
     policy = preset("breakwater").with_changes(window=32000)
-    app = open_app(path, turn=turn)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
-        app.screen.query_one(MessageList).focus()
+    async with opened(path, turn) as (app, pilot):
         assert "applied" not in screen_text(app).splitlines()[0]
         for key in "SM":
             await press_and_settle(pilot, key, turn, path)
         assert "✎ 2 edits applied" in screen_text(app).splitlines()[0]
 
     recorded = view_at(read_session(path), policy, turn, counter="heuristic").sent_tokens
-    again = open_app(path, turn=turn)
-    async with again.run_test(size=(100, 30)) as pilot:
-        await ready(pilot, turn)
+    async with opened(path, turn, (100, 30), focus_list=False) as (again, pilot):
         screen = again.screen
         top = screen_text(again).splitlines()[0]
         assert "✎ 2 edits applied" in top                          # at 100 columns too
@@ -176,11 +175,8 @@ def test_clearing_an_overlay_edit_keeps_every_other_line_as_it_was(tmp_path):
 async def test_a_stage_run_by_hand_that_would_enlarge_the_request_is_not_run(tmp_path):
     path = recording(tmp_path)
     turn = 60
-    app = open_app(path, turn=turn)
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, turn)
+    async with opened(path, turn) as (app, pilot):
         screen = app.screen
-        screen.query_one(MessageList).focus()
         for key in "SM":
             await press_and_settle(pilot, key, turn, path)
         masked = screen.detail.view.sent_tokens

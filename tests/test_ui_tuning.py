@@ -51,7 +51,7 @@ def assert_screen_matches(app, data: dict) -> None:
     text = screen_text(app)
     last = data["turns"][screen.turn - 1]
     assert f"sent ≈{last['sent_tokens']:,} of window {data['window']:,}" in text
-    assert f"with {data['totals']['billed_sent']:,}" in text
+    assert f"with {'≈' if data['totals']['billed_sent_estimated'] else ''}{data['totals']['billed_sent']:,}" in text
     assert plural(data["totals"]["compactions"], "deep compaction") + " ▼" in text
     dropping = sum(1 for t in data["turns"] if t["edits"].get("dropped"))
     assert f"· {plural(dropping, 'turn')} {'drops' if dropping == 1 else 'drop'} messages" in text

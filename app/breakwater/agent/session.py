@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,6 +67,7 @@ from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
 from breakwater.tools.sandbox import Sandbox, SandboxError
+from breakwater.tools.state_guard import SpillMarks, describe as describe_state
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
@@ -138,6 +140,7 @@ class AgentSession:
         self._scribe: Scribe | None = None
         self._scribe_from = 0
         self._call_ids: set[str] = set()
+        self._spills: SpillMarks | None = None
         self._volatile = ""
         self._sent_with: dict[str, str] = {}   # user message id -> the volatile layer it went out with
         self._start_lock = asyncio.Lock()
@@ -216,6 +219,7 @@ class AgentSession:
         self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env,
                                             sandbox=self.sandbox)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
+        self._spills = SpillMarks(root)
 
     def _begin(self, root: Path, scrubbed: list[str]) -> None:
         """The first entries of the log: the system prompt (with the project history), notes."""
@@ -234,7 +238,8 @@ class AgentSession:
             self._note({"kind": "environment", "removed": scrubbed,
                         "why": "they hold the API key; tools run without them"})
         if history:
-            self._note({"kind": "project_history", "sessions": history.count("\n## Session ")})
+            self._note({"kind": "project_history",
+                        "sessions": len(re.findall(r"^(?:> )?## Session ", history, re.MULTILINE))})
         if history_error:
             self._error({"kind": "memory", "message": history_error}, notify=True)
         self._scribe = Scribe(self._store, every_turns=self.policy.scribe_every_turns)
@@ -657,10 +662,27 @@ class AgentSession:
                 folder, _, name = spill.rpartition("/")
                 found = self.redact.scrub_file(OwnedDir(self._workspace.root, folder), name)
             except OSError as exc:
-                return ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
-            if found:
-                return ToolResult(result.content, {**result.meta, "redacted": found})
+                result = ToolResult(result.content, {**result.meta, "redaction_error": str(exc)})
+            else:
+                if found:
+                    result = ToolResult(result.content, {**result.meta, "redacted": found})
+        if call.name == "bash":
+            result = self._check_state(result)
         return result
+
+    def _check_state(self, result: ToolResult) -> ToolResult:
+        """After a command: Breakwater's own state as it left it, or restored, or reported (a command
+        run without bubblewrap can write there; tools/state_guard.py)."""
+        try:
+            log_change = self.log.restore_if_changed()
+        except OSError as exc:
+            log_change = f"the session log was changed and could not be restored ({exc.strerror or exc})"
+        notice = describe_state(log_change, self._spills.changed())
+        if result.meta.get("spill"):
+            self._spills.mark(result.meta["spill"])
+        if notice is None:
+            return result
+        return ToolResult(f"{result.content}\n{notice}", {**result.meta, "state_changed": notice})
 
     def _finish_tool(self, call: ToolCall, result: ToolResult, turn: int) -> None:
         self._append(Message(self.log.next_message_id(), "tool", result.content, tool_call_id=call.id,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from breakwater.core.log.models import DEFAULT_MODEL, counting_model, resolve_window
+from breakwater.core.figures import tokens_figure
 from breakwater.core.log.words import plural
 from breakwater.core.policy import DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError
 from breakwater.core.policy.for_session import resolve_policy
@@ -249,7 +250,8 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
         table.add_row(str(t.turn), f"≈{t.raw_tokens:,}", sent, f"[{styles[t.zone]}]{t.zone}[/]", t.level, edits)
     console.print(table)
     pct = 100 * sim.saved / sim.billed_raw if sim.billed_raw else 0
-    console.print(f"billed without compaction ≈{sim.billed_raw:,} · with {sim.billed_sent:,} · "
+    console.print(f"billed without compaction ≈{sim.billed_raw:,} · "
+                  f"with {tokens_figure(sim.billed_sent, sim.billed_sent_estimated)} · "
                   f"saved ≈{sim.saved:,} ({pct:.0f}%) · {plural(len(sim.compactions), 'deep compaction')} · "
                   + (f"{len(sim.recorded)} recorded in the log · " if sim.recorded else "") +
                   f"{plural(len(sim.turns), 'turn')} · pipeline {sim.seconds * 1000:.0f} ms")
@@ -283,7 +285,8 @@ def print_comparison(comparison, log: SessionLog) -> None:
                       f"{t.delta:+,}", t.a.zone, t.b.zone, t.a.level, t.b.level)
     console.print(table)
     for name, tot in zip("AB", comparison.totals):
-        console.print(f"{name}: billed without compaction ≈{tot.billed_raw:,} · with {tot.billed_sent:,} · "
+        console.print(f"{name}: billed without compaction ≈{tot.billed_raw:,} · "
+                      f"with {tokens_figure(tot.billed_sent, tot.billed_sent_estimated)} · "
                       f"saved ≈{tot.saved:,} ({tot.saved_pct:.0f}%) · {plural(tot.compactions, 'deep compaction')} · "
                       f"{plural(tot.hard_turns, 'turn')} in the hard zone")
     same = sum(1 for t in comparison.turns if not t.differs)

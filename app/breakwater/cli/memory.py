@@ -80,7 +80,9 @@ def _store(args):
 def _add(args) -> int:
     lines = [ln.strip() for ln in args.text.splitlines() if ln.strip()]
     bullets = "\n".join(ln if ln.startswith("- ") else f"- {ln}" for ln in lines)
-    result = _store(args).append(bullets, args.turn)
+    from breakwater.memory.ledger import USER
+
+    result = _store(args).append(bullets, args.turn, writer=USER)
     if result.overflow:
         print(f"MEMORY.md is full ({line_count(result.memory_lines)}): entry written to {result.path.name}, "
               f"pointer added")
@@ -91,18 +93,20 @@ def _add(args) -> int:
 
 @_guarded
 def _search(args) -> int:
+    from breakwater.memory.ledger import describe
     from breakwater.memory.retrieval import MemoryIndex
 
     hits = MemoryIndex(_store(args)).search(args.query, max(1, args.k))
     if args.json:
         print(json.dumps({"query": args.query,
-                          "hits": [{"score": round(h.score, 4), "source": h.source, "text": h.text} for h in hits]},
+                          "hits": [{"score": round(h.score, 4), "source": h.source, "writer": h.writer,
+                                    "text": h.text} for h in hits]},
                          ensure_ascii=False))
         return 0
     if not hits:
         print("no matching memory")
     for n, hit in enumerate(hits, 1):
-        print(f"#{n}  score {hit.score:.3f}  {visible(hit.source)}")
+        print(f"#{n}  score {hit.score:.3f}  {visible(hit.source)}  written by {describe(hit.writer)}")
         for line in visible(hit.text).splitlines():
             print(f"    {line}")
     return 0
@@ -110,6 +114,8 @@ def _search(args) -> int:
 
 @_guarded
 def _show(args) -> int:
+    from breakwater.core.log.words import plural
+    from breakwater.memory.ledger import OTHER, describe
     from breakwater.memory.project import project_memory_path, read_sessions
 
     store = _store(args)
@@ -120,7 +126,15 @@ def _show(args) -> int:
     print(f"== fragments: {len(fragments)}")
     for path in fragments:
         print(f"  {visible(path.name)}")
-    print(f"== {project_memory_path(args.workspace)}: {len(read_sessions(args.workspace))} session entries")
+    snap = store.snapshot()
+    print(f"== who wrote the {plural(len(snap.entries), 'entry', 'entries')}")
+    for entry in snap.entries:
+        what = entry.header or f"(no header) {entry.lines[0]}"
+        print(f"  {visible(what)[:80]}  {visible(entry.source)}: {describe(snap.writer_of(entry))}")
+    sessions = read_sessions(args.workspace)
+    others = sum(1 for s in sessions if s.writer == OTHER)
+    print(f"== {project_memory_path(args.workspace)}: {len(sessions)} session entries"
+          + (f" ({others} not written by Breakwater: a tool, the model or an edit by hand)" if others else ""))
     return 0
 
 

@@ -25,6 +25,7 @@ class Totals:
     compactions: int
     hard_turns: int
     turns: int
+    billed_sent_estimated: bool = True
 
     @property
     def saved_pct(self) -> float:
@@ -33,11 +34,11 @@ class Totals:
     @classmethod
     def of(cls, sim: Simulation) -> "Totals":
         return cls(sim.billed_raw, sim.billed_sent, sim.saved, len(sim.compactions),
-                   sum(1 for t in sim.turns if t.zone == "hard"), len(sim.turns))
+                   sum(1 for t in sim.turns if t.zone == "hard"), len(sim.turns), sim.billed_sent_estimated)
 
     def to_json(self) -> dict[str, Any]:
-        return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
-                "compactions": self.compactions, "hard_turns": self.hard_turns, "turns": self.turns}
+        return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
+                "billed_sent_estimated": self.billed_sent_estimated, "saved": self.saved, "compactions": self.compactions, "hard_turns": self.hard_turns, "turns": self.turns}
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,14 @@ FIGURE_RULES = {
     "stable_prefix_tokens": "≈ the start of the request identical to the previous request, the unseen overhead "
                             "included: what a provider's prompt cache can reuse; never more than sent_tokens",
     "billed_raw": "sum of raw_tokens",
-    "billed_sent": "sum of sent_tokens",
+    "billed_sent": "sum of sent_tokens; billed_sent_estimated says whether any of them is an estimate (≈)",
     "saved": "billed_raw − billed_sent, exactly",
     "calibration": "the fit in force after the last request: overhead (unseen tokens per request) and ratio "
                    "(provider tokens per visible token), each with its standard error, from `samples` recorded "
                    "requests; none recorded: ratio 1, overhead 0",
 }
+
+
+def tokens_figure(n: int, estimated: bool) -> str:
+    """A token figure as every surface writes it: ≈ in front when it is an estimate."""
+    return f"{'≈' if estimated else ''}{n:,}"

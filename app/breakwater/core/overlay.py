@@ -9,6 +9,7 @@ two event streams, so the pipeline stays a pure function of (log + overlay, poli
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from importlib import resources
@@ -20,7 +21,7 @@ from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
 from breakwater.core.fold.pipeline import Compaction
 from breakwater.core.policy import Policy
-from breakwater.core.log.json_lines import iter_json_lines
+from breakwater.core.log.json_lines import iter_json_lines, read_line
 from breakwater.core.log.session_log import Entry, Event, LoadIssue, SessionLog
 from breakwater.core.simulate import pipeline_at
 
@@ -159,26 +160,24 @@ class OverlayFile:
 
     def remove(self, ids: Iterable[str]) -> list[Event]:
         """Take events out of the file (and the undos naming them), every other line kept as it
-        was, bad ones included; the events removed. The file is replaced whole, never half written."""
+        was, bad ones included; the events removed. The file is replaced whole, never half written,
+        under the writers' lock, and neither it nor its temporary file is reached through a link
+        (a tool may have planted one beside a session in the workspace, issue 27)."""
         gone = set(ids)
-        gone |= {ev.id for ev in self.events if ev.type == "undo" and str(ev.get("target")) in gone}
-        drop: set[int] = set()
-        valid = 0
-        for lineno, obj, _ in iter_json_lines(self.path):
-            if obj is None or _invalid(obj):
-                continue
-            valid += 1   # the id load_overlay gives an event written without one
-            if str(obj.get("id") or f"o{valid:05d}") in gone:
-                drop.add(lineno)
-        with open(self.path, "rb") as fh:
-            lines = list(fh)   # split as iter_json_lines numbers them
-        kept = b"".join(line for n, line in enumerate(lines, 1) if n not in drop)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(kept)
-        os.replace(tmp, self.path)
-        removed = [ev for ev in self.events if ev.id in gone]
-        # read back: an event written without an id is named by its place, which may have moved
-        self.events, self.issues = load_overlay(self.path)
+        folder = OwnedDir(self.path.parent)
+        with folder.lock(self.path.name + ".lock", LOCK_TIMEOUT_S):
+            data = folder.read(self.path.name)
+            lines = list(io.BytesIO(data))   # split as iter_json_lines numbers them
+            records = [(n, obj) for n, raw in enumerate(lines, 1) for _, obj, _ in read_line(n, raw)
+                       if obj is not None and not _invalid(obj)]
+            named = [(n, str(obj.get("id") or f"o{valid:05d}"), obj)   # the id load_overlay gives one without
+                     for valid, (n, obj) in enumerate(records, 1)]
+            gone |= {i for _, i, obj in named if obj.get("type") == "undo" and str(obj.get("target")) in gone}
+            drop = {n for n, i, _ in named if i in gone}
+            removed = [ev for ev in self.events if ev.id in gone]
+            folder.replace(self.path.name, b"".join(line for n, line in enumerate(lines, 1) if n not in drop))
+            # read back: an event written without an id is named by its place, which may have moved
+            self.events, self.issues = load_overlay(self.path)
         return removed
 
 

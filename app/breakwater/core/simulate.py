@@ -150,6 +150,7 @@ class Simulation:
     turn_count: int = 0
     billed_raw: int = 0
     billed_sent: int = 0
+    billed_sent_estimated: bool = False   # any turn's sent_tokens an estimate: the sum is one too
     over_window: list[TurnStats] = field(default_factory=list)
     compaction_turns: list[int] = field(default_factory=list)   # turns with a compaction, decided or recorded
     model: str | None = None            # the model named (--model, the session's), whose window and tokenizer
@@ -165,6 +166,8 @@ class Simulation:
         self.turn_count += 1
         self.billed_raw += t.raw_tokens
         self.billed_sent += t.sent_tokens
+        if t.counted != "exact":
+            self.billed_sent_estimated = True
         if self.prices is not None:
             t.cost_raw = round(request_cost(self.prices, t.raw_tokens, t.raw_cached), 6)
             t.cost_sent = round(request_cost(self.prices, t.sent_tokens, t.stable_prefix_tokens), 6)
@@ -189,7 +192,8 @@ class Simulation:
                 "counter": self.counter, "encoding": self.encoding, "counting": FIGURE_RULES}
 
     def totals_json(self) -> dict[str, Any]:
-        return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent, "saved": self.saved,
+        return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
+                "billed_sent_estimated": self.billed_sent_estimated, "saved": self.saved,
                 "calibration": self.calibration.to_json(),
                 **({} if self.prices is None else {"cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
                                                    "cost_saved": round(self.cost_raw - self.cost_sent, 6)}),

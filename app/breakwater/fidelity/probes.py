@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 import unicodedata
 from dataclasses import dataclass, replace
 from typing import Iterator
@@ -40,7 +41,9 @@ NEAR = {"goal": 600, "constraint": 300, "file-read": 0, "file-modified": 80, "co
         "decision": 300, "pinned": 0}
 CORRECTION_WEIGHT = 2       # an instruction with a word of correction or constraint counts twice
 
-_PUNCT = str.maketrans({c: " " for c in "`*\"'“”‘’\\()[]{}<>,;:!?=|→…«»"})
+# one regular expression: str.translate looks each character up in a dict, 50 ns a character, which
+# was most of eval's time on a session with non-ASCII text
+_PUNCT = re.compile("[" + re.escape("`*\"'“”‘’\\()[]{}<>,;:!?=|→…«»") + "]")
 _TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
 _TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
 _CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
@@ -77,10 +80,11 @@ def status_words(code: int) -> tuple[str, ...]:
 
 def normalise(text: str) -> str:
     """Case, width, quoting, markup and punctuation between words do not change a fact."""
-    text = unicodedata.normalize("NFKC", text).casefold()
+    # NFKC leaves ASCII as it is, and its casefold is lower
+    text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
     # summaries quote tool calls as JSON, where newlines and quotes come escaped
-    text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " ")).translate(_PUNCT)
-    return " ".join(text.split())
+    text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " "))
+    return " ".join(_PUNCT.sub(" ", text).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +245,8 @@ def path_tail(path: str) -> str:
     return "/".join(parts[-2:])
 
 
+# an agent says the same sentence many times (a decision restated, an error seen again): its matcher is made once
+@lru_cache(maxsize=4096)
 def _text_parts(text: str, idents_max: int = KEY_IDENTS, extra: tuple[tuple[str, ...], ...] = ()
                 ) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
     """(parts, must, need) of a sentence's matcher: its identifiers required, then `extra` parts
@@ -304,7 +310,7 @@ def extract(log: SessionLog) -> list[Probe]:
         elif msg.role == "tool":
             call = calls.get(msg.tool_call_id or "")
             _result(msg, call, turn, col, heads_failed)
-    source = _sources(log, calls)
+    source = _sources(log, calls, {p.message_id for p in col.probes})
     return [p for p in col.probes if _carried_by_source(p, source)]
 
 
@@ -424,6 +430,7 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
 _QUOTED = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"")
 
 
+@lru_cache(maxsize=4096)
 def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
     """An error's matcher: its head (exception type, test id, file:line) and what its message names —
     quoted values first (`No module named 'erfa'` is not `... 'numpy'`), then identifiers — are
@@ -457,9 +464,11 @@ def _pin_event(ev: Event, turn: int, col: _Collector, pins: dict[str, int], by_i
         col.probes[i] = replace(col.probes[i], until=turn)
 
 
-def _sources(log: SessionLog, calls: dict) -> dict[str, str]:
+def _sources(log: SessionLog, calls: dict, ids: set[str]) -> dict[str, str]:
+    """The normalised text of the messages named in `ids` (those facts came from: a few of thousands)."""
     out = {}
     for m in log.messages:
-        call = calls.get(m.tool_call_id or "") if m.role == "tool" else None
-        out[m.id] = normalise(message_text(m, lead_of(call, m)))
+        if m.id in ids:
+            call = calls.get(m.tool_call_id or "") if m.role == "tool" else None
+            out[m.id] = normalise(message_text(m, lead_of(call, m)))
     return out

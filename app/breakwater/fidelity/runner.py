@@ -16,8 +16,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
-from breakwater.core.log.session_log import SessionLog, SessionLogError
-from breakwater.core.recount import own_history_policy
+from breakwater.core.log.session_log import Event, SessionLog, SessionLogError
+from breakwater.core.fold.own_request import own_history_policy
 from breakwater.core.log.models import resolve_window
 from breakwater.core.simulate import make_pipeline, simulate
 from breakwater.core.stages.summarize import Summarizer
@@ -41,6 +41,8 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
 def billed_check(log: SessionLog, counter: str = "exact") -> BilledCheck | None:
     """Each request of the agent's own history, predicted by the accounting model from the usage
     recorded before it, against the usage recorded for it; None when the session records none."""
+    if not any(isinstance(e, Event) and e.type == "usage" for e in log.entries):
+        return None   # nothing recorded to check against: no pipeline pass for it
     check = BilledCheck()
     recorded = False
     for t in simulate(log, own_history_policy(), counter).turns:

@@ -40,24 +40,55 @@ class Scorer:
         # one Aho-Corasick pass per text finds every term, however many probes there are
         self._automaton = AhoCorasick([t.rstrip(PREFIX) for t in index]) if index else None
         self._prefix = [t.endswith(PREFIX) for t in index]
-        # term -> [(probe, part)] where it stands
+        # term -> [(probe, bit of the part)] where it stands; per probe, its terms and the bits of its
+        # required parts
         self._where: list[list[tuple[int, int]]] = [[] for _ in index]
+        self._terms: list[frozenset[int]] = []
+        self._must = [(1 << p.must) - 1 for p in self.probes]
         for i, p in enumerate(self.probes):
             for k, part in enumerate(p.parts):
                 for t in part:
-                    self._where[index[t]].append((i, k))
+                    self._where[index[t]].append((i, 1 << k))
+            self._terms.append(frozenset(index[t] for t in p.terms()))
+        # a term no probe needs the distances of is looked for once a text
+        self._once = [all(not self.probes[i].near for i, _ in where) for where in self._where]
         self._hits: dict[str, frozenset[int]] = {}
 
     def text_hits(self, norm: str) -> frozenset[int]:
         """Indices of the probes one normalised text carries."""
         if self._automaton is None or not norm:
             return _NONE
-        found: dict[int, dict[int, list[int]]] = {}
-        for t, start, end in self._automaton.find_matches_as_indexes(norm, overlapping=True):
-            if at_boundary(norm, start, end, self._prefix[t]):
-                for i, k in self._where[t]:
-                    found.setdefault(i, {}).setdefault(k, []).append(start)
-        return frozenset(i for i, parts in found.items() if satisfied(self.probes[i], parts)) or _NONE
+        matches = self._automaton.find_matches_as_indexes(norm, overlapping=True)
+        if not matches:
+            return _NONE
+        # a probe can be carried only if each of its required parts and `need` others have a term in
+        # the text: the others are not looked at further (most terms found are common words of probes
+        # whose identifiers are not there); the terms of those that can are checked for boundaries
+        where, must, probes = self._where, self._must, self.probes
+        present: dict[int, int] = {}
+        for t in {t for t, _, _ in matches}:
+            for i, bit in where[t]:
+                present[i] = present.get(i, 0) | bit
+        can = [i for i, bits in present.items()
+               if bits & must[i] == must[i] and (bits & ~must[i]).bit_count() >= probes[i].need]
+        if not can:
+            return _NONE
+        wanted = frozenset().union(*(self._terms[i] for i in can))
+        prefix, once = self._prefix, self._once
+        at: dict[int, list[int]] = {}
+        for t, start, end in matches:
+            if t in wanted and not (once[t] and t in at) and at_boundary(norm, start, end, prefix[t]):
+                at.setdefault(t, []).append(start)
+        out = []
+        for i in can:
+            found: dict[int, list[int]] = {}
+            for t in self._terms[i] & at.keys():
+                for j, bit in where[t]:
+                    if j == i:
+                        found.setdefault(bit.bit_length() - 1, []).extend(at[t])
+            if found and satisfied(probes[i], found):
+                out.append(i)
+        return frozenset(out) or _NONE
 
     def hits(self, msg: Message, lead: str | None = None) -> frozenset[int]:
         """Indices of the probes one message carries (a tool result read after `lead`, `probes.lead_of`)."""
@@ -119,6 +150,9 @@ class Tracker:
             pipe = self.pipe
             level, near = key
             res = pipe.index.transform(i, level, near) if level else None
+            if not res and level:   # the stage leaves it as it is: as carried as the message itself
+                hit = by_key[key] = self._form_hits(i, (0, False))
+                return hit
             msg = res[0] if res else pipe.san.out[i].message
             call = pipe.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
             hit = by_key[key] = self.scorer.hits(msg, lead_of(call, msg))

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from breakwater.core.recount import recount_usage
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.fold.pipeline import RECORDED
 from breakwater.core.log.session_log import FORMAT_VERSION, Event, LoadIssue, SessionLog, utc_now
@@ -245,7 +244,6 @@ class SessionBuilder:
                       f"{'s' if self.skipped[kind] != 1 else ''})")
         entries: list[Message | Event] = []
         n_msg = n_ev = assistants = 0
-        usage = False
         flat: list[_Node] = []
         for node in self.nodes:
             flat.append(node)
@@ -268,13 +266,10 @@ class SessionBuilder:
             if node.event_type == "compaction":
                 data["cut_id"] = node.cut.final_id if node.cut is not None and node.cut.final_id else None
                 data.setdefault("turn", assistants + 1)
-            elif node.event_type == "usage":
+            elif node.event_type == "usage":   # paired by the pipeline with its own count (core/fold/own_request.py)
                 data.setdefault("turn", assistants)
-                usage = True
             entries.append(Event(node.event_type, f"e{n_ev:05d}", data))
             n_ev += 1
-        if usage:   # each usage paired with what Breakwater counts for the request it billed
-            entries = recount_usage(entries)
         header = dict(self.header)
         header["imported"] = {"format": self.source_format, "path": str(self.path), "skipped": dict(self.skipped)}
         return SessionLog(header=header, entries=entries, path=self.path, issues=self.issues,

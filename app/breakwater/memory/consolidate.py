@@ -4,7 +4,9 @@ Runs when there are at least `threshold` fragments and `.memory_gc` is older tha
 cool-down (or missing), or when forced. Under the lock it reads everything, merges, writes
 the new `MEMORY.md` atomically, and only then deletes the fragments it read. A crash at any
 point leaves the old files, or the new `MEMORY.md` beside some fragments whose facts it
-already holds: never fewer facts.
+already holds: never fewer facts. A journal written just before the replace names those
+fragments, so readers skip them (a leftover read after the new `MEMORY.md` would put an old
+[PROGRESS] last) and the next writer deletes them.
 
 If the merged memory is longer than `max_lines`, the older entries move to one archive
 fragment that the new `MEMORY.md` points to, so the hot file stays bounded.
@@ -27,10 +29,10 @@ from breakwater.memory.entries import (
     bullet_key,
     format_entry,
 )
-from breakwater.memory.store import MEMORY_NAME, MemoryStore
+from breakwater.memory.ledger import OTHER
+from breakwater.memory.store import FOLD_JOURNAL, MEMORY_NAME, TEMP_PREFIX, MemoryStore
 
 PAUSE_ENV = "BREAKWATER_TEST_PAUSE_AT"
-TEMP_PREFIX = ".consolidate-"
 DAY_S = 86_400.0
 
 
@@ -82,6 +84,11 @@ def merge(entries: Sequence[Entry]) -> list[Entry]:
     Pure: the same entries give the same result. Entries keep their headers and order;
     those left without bullets disappear.
     """
+    return [entry for _, entry in merge_indexed(entries)]
+
+
+def merge_indexed(entries: Sequence[Entry]) -> list[tuple[int, Entry]]:
+    """`merge`, each merged entry with the index of the entry it comes from (whose writer it keeps)."""
     progress_at = max((i for i, e in enumerate(entries) for ln in e.lines
                        if bullet_key(ln)[0] == "PROGRESS"), default=-1)
     winner: dict[tuple[str, str], tuple[int, int]] = {}
@@ -96,7 +103,7 @@ def merge(entries: Sequence[Entry]) -> list[Entry]:
     for i, entry in enumerate(entries):
         lines = tuple(ln for j, ln in enumerate(entry.lines) if (i, j) in kept)
         if lines:
-            merged.append(Entry(entry.header, lines, MEMORY_NAME))
+            merged.append((i, Entry(entry.header, lines, MEMORY_NAME)))
     return merged
 
 
@@ -140,10 +147,18 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             ok, reason = due(store, threshold=threshold, cooldown_days=cooldown_days)
             if not ok:
                 return ConsolidationReport(False, reason)
-        for stale in fnmatch.filter(store.dir.names(), f"{TEMP_PREFIX}*.tmp"):  # temp files of a crashed run
-            store.dir.unlink(stale)
+        for folder in (store.dir, store.state):     # temp files of a crashed run (the journal's in state)
+            for stale in fnmatch.filter(folder.names(), f"{TEMP_PREFIX}*.tmp"):
+                folder.unlink(stale)
+        store.finish_fold()
         snap = store.snapshot()
-        merged = merge(snap.entries)
+        indexed = merge_indexed(snap.entries)
+        merged = [entry for _, entry in indexed]
+        # each merged entry keeps its writer: the ledger vouches for the new texts before they are
+        # written, and holds only them once the old files are gone
+        records = [(entry.text, snap.writer_of(snap.entries[i])) for i, entry in indexed]
+        for writer in {w for _, w in records if w != OTHER}:
+            store.ledger.record([t for t, w in records if w == writer], writer)
         archived, hot = split_hot(merged, store.max_lines)
         _checkpoint("before_write")
         pointer = None
@@ -157,6 +172,7 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
             pointer = f"- [archive] see {archive_name} ({span}{len(archived)} entries)"
             _checkpoint("after_archive")
         text = render(hot, pointer)
+        store.write_fold_journal(text.encode("utf-8"), [f.name for f in snap.fragments] + [store.index_path.name])
         store.dir.replace(store.memory_path.name, text.encode("utf-8"), TEMP_PREFIX, lambda: _checkpoint("after_temp"))
         _checkpoint("after_write")
         for n, fragment in enumerate(snap.fragments):
@@ -165,9 +181,11 @@ def consolidate(store: MemoryStore, *, force: bool = False, threshold: int = 12,
                 _checkpoint("mid_delete")
         store.dir.unlink(store.index_path.name)  # its pointers named the fragments just folded in
         store.dir.fsync()
+        store.ledger.replace([r for r in records if r[1] != OTHER])
         _checkpoint("before_gc")
         store.dir.replace(store.gc_path.name, (datetime.now().isoformat(timespec="seconds") + "\n").encode(),
                           TEMP_PREFIX)
+        store.state.unlink(FOLD_JOURNAL)
         return ConsolidationReport(
             True, reason,
             fragments_removed=len(snap.fragments),

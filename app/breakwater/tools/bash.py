@@ -15,6 +15,7 @@ import subprocess
 import time
 from typing import Mapping
 
+from breakwater.core.log.beneath import UnsafePathError
 from breakwater.tools.bounds import MB, Bounds, Confinement
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
@@ -52,6 +53,7 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         timeout_s = max_timeout_s
     try:
         ws = as_workspace(workspace)
+        ws.prepare_agent_state()    # before the sandbox binds it read-only (issue 27 item 8)
         spill = Spill.create_in(ws, session_id, tool_call_id)
         try:
             buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes,
@@ -62,6 +64,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
             raise
     except (WorkspaceError, ValueError) as exc:
         return error_result("bash", str(exc))
+    except UnsafePathError as exc:
+        return error_result("bash", f"bash was not run: {exc.strerror}")
     except OSError as exc:
         return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
     started = time.monotonic()

@@ -8,12 +8,17 @@ import stat
 import weakref
 from pathlib import Path
 
-from breakwater.core.log.beneath import open_beneath
+from breakwater.core.log.beneath import OwnedDir, open_beneath, owned_dir_fd
 
 DIR_FLAGS = os.O_PATH | os.O_DIRECTORY
+AGENT_DIR = ".agent"
 # Breakwater's own state: the tools may read it but never write it (issue 27 item 8), nor the locks
-# (`.agent/*.lock`). Memory files (.agent/MEMORY.md...) stay writable: the agent may keep notes.
-AGENT_STATE = (".agent/sessions", ".agent/spill")
+# (`.agent/*.lock`; these two are the memory's, memory/store.py and memory/project.py). Memory files
+# (.agent/MEMORY.md...) stay writable: the agent may keep notes, marked as a tool's (memory/ledger.py).
+AGENT_STATE = (".agent/sessions", ".agent/spill", ".agent/state")    # state: memory/ledger.py's STATE_DIR
+AGENT_LOCKS = ("memory.lock", "project_memory.lock")
+# how many folders up from a write's folder to look for the state's (deeper is not the state's layout)
+STATE_DEPTH = 8
 
 
 class WorkspaceError(ValueError):
@@ -121,18 +126,52 @@ class Workspace:
         return WorkspaceError(f"path {os.fspath(path)!r} goes through a symbolic link with an absolute target "
                               f"or one leading outside the workspace {str(self.root)!r}; such links are not followed")
 
+    def prepare_agent_state(self) -> None:
+        """Make Breakwater's state folders and lock files, no link followed, so that a sandbox binds
+        them read-only before a command runs: one the command makes itself would be its own to write.
+        UnsafePathError (an OSError) when something a tool planted is in the way."""
+        for rel in AGENT_STATE:
+            os.close(owned_dir_fd(self.root, rel))
+        agent = OwnedDir(self.root, AGENT_DIR)
+        for name in AGENT_LOCKS:
+            os.close(agent.open(name, os.O_RDONLY | os.O_CREAT))
+
     def is_agent_state(self, dir_fd: int, name: str) -> bool:
         """Whether `name` in the directory `dir_fd` (wherever the links to it led) is Breakwater's own
-        state: judged by where the directory really is, so a link to `.agent` changes nothing."""
+        state. The folder is judged by what it is, not by a path: it, or a folder up to STATE_DEPTH
+        above it, is one of the state's folders as reached from the root with no link followed."""
+        state, agent = set(), None
+        for rel in (AGENT_DIR, *AGENT_STATE):
+            try:
+                fd = open_beneath(self.fd, rel, DIR_FLAGS, follow=False)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if rel == AGENT_DIR:
+                agent = (st.st_dev, st.st_ino)
+            else:
+                state.add((st.st_dev, st.st_ino))
+        here = os.fstat(dir_fd)
+        if (here.st_dev, here.st_ino) == agent and name.endswith(".lock"):
+            return True
+        root = os.fstat(self.fd)
+        current = os.dup(dir_fd)
         try:
-            where = Path(os.readlink(f"/proc/self/fd/{dir_fd}"))
-        except OSError:
-            return False
-        if not where.is_relative_to(self.root):
-            return False
-        rel = where.relative_to(self.root).as_posix()
-        inside = [rel == d or rel.startswith(d + "/") for d in AGENT_STATE]
-        return any(inside) or (rel == ".agent" and name.endswith(".lock"))
+            for _ in range(STATE_DEPTH):
+                st = os.fstat(current)
+                if (st.st_dev, st.st_ino) in state:
+                    return True
+                if (st.st_dev, st.st_ino) == (root.st_dev, root.st_ino):
+                    return False
+                up = os.open("..", DIR_FLAGS | os.O_CLOEXEC, dir_fd=current)
+                os.close(current)
+                current = up
+        finally:
+            os.close(current)
+        return False
 
     def _refusal(self, exc: OSError, path: str | os.PathLike) -> OSError | WorkspaceError:
         text = os.fspath(path)

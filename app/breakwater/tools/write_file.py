@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 
+from breakwater.core.log.beneath import replace_beneath
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
@@ -54,7 +54,7 @@ def write_file(workspace: Workspace | str | os.PathLike, path: str, content: str
                 if info is not None and stat.S_ISDIR(info.st_mode):
                     return error_result("write_file", f"{rel} is a directory", path=rel)
                 mode = stat.S_IMODE(info.st_mode) if info is not None else NEW_FILE_MODE
-                _replace(dir_fd, name, data, mode)
+                replace_beneath(dir_fd, name, data, mode)
             finally:
                 os.close(dir_fd)
             break
@@ -71,22 +71,3 @@ def write_file(workspace: Workspace | str | os.PathLike, path: str, content: str
     return ToolResult(f"{verb} {rel}: {len(data)} bytes, {lines} lines.",
                       {"tool": "write_file", "path": rel, "bytes": len(data), "lines": lines,
                        "created": info is None})
-
-
-def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
-    """Write a fresh temporary file in `dir_fd` and rename it over `name`."""
-    tmp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-            os.fchmod(fh.fileno(), mode)
-        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass
-        raise

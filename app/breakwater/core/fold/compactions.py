@@ -18,7 +18,7 @@ from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.message import Message
 from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.policy import Policy
-from breakwater.core.stages.deep_compaction import Active, Compaction, choose_cut
+from breakwater.core.stages.deep_compaction import Active, Compaction, choose_cut, follows
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.summarize import Summarizer, summary_message_text
 
@@ -53,6 +53,22 @@ class DeepCompaction:
     # -- the log's compactions, and the user's -------------------------------------------------------
     def apply(self, comp: Compaction) -> None:
         """Put `comp` in effect, unless the log does not hold the message it names, or it is applied."""
+        placed = self.place(comp)
+        if placed is not None:
+            self.admit(placed)
+
+    def admit(self, placed: Active) -> bool:
+        """Apply `placed`, unless already applied (the caller fed back the event we returned) or out of order."""
+        if not follows(self.active, placed):
+            return False
+        self.active.append(placed)
+        self.applied_count += 1
+        self.just_compacted = True
+        return True
+
+    def place(self, comp: Compaction) -> Active | None:
+        """`comp` where it cuts the sanitized history; None when the log does not hold the message it
+        names (ignored rather than guessed)."""
         out = self.index.san.out
         if comp.cut_id is None:
             # the summary covers everything so far: calls still waiting for results are closed
@@ -62,14 +78,10 @@ class DeepCompaction:
         else:
             cut = self.index.index_of(comp.cut_id)
             if cut is None or cut >= len(out) or comp.cut_id not in out[cut].sources:
-                return  # the log does not hold the message it names; ignore rather than guess
-        if any(a.comp.id == comp.id for a in self.active) or (self.active and cut < self.active[-1].cut):
-            return  # already applied (the caller fed back the event we returned), or out of order
+                return None
         msg = Message(id=f"summary:{comp.id}", role="user", content=summary_message_text(comp.summary),
                       turn=comp.turn, meta={"compaction": comp.id})
-        self.active.append(Active(comp, cut, msg))
-        self.applied_count += 1
-        self.just_compacted = True
+        return Active(comp, cut, msg)
 
     def undo(self, target: str) -> None:
         """The user took back compaction `target` (and so every one after it)."""
@@ -103,19 +115,24 @@ class DeepCompaction:
     # -- the head of a request ------------------------------------------------------------------------
     def head(self) -> tuple[list[Message], int | None]:
         """The messages before the history sent, and the index of the first user message among them."""
+        return self.head_after(self.active[-1] if self.active else None, self.policy.keep_first_user)
+
+    def head_after(self, last: Active | None, keep_first_user: bool) -> tuple[list[Message], int | None]:
+        """[System][First user][Summary][pinned turns] after the compaction `last` (the system prompt alone
+        before any), and the index of the first user message kept in it."""
         out = self.index.san.out
         head: list[Message] = []
         if out and out[0].message.role == "system":
             head.append(out[0].message)
         fu = None
-        if self.active:
-            if self.policy.keep_first_user:
+        if last is not None:
+            if keep_first_user:
                 fu_i = self.index.first_user()
-                if fu_i is not None and fu_i < self.active[-1].cut:
+                if fu_i is not None and fu_i < last.cut:
                     head.append(out[fu_i].message)
                     fu = fu_i
-            head.append(self.active[-1].message)
-            head.extend(out[i].message for i in self.pinned_kept(self.active[-1].cut, fu))
+            head.append(last.message)
+            head.extend(out[i].message for i in self.pinned_kept(last.cut, fu))
         return head, fu
 
     def pinned_kept(self, cut: int, fu: int | None) -> list[int]:

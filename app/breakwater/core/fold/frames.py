@@ -47,7 +47,7 @@ class Frames:
         fu_i = index.first_user() if deep.policy.keep_first_user else None
         if s > cut and fu_i is not None and cut <= fu_i < s:
             head, kept_fu = head + [index.san.out[fu_i].message], fu_i
-        jh, js, joined = self._seam(head, s, n)
+        jh, js, joined = self.seam(head, s, n)
         frame = (jh, js, joined, kept_fu, sum(heuristic_message(m) for m in jh))
         if len(self._frames) > 32:
             self._frames.clear()
@@ -56,7 +56,7 @@ class Frames:
         self._frames_reach = max(self._frames_reach, s)
         return frame
 
-    def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
+    def seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]:
         """The head with user messages in a row joined, also with the first kept message, so turns alternate."""
         out = self.index.san.out
         msgs = list(head)

@@ -23,6 +23,7 @@ pass over the history.
   soft_zone    the soft zone's search and shape history (core/fold/soft_zone.py)
   short_cuts   the plans made in a few lookups when nothing is pending (core/fold/short_cuts.py)
   prefix       the previous request, for the cache-stable prefix (core/fold/stable_prefix.py)
+  own          the request the log's own agent sent, for its usage figures (core/fold/own_request.py)
 It keeps what the log's events say (the turn, triggers, pins by event, the API's count) and the
 sanitizer, which every part reads through the index.
 """
@@ -38,6 +39,7 @@ from breakwater.core.fold.compactions import DeepCompaction
 from breakwater.core.fold.frames import Frames
 from breakwater.core.fold.index import Index
 from breakwater.core.fold.meter import Meter
+from breakwater.core.fold.own_request import OwnRequest
 from breakwater.core.fold.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.fold.short_cuts import ShortCuts
 from breakwater.core.fold.soft_zone import Shape, SoftZone
@@ -99,6 +101,7 @@ class Pipeline:
         self.soft_zone = SoftZone(policy, self.index, self.meter, self.frames)
         self.prefix = CachePrefix()             # the last request planned, for the next one's cache-stable prefix
         self.short_cuts = ShortCuts(policy, self.index, self.meter, self.soft_zone, self.deep, self.prefix)
+        self.own = OwnRequest()                 # the log's agent's request: the other side of its usage figures
         self.turn = 0
         self.raw_tokens = 0                     # heuristic tokens of every raw message so far
         self.triggers: dict[str, int] = {}      # trigger event id -> stage level
@@ -138,17 +141,20 @@ class Pipeline:
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
                 self._sync()
-                applied = self.deep.applied_count
-                self.deep.apply(comp)
-                if self.deep.applied_count > applied and comp.policy != self.policy.fingerprint():
-                    # another agent's summary, sent under every policy: part of the history without ours
-                    self.raw_tokens += heuristic_message(self.deep.active[-1].message)
+                placed = self.deep.place(comp)
+                if placed is not None:
+                    if comp.trigger != "auto":   # the log's agent made it: its requests had it
+                        self.own.take(placed)
+                    if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
+                        # another agent's summary, sent under every policy: part of the history without ours
+                        self.raw_tokens += heuristic_message(placed.message)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
                 self.triggers[ev.id] = level
         elif ev.type == "undo":
             self._undo(str(ev.get("target")))
+            self.own.undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
             if ev.type == "pin":
@@ -163,6 +169,8 @@ class Pipeline:
             if isinstance(prompt, int):
                 self.api_tokens = prompt
                 est = ev.get("estimate")
+                if not isinstance(est, int):   # another agent's figure (core/fold/own_request.py)
+                    est = self.own.estimate(ev.get("turn"))
                 if isinstance(est, int):
                     self.meter.calibration.observe(prompt, est)
 
@@ -219,6 +227,7 @@ class Pipeline:
         """Decide the next request, the seed's stages in order. May perform (and return) a deep compaction."""
         n = self._sanitize()                             # 1 sanitize what arrived since
         request = self._request_at_no_stage(n)           # 2 the summaries applied: the request from their cut
+        self.own.plan(self.deep, self.frames, self.turn, n, request.measured[2])   # the log's agent's, beside
         plan = self._fast_path(request, force_deep)      # 3 nothing pending: the plan in a few lookups
         if plan is None:
             # 5 the hard zone is decided first: the soft zone's search starts from the cut it leaves
@@ -361,7 +370,7 @@ class Pipeline:
         to a count, the same for every copy)."""
         new = Pipeline.__new__(Pipeline)
         new.__dict__.update(vars(self), san=self.san.snapshot(), triggers=self.triggers.copy(),
-                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy())
+                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy())
         new.index = self.index.copy(new.san)
         new.meter = self.meter.copy(new.index)
         new.deep = self.deep.copy(new.index, new.meter)

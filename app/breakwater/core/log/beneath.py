@@ -150,6 +150,14 @@ def _refused(exc: OSError, where: str) -> OSError:
     return exc
 
 
+def _one_name(name: str, where: Path | str) -> str:
+    """`name` if it is one file name in the directory; a name with a slash or `..` (read from a file
+    a tool may have written) would reach past it."""
+    if not name or "/" in name or "\0" in name or name in (".", ".."):
+        raise UnsafePathError(errno.EPERM, f"{where}: refused the name {name!r}, which is not one file name")
+    return name
+
+
 def owned_dir_fd(anchor: str | os.PathLike, rel: str, create: bool = True) -> int:
     """An O_PATH descriptor of `anchor/rel`, reached with no symlink followed below `anchor`;
     with `create`, missing directories are made one at a time inside the one opened before."""
@@ -198,6 +206,7 @@ class OwnedDir:
 
     def open(self, name: str, flags: int, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
         """`name` in this directory as a regular file with one link (the caller closes the fd)."""
+        _one_name(name, self.path)
         if dir_fd is None:
             with self.fd(create=bool(flags & os.O_CREAT)) as d:
                 return self.open(name, flags, mode, dir_fd=d)
@@ -225,6 +234,7 @@ class OwnedDir:
             return fh.read() if limit is None else fh.read(limit)
 
     def exists(self, name: str) -> bool:
+        _one_name(name, self.path)
         try:
             with self.fd(create=False) as d:
                 os.stat(name, dir_fd=d, follow_symlinks=False)
@@ -233,6 +243,7 @@ class OwnedDir:
         return True
 
     def stat(self, name: str) -> os.stat_result:
+        _one_name(name, self.path)
         with self.fd(create=False) as d:
             return os.stat(name, dir_fd=d, follow_symlinks=False)
 
@@ -270,30 +281,14 @@ class OwnedDir:
                 os.close(fd)
             _fsync_dir(d)
 
-    def replace(self, name: str, data: bytes, temp_prefix: str = ".tmp-",
+    def replace(self, name: str, data: bytes, temp_prefix: str | None = None,
                 before_replace: Callable[[], None] | None = None) -> None:
         """Replace `name` by `data` so that a reader, or a crash, sees the old file or the new one."""
         with self.fd() as d:
-            tmp = f"{temp_prefix}{secrets.token_hex(4)}.tmp"
-            fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=d)
-            try:
-                try:
-                    _write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                if before_replace is not None:
-                    before_replace()
-                os.rename(tmp, name, src_dir_fd=d, dst_dir_fd=d)
-            except BaseException:
-                try:
-                    os.unlink(tmp, dir_fd=d)
-                except OSError:
-                    pass
-                raise
-            _fsync_dir(d)
+            replace_beneath(d, name, data, temp_prefix=temp_prefix, before_rename=before_replace)
 
     def unlink(self, name: str) -> None:
+        _one_name(name, self.path)
         try:
             with self.fd(create=False) as d:
                 os.unlink(name, dir_fd=d)
@@ -323,6 +318,40 @@ class OwnedDir:
             yield
         finally:
             os.close(fd)
+
+
+def replace_beneath(dir_fd: int, name: str, data: bytes, mode: int | None = None, *,
+                    temp_prefix: str | None = None, before_rename: Callable[[], None] | None = None) -> None:
+    """Replace `name` in the directory `dir_fd` by `data`, atomically and durably: the bytes go to a
+    fresh temporary file made there (O_EXCL, no symlink followed: nothing planted is written through),
+    which is renamed over `name`. A reader, or a crash, sees the old file or the new one.
+
+    `mode` is the new file's permission bits (default: 0o644 less the umask); temporary names start
+    with `temp_prefix` (default `.<name>.`) so a caller can find those a crash left;
+    `before_rename` runs between the write and the rename (crash tests stop there)."""
+    _one_name(name, name)
+    tmp = _one_name(f"{temp_prefix if temp_prefix is not None else f'.{name[:200]}.'}{secrets.token_hex(6)}.tmp", name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OWN, 0o600 if mode is not None else 0o644,
+                 dir_fd=dir_fd)
+    try:
+        try:
+            os.set_blocking(fd, True)
+            _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if before_rename is not None:
+            before_rename()
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(dir_fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 
-from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir, replace_beneath
 from breakwater.core.log.json_lines import (SessionLogError, open_session_file, read_line,
                                         replace_surrogates_in, shallow)
 from breakwater.core.log.message import MAX_TURN, ROLES, Message, ToolCall, short_value as _short
@@ -111,6 +111,7 @@ class SessionLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._dir: OwnedDir | None = None
+        self._mark: tuple[int, int, int, int] | None = None     # the file as our last write left it
         self._n_messages = sum(map(isinstance, self.entries, repeat(Message)))   # a million: no generator
         self._n_events = len(self.entries) - self._n_messages
 
@@ -186,6 +187,31 @@ class SessionLog:
                 pass
             why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
             raise LogWriteError(exc.errno, f"cannot write to the session log {self.path}: {why}") from None
+        self._mark = _identity(os.fstat(self._fd))
+
+    def restore_if_changed(self) -> str | None:
+        """Put the file back as this log wrote it if something else changed it since our last
+        write (a command run without a sandbox can: issue 27 item 8), and say what was found;
+        None when the file is as we left it (or this log has no file)."""
+        with self._lock:
+            if self._dir is None or self._mark is None or self.path is None:
+                return None
+            try:
+                found = _identity(self._dir.stat(self.path.name))
+            except FileNotFoundError:
+                found = None
+            if found == self._mark:
+                return None
+            what = ("was removed" if found is None else "was replaced by another file" if found[:2] != self._mark[:2]
+                    else "was written to")
+            data = "".join(json.dumps(rec, ensure_ascii=False) + "\n"
+                           for rec in itertools.chain([self.header], (e.to_record() for e in self.entries)))
+            with self._dir.fd() as d:
+                replace_beneath(d, self.path.name, data.encode("utf-8"))
+            os.close(self._fd)
+            self._fd = self._dir.open(self.path.name, os.O_WRONLY | os.O_APPEND)
+            self._mark = _identity(os.fstat(self._fd))
+            return f"the session log {self.path.name} {what}; it was restored from what Breakwater logged"
 
     def close(self) -> None:
         with self._lock:
@@ -198,6 +224,10 @@ class SessionLog:
 
     def next_event_id(self) -> str:
         return f"e{self._n_events:05d}"
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 # -- loading -----------------------------------------------------------------------------------

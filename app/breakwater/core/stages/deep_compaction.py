@@ -51,6 +51,11 @@ class Active:
     message: Message          # the summary message sent in place of the covered history
 
 
+def follows(chain: list[Active], placed: Active) -> bool:
+    """Whether `placed` applies after the compactions of `chain`: not one of them, and not cutting before the last."""
+    return not any(a.comp.id == placed.comp.id for a in chain) and not (chain and placed.cut < chain[-1].cut)
+
+
 def choose_cut(p: Policy, out: Sequence[SanitizedMessage], cands: Sequence[int], start: int, n: int,
                fits: Callable[[int], bool], kept_tokens: Callable[[int], int]) -> int:
     """Where to cut the history out[start:n] (SPEC §4, stage 5), among `cands`, the turns' first

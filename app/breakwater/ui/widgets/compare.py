@@ -13,6 +13,7 @@ from textual import events
 from textual.widget import Widget
 
 from breakwater.core.compare import Comparison, Totals
+from breakwater.core.figures import tokens_figure
 from breakwater.ui.messages import TurnChosen
 
 BRAILLE = 0x2800
@@ -165,7 +166,8 @@ class CompareTotals(Widget):
         for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
             recall, pinned = self.recall.get(name, (None, None))
             table.add_row(name, f"{sim.policy.preset} · {sim.policy.window:,}",
-                          *([f"≈{tot.billed_raw:,}"] if wide else []), f"{tot.billed_sent:,}",
+                          *([f"≈{tot.billed_raw:,}"] if wide else []),
+                          tokens_figure(tot.billed_sent, tot.billed_sent_estimated),
                           f"≈{tot.saved:,} ({tot.saved_pct:.0f}%)", str(tot.compactions),
                           str(tot.hard_turns), _pct(recall, name in self.recall), _pct(pinned, name in self.recall))
         table.add_row("B − A", "", *([f"{tb.billed_raw - ta.billed_raw:+,}"] if wide else []),

@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import events
 from textual.strip import Strip
 
+from breakwater.core.figures import tokens_figure
 from breakwater.core.log.words import plural
 from breakwater.core.simulate import Simulation
 from breakwater.ui.messages import TurnChosen
@@ -183,7 +184,8 @@ class Timeline(Drawn):
         total_saved = sim.saved   # like for like, as simulate --json totals it
         pct = 100 * total_saved / billed_raw if billed_raw else 0
         text = Text(" billed ", style=self._c("dim"))
-        text.append(f"without compaction ≈{billed_raw:,} · with {billed_sent:,} · saved ≈{total_saved:,} "
+        text.append(f"without compaction ≈{billed_raw:,} · with {tokens_figure(billed_sent, sim.billed_sent_estimated)} · "
+                    f"saved ≈{total_saved:,} "
                     f"({pct:.0f}%)")
         if sim.prices is not None:   # cache-aware (core/log/accounting.py): a policy that breaks the cache can cost more
             text.append(f" · ${sim.cost_raw:,.2f} → ${sim.cost_sent:,.2f}")
