@@ -43,6 +43,15 @@ class DeepCompaction:
     def retune(self, policy: Policy) -> None:
         self.policy = policy
 
+    def seen(self) -> None:
+        """A request was planned knowing of the compactions applied or taken back so far."""
+        self.just_compacted = self.just_undone = False
+
+    def take_failure(self) -> str | None:
+        """Why the summarizer's last summary was rejected, once (a plan notes it)."""
+        failure, self.last_failure = self.last_failure, None
+        return failure
+
     def cut(self) -> int:
         """First index of the history after the summary (or the system prompt)."""
         return self.active[-1].cut if self.active else self.index.base_start()

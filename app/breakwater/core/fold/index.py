@@ -217,7 +217,9 @@ class Index:
         if level == 0 or self.pinned(i):
             return None
         msg = self.san.out[i].message
-        return self.near_form(msg, level) if near else self.far_form(msg, level)
+        if near:
+            return forms.near_form(self.policy, msg, level)
+        return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
 
     def near_cached(self, i: int, level: int):
         """(`transform(i, level, near=True)`, its heuristic tokens): working-memory forms are asked for

@@ -140,7 +140,7 @@ class Pipeline:
                 # the summary ends the open call group: a call still unanswered is stripped now, not
                 # after the cut was measured (the cut would then point past the end)
                 self.san.close_group()
-                self._sync()
+                self.sync()
                 placed = self.deep.place(comp)
                 if placed is not None:
                     if comp.trigger != "auto":   # the log's agent made it: its requests had it
@@ -188,7 +188,7 @@ class Pipeline:
 
     def _set_pin(self, mid: str, pinned: bool) -> None:
         self.index.set_pin(mid, pinned)
-        self._sync()
+        self.sync()
         idx = self.index.index_of(mid, look=False)   # pins are asked about every request: enter them all
         if idx is not None:
             self._enter_from(idx)
@@ -209,9 +209,9 @@ class Pipeline:
         the next view is built with it, as replaying the edited compaction event would."""
         return self.deep.replace_summary(compaction_id, summary)
 
-    def _sync(self) -> None:
-        """Enter what the sanitizer changed or added since in the index, and tell the parts that keep
-        what was derived from the messages."""
+    def sync(self) -> None:
+        """Enter what the sanitizer changed or added since in the index (`plan` does, first), and tell
+        the parts that keep what was derived from the messages."""
         d = self.index.sync()
         if d is not None:
             self.prefix.changed(d)
@@ -239,7 +239,7 @@ class Pipeline:
 
     def _sanitize(self) -> int:
         self.san.close_group()
-        self._sync()
+        self.sync()
         self.meter.new_plan()
         return len(self.san.out)
 
@@ -283,7 +283,7 @@ class Pipeline:
                 decision.recorded = deep.active[-1].comp
             decision.base_reported = deep.active[-1].comp.tokens_before or base
             decision.request = self._request_at_no_stage(n)
-        deep.just_compacted = deep.just_undone = False
+        deep.seen()
         return decision
 
     def _soft_zone(self, decision: _Decision) -> Shape:
@@ -304,7 +304,7 @@ class Pipeline:
             deep.retract(new_comp)
         trigger = new_comp.trigger if new_comp else (decision.force_deep or "auto")
         decision.new_comp = deep.compact(trigger, decision.base_reported, self.turn, cut=shape.drop_to) or new_comp
-        deep.just_compacted = False
+        deep.seen()
         return self.soft_zone.fit(deep.cut(), decision.request.n, decision.trigger_level, decision.fast)
 
     def _plan_of(self, d: _Decision, shape: Shape) -> Plan:
@@ -312,9 +312,9 @@ class Pipeline:
         if d.new_comp is not None:   # its figures: the request after it, at no stage
             d.new_comp = replace(d.new_comp, tokens_after=self._request_at_no_stage(n).measured[0])
             self.deep.active[-1].comp = d.new_comp
-        if self.deep.last_failure:
-            d.notes.append(f"summary rejected ({self.deep.last_failure}); the extractive summary stands in")
-            self.deep.last_failure = None
+        failure = self.deep.take_failure()
+        if failure:
+            d.notes.append(f"summary rejected ({failure}); the extractive summary stands in")
         if shape.drop_to > shape.cut:
             gs = self.index.ledger.group_starts
             kept = bisect.bisect_left(gs, n) - bisect.bisect_left(gs, shape.drop_to)
