@@ -27,7 +27,7 @@ from synth import session_messages, write_session  # noqa: E402
 
 from breakwater.core.policy import DEFAULT_PRESET  # noqa: E402
 
-FIXTURES = Path("/work/shared/fixtures/real")
+FIXTURES = ROOT / "tests" / "fixtures" / "real"   # the real transcripts the tests use
 
 
 def child_cpu(args: list[str], pythonpath: str | None, cache: str) -> float:
@@ -59,12 +59,13 @@ def sessions(folder: Path) -> list[tuple[str, str]]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """`make bench` calls main() with its own command line: the defaults then, not its arguments."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--old", help="PYTHONPATH of an older tree to time alongside")
-    args = ap.parse_args()
+    args = ap.parse_args([] if argv is None else argv)
     trees = [("new", None)] + ([("old", args.old)] if args.old else [])
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in sessions(Path(tmp)):
@@ -87,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -216,9 +216,12 @@ def test_the_agents_state_is_judged_by_what_the_folder_is_not_by_its_path(tmp_pa
     root = tmp_path / "project"
     (root / ".agent" / "sessions").mkdir(parents=True)
     (root / ".agent" / "spill" / "s1").mkdir(parents=True)
+    (root / ".agent" / "state").mkdir()
+    (root / "st").symlink_to(".agent/state")      # a link a command planted, relative and inside
     ws = Workspace(root)
     root.rename(tmp_path / "moved")
-    for path in (".agent/sessions/forged.jsonl", ".agent/spill/s1/call.log", ".agent/memory.lock"):
+    for path in (".agent/sessions/forged.jsonl", ".agent/spill/s1/call.log", ".agent/memory.lock",
+                 "st/memory-writers"):
         result = write_file(ws, path, "forged")
         assert result.is_error and "Breakwater's own state" in result.content, (path, result.content)
     assert write_file(ws, ".agent/MEMORY.md", "- a note\n").is_error is False

@@ -384,11 +384,25 @@ def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
 def test_the_agents_state_is_read_only_inside_even_in_a_fresh_workspace(tmp_path):
     # in a workspace with no .agent yet, the folders and locks used to be made by the command itself
     ws = Workspace(tmp_path)
-    r = run_bash(ws, "for d in .agent/sessions .agent/spill; do mkdir -p $d; echo forged > $d/x.jsonl; done; "
+    r = run_bash(ws, "for d in .agent/sessions .agent/spill .agent/state; do mkdir -p $d; echo forged > $d/x.jsonl; done; "
                      "ln -s /etc/passwd .agent/memory.lock; ln -s /etc/passwd .agent/project_memory.lock; "
                      "echo forged >> .agent/memory.lock; ls .agent/sessions; echo end", sandbox=BWRAP)
-    assert r.content.count("Read-only file system") == 3, r.content
+    assert r.content.count("Read-only file system") == 4, r.content
     assert not list(tmp_path.glob(".agent/*/x.jsonl"))
     for lock in ("memory.lock", "project_memory.lock"):
         path = tmp_path / ".agent" / lock
         assert path.is_file() and not path.is_symlink() and path.read_bytes() == b""
+
+
+@needs_bwrap
+def test_the_agent_folder_cannot_be_moved_away_and_replaced_by_a_link_inside(tmp_path):
+    # the state folders were read-only, but .agent itself could be renamed and a link to a folder
+    # outside put in its place: every later write of Breakwater's was then refused (or lost)
+    ws, out = tmp_path / "ws", tmp_path / "out"
+    ws.mkdir()
+    out.mkdir()
+    r = run_bash(Workspace(ws), f"mv .agent .agent-old; ln -s {out} .agent; echo x > .agent/MEMORY.md; echo end",
+                 sandbox=BWRAP)
+    assert "Device or resource busy" in r.content, r.content
+    assert (ws / ".agent").is_dir() and not (ws / ".agent").is_symlink() and not (ws / ".agent-old").exists()
+    assert (ws / ".agent" / "MEMORY.md").read_text() == "x\n" and not list(out.iterdir())   # notes stay writable

@@ -9,6 +9,7 @@ from breakwater.core.log.message import Message
 from breakwater.core.policy import preset
 from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import detect_format, load_session, load_sessions
+from support.small_disk import small_disk
 from support.transcripts import REAL
 
 SWE = REAL / "swe-agent" / "marshmallow-1867__function_calling_replace_from_source.traj"
@@ -187,15 +188,29 @@ def test_a_file_with_sidechains_says_what_it_holds_and_session_picks_one():
 
 def test_import_to_a_jsonl_file_writes_that_file(tmp_path):
     out = tmp_path / "main.jsonl"
-    for _ in range(2):   # a second run replaces the file it wrote
+    for again in (False, True):   # a second run replaces the file it wrote, and says so
         r = run("import", str(CLAUDE_TWO), "-o", str(out))
         assert r.returncode == 0, r.stderr
         assert out.is_file() and load_session(out).id == "ses_stage0_small"
         assert "2 sessions" in r.stderr and "--session" in r.stderr
+        assert ("replaced the file that was there" in r.stderr) is again
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
     r = run("import", str(CLAUDE_TWO), "-o", str(tmp_path / "side.jsonl"), "--session", "sidechain-sys1")
     assert r.returncode == 0 and load_session(tmp_path / "side.jsonl").id.endswith("sidechain-sys1")
     r = run("import", str(CLAUDE_TWO), "-o", str(tmp_path / "all"))
     assert r.returncode == 0 and len(list((tmp_path / "all").glob("*.jsonl"))) == 2
+
+
+def test_an_import_that_cannot_finish_leaves_the_file_that_was_there(tmp_path):
+    big = REAL / "pi" / "large-session.jsonl"    # 839 KB as native JSONL
+    with small_disk(tmp_path / "disk", "256k") as disk:
+        out = disk / "main.jsonl"
+        out.write_text("a session the user kept\n")
+        r = run("import", str(big), "-o", str(out))
+        # was: the file truncated first, then a partial session left in its place
+        assert r.returncode == 2 and "as it was" in r.stderr and "Traceback" not in r.stderr
+        assert out.read_text() == "a session the user kept\n"
+        assert [p.name for p in disk.iterdir()] == ["main.jsonl"]
 
 
 def test_import_to_a_directory_never_writes_two_sessions_to_one_file(tmp_path):

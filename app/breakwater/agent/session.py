@@ -60,6 +60,7 @@ from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.log.tokens import TokenCounter, heuristic_messages, heuristic_text
 from breakwater.core.log.validity import api_problems
 from breakwater.memory.consolidate import consolidate
+from breakwater.memory.ledger import STATE_DIR
 from breakwater.memory.project import append_session, project_history
 from breakwater.memory.retrieval import format_injection, retrieve_within
 from breakwater.memory.scribe import Scribe
@@ -67,7 +68,7 @@ from breakwater.memory.store import MemoryStore
 from breakwater.tools.registry import ToolContext, execute_tool, needs_approval, tool_schemas
 from breakwater.tools.result import ToolResult
 from breakwater.tools.sandbox import Sandbox, SandboxError
-from breakwater.tools.state_guard import SpillMarks, describe as describe_state
+from breakwater.tools.state_guard import StateGuard
 from breakwater.tools.workspace import Workspace, WorkspaceError
 
 SESSIONS_DIR = Path(".agent") / "sessions"
@@ -140,7 +141,7 @@ class AgentSession:
         self._scribe: Scribe | None = None
         self._scribe_from = 0
         self._call_ids: set[str] = set()
-        self._spills: SpillMarks | None = None
+        self._guard: StateGuard | None = None
         self._volatile = ""
         self._sent_with: dict[str, str] = {}   # user message id -> the volatile layer it went out with
         self._start_lock = asyncio.Lock()
@@ -219,7 +220,9 @@ class AgentSession:
         self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env,
                                             sandbox=self.sandbox)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)
-        self._spills = SpillMarks(root)
+        ledger = self._store.ledger     # what its scribe writes while a command runs is not the command's
+        self._guard = StateGuard(root, self.log,
+                                 lambda rel, now: rel == f"{STATE_DIR}/{ledger.name}" and now == ledger.mark)
 
     def _begin(self, root: Path, scrubbed: list[str]) -> None:
         """The first entries of the log: the system prompt (with the project history), notes."""
@@ -655,6 +658,8 @@ class AgentSession:
         return (True, "") if answer else (False, "the user declined it")
 
     def _execute(self, call: ToolCall) -> ToolResult:
+        # a command run without bubblewrap can write Breakwater's own state: checked after it (state_guard.py)
+        before = self._guard.before() if call.name == "bash" else None
         result = execute_tool(call.name, call.arguments, self._ctx, call.id)
         spill = result.meta.get("spill")
         if spill and self.redact.secret:
@@ -666,28 +671,16 @@ class AgentSession:
             else:
                 if found:
                     result = ToolResult(result.content, {**result.meta, "redacted": found})
-        if call.name == "bash":
-            result = self._check_state(result)
+        if before is not None:
+            result = self._guard.after(result, before)
         return result
-
-    def _check_state(self, result: ToolResult) -> ToolResult:
-        """After a command: Breakwater's own state as it left it, or restored, or reported (a command
-        run without bubblewrap can write there; tools/state_guard.py)."""
-        try:
-            log_change = self.log.restore_if_changed()
-        except OSError as exc:
-            log_change = f"the session log was changed and could not be restored ({exc.strerror or exc})"
-        notice = describe_state(log_change, self._spills.changed())
-        if result.meta.get("spill"):
-            self._spills.mark(result.meta["spill"])
-        if notice is None:
-            return result
-        return ToolResult(f"{result.content}\n{notice}", {**result.meta, "state_changed": notice})
 
     def _finish_tool(self, call: ToolCall, result: ToolResult, turn: int) -> None:
         self._append(Message(self.log.next_message_id(), "tool", result.content, tool_call_id=call.id,
                              name=call.name, turn=turn, meta={"ts": utc_now(), "source": result.meta}))
         self._emit("tool_end", call=call, result=result, turn=turn)
+        if result.meta.get("state_changed"):    # the person is told as well as the model
+            self._error({"kind": "state", "message": result.meta["state_changed"].strip("[]")}, notify=True)
 
     # -- memory ---------------------------------------------------------------------------------------
     def _scribe_pending(self) -> list[Message]:

@@ -83,6 +83,8 @@ class ProgressPrinter:
         elif ev.kind == "retry":
             wait = ev.event.get("retry_in_s")
             line = f"· {visible(ev.text)}; retrying" + ("" if wait is None else f" in {wait} s")
+        elif ev.kind == "error":
+            line = f"! {visible(ev.text)}"
         else:
             return
         print(line, file=sys.stderr, flush=True)

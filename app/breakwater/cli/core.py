@@ -10,6 +10,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from breakwater.core.log.visible import json_safe, visible
 from breakwater.core.log.models import DEFAULT_MODEL, counting_model, resolve_window
 from breakwater.core.figures import tokens_figure
 from breakwater.core.log.words import plural
@@ -186,7 +187,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
             out = comparison.to_json()
             for side, found in loops.items():
                 out[side]["loops"] = [loop.to_json() for loop in found]
-            print(json.dumps(out, ensure_ascii=False))
+            print(json_safe(json.dumps(out, ensure_ascii=False)))
         else:
             print_comparison(comparison, log)
             for side, found in loops.items():
@@ -199,7 +200,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         out = {"turn": view.turn, "zone": view.zone, "raw_tokens": view.raw_tokens, "sent_tokens": view.sent_tokens,
                "counted": view.counted, "fits": view.fits, "stable_prefix_tokens": view.stable_prefix_tokens,
                "messages": view.to_api(), "edits": [e.to_json() for e in view.edits]}
-        print(json.dumps(out, ensure_ascii=False, indent=1))
+        print(json_safe(json.dumps(out, ensure_ascii=False, indent=1)))
         if not view.fits:
             print(f"breakwater: warning: turn {view.turn} needs {view.sent_tokens:,} tokens, over the window of "
                   f"{view.window:,}; the agent would not send it", file=sys.stderr)
@@ -228,13 +229,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
 def print_table(sim: Simulation, log: SessionLog) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     p = sim.policy
     console = Console()
     title = log.header.get("title") or (log.path.name if log.path else log.id)
-    table = Table(title=f"{title} — preset {p.preset}, window {p.window:,} (soft {p.soft_limit:,}, "
-                        f"hard {p.hard_limit:,}), counter {sim.counter}"
-                        + ("" if sim.encoding else " ≈ estimate"), title_justify="left")
+    # the title comes from the transcript (or its file name): drawn visibly, never read as markup
+    table = Table(title=Text(visible(f"{title} — preset {p.preset}, window {p.window:,} (soft {p.soft_limit:,}, "
+                                     f"hard {p.hard_limit:,}), counter {sim.counter}"
+                                     + ("" if sim.encoding else " ≈ estimate"))), title_justify="left")
     for col, just in (("turn", "right"), ("raw", "right"), ("sent", "right"), ("zone", "left"),
                       ("stage", "left"), ("edits", "left")):
         table.add_column(col, justify=just)

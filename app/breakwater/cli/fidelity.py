@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from breakwater.core.log.visible import json_safe
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
 
 SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".gz")
@@ -103,7 +104,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not any(not s.error for s in corpus.sessions):
         return fail("none of the sessions could be evaluated")
     if args.json:
-        print(json.dumps(corpus.to_json(files), ensure_ascii=False))
+        print(json_safe(json.dumps(corpus.to_json(files), ensure_ascii=False)))
     else:
         print_report(corpus, files)
     return 0

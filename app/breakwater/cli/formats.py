@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import secrets
 import sys
 from pathlib import Path
 from typing import IO
@@ -104,15 +106,30 @@ def cmd_import(args: argparse.Namespace) -> int:
         targets, notes = _targets(logs, out)
     for note in notes:
         print(f"breakwater: note: {note}", file=sys.stderr)
+    replaced = set()
     try:
         (out if to_dir else out.parent).mkdir(parents=True, exist_ok=True)
         for log, target in targets:
-            with open(target, "w", encoding="utf-8") as fh:
-                write_native(log, fh)
+            if target.exists():
+                replaced.add(target)
+            _write_whole(log, target)
     except OSError as exc:
-        return fail(f"{out}: cannot write ({exc.strerror or exc})")
+        return fail(f"{out}: cannot write ({exc.strerror or exc}); every file that was there is as it was")
     for log, target in targets:
         n_msg = len(log.messages)
         print(f"{target}: {n_msg:,} messages, {len(log.entries) - n_msg:,} events, {log.turn_count():,} turns "
-              f"(from {log.source_format})", file=sys.stderr)
+              f"(from {log.source_format})" + ("; replaced the file that was there" if target in replaced else ""),
+              file=sys.stderr)
     return 0
+
+
+def _write_whole(log: SessionLog, target: Path) -> None:
+    """Write beside the target, then rename: a full disk or a bad record leaves the old file whole."""
+    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temp, "x", encoding="utf-8") as fh:
+            write_native(log, fh)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from breakwater.core.log.visible import visible
+from breakwater.core.log.visible import json_safe, visible
 from breakwater.core.policy import Policy
 
 _POLICY = Policy()
@@ -98,10 +98,10 @@ def _search(args) -> int:
 
     hits = MemoryIndex(_store(args)).search(args.query, max(1, args.k))
     if args.json:
-        print(json.dumps({"query": args.query,
+        print(json_safe(json.dumps({"query": args.query,
                           "hits": [{"score": round(h.score, 4), "source": h.source, "writer": h.writer,
                                     "text": h.text} for h in hits]},
-                         ensure_ascii=False))
+                         ensure_ascii=False)))
         return 0
     if not hits:
         print("no matching memory")

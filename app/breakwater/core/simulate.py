@@ -21,6 +21,7 @@ from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.policy import Policy
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.log.tokens import TokenCounter
+from breakwater.core.log.visible import json_safe
 
 
 _string = json.encoder.encode_basestring   # a str as json.dumps(..., ensure_ascii=False) writes it
@@ -238,7 +239,7 @@ class JsonWriter:
             text = json.dumps(sim.header_json(), ensure_ascii=False)[:-1] + ', "turns": [' + text
         elif text:
             text = ", " + text
-        self.fh.write(text + end)
+        self.fh.write(json_safe(text + end))   # printed for a terminal: no C1 control raw
 
 
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,

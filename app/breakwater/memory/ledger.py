@@ -52,11 +52,13 @@ class Ledger:
     def __init__(self, workspace: str | os.PathLike, name: str = MEMORY_LEDGER):
         self.dir = OwnedDir(workspace, STATE_DIR)
         self.name = name
+        self.mark: tuple[int, int, int, int] | None = None   # the file as this object's last write left it
 
     def record(self, texts: Iterable[str], writer: str) -> None:
         lines = "".join(f"{digest(t)} {writer}\n" for t in texts)
         if lines:
             self.dir.append(self.name, lines.encode())
+            self._remember()
 
     def replace(self, records: Iterable[tuple[str, str]]) -> None:
         """The ledger becomes exactly these (text, writer) records: consolidation keeps it to the
@@ -64,6 +66,11 @@ class Ledger:
         data = "".join(f"{digest(t)} {w}\n" for t, w in records).encode()
         with self.dir.fd() as d:
             replace_beneath(d, self.name, data)
+        self._remember()
+
+    def _remember(self) -> None:
+        st = self.dir.stat(self.name)
+        self.mark = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def writers(self) -> Mapping[str, str]:
         """digest -> writer; empty when there is no ledger (or it is unreadable: nothing vouched)."""

@@ -139,7 +139,8 @@ class MemoryStore:
         if not journal or hashlib.sha256(self.dir.read(MEMORY_NAME)).hexdigest() != journal[0]:
             return frozenset()
         # only what a consolidation folds: fragments and the index, never another file
-        return frozenset(n for n in journal[1:] if n == INDEX_NAME or ("/" not in n and fnmatch.fnmatch(n, FRAGMENT_GLOB)))
+        return frozenset(n for n in journal[1:]
+                         if n == INDEX_NAME or ("/" not in n and fnmatch.fnmatch(n, FRAGMENT_GLOB)))
 
     def finish_fold(self) -> None:
         """Under the lock: finish what a crashed consolidation left (delete the leftovers),

@@ -78,7 +78,9 @@ class Sandbox:
             base[at:at] = ["--size", str(tmp_bytes)]
         args = [self.bwrap, *base, "--bind", ws, ws]
         # breakwater's own state in the workspace is read-only inside: a command cannot forge the
-        # session log, replace a spill or hold a lock (issue 27 item 8)
+        # session log, replace a spill or hold a lock (issue 27 item 8); .agent itself is a mount
+        # point (bound onto itself, writable), so it cannot be moved away and replaced by a link
+        args += ["--bind-try", f"{ws}/.agent", f"{ws}/.agent"]
         for rel in AGENT_STATE:
             args += ["--ro-bind-try", f"{ws}/{rel}", f"{ws}/{rel}"]
         for lock in sorted(Path(ws, ".agent").glob("*.lock")):

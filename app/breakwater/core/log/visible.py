@@ -22,3 +22,15 @@ _UNSAFE = re.compile("[" + "".join(f"\\U{c:08x}" for c in sorted(_PICTURES)) + "
 def visible(text: str) -> str:
     """`text` with every character that would act on a terminal instead of showing drawn visibly."""
     return text.translate(_PICTURES) if _UNSAFE.search(text) else text
+
+
+# JSON printed for a person's terminal: json.dumps escapes C0 controls itself but, with
+# ensure_ascii=False, leaves C1 controls (U+009B is CSI) and bidi overrides as they are.
+# Written as \uXXXX escapes they are the same JSON value and nothing a terminal acts on.
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _PICTURES if c >= 0x80}
+_JSON_UNSAFE = re.compile("[" + "".join(f"\\U{c:08x}" for c in sorted(_JSON_ESCAPES)) + "]")
+
+
+def json_safe(text: str) -> str:
+    """JSON text (from json.dumps) with C1 controls and bidi overrides escaped: the same value."""
+    return text.translate(_JSON_ESCAPES) if _JSON_UNSAFE.search(text) else text
