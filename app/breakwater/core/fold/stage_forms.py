@@ -20,7 +20,7 @@ from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import outcome_facts
 from breakwater.core.policy import Policy
 from breakwater.core.stages.snip import head_tail, snip_marker
-from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_message, heuristic_text
+from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_text
 
 # The counts of the far forms of long messages, shared by every pipeline of the same policy (a
 # re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry
