@@ -30,7 +30,7 @@ class DeepCompaction:
         self.meter = meter
         self.summarizer = summarizer
         self.active: list[Active] = []
-        self.applied_count = 0                   # compactions applied so far (names the next one)
+        self.applied_count = 0                  # compactions applied so far (names the next one)
         self.just_compacted = False             # one was applied since the last request was planned
         self.just_undone = False                # the user took one back: do not redo it at once
         self.last_failure: str | None = None    # why the summarizer's last summary was rejected
