@@ -78,6 +78,94 @@ def test_failing_test_ids_and_compiler_errors_are_signatures():
     assert error_signatures("Traceback (most recent call last):\n  File \"x\", line 1\n") == []
 
 
+@pytest.mark.parametrize("code", [
+    "\t\tif (!currentModel) {\n\t\t\tthis.showError(\n\t\t\t\t\"No model selected.\" +",   # pi: grep of a .ts file
+    "  isError: boolean;\n  if (this.result.isError) {",
+    "    except (OSError, zipfile.BadZipFile):\n        return None",
+    "   195→        except (OSError, tarfile.TarError):",                        # Claude Code's Read tool
+    "  1466:            raise ValueError(msg)",                                  # SWE-agent's numbered view
+    "  22→# ERROR: corrupted.zip - could not process archive contents",
+    "    timestamp: datetime | None = None, error: str | None = None",
+    "    raise ModelDefinitionError(",
+    "Traceback (most recent cal",                                               # a header cut short
+])
+def test_a_line_of_code_that_names_an_error_is_no_error_signature(code):
+    from breakwater.core.log.error_signature import error_signatures
+
+    assert error_signatures(code) == []
+
+
+@pytest.mark.parametrize("line", ["<tool_use_error>File does not exist.</tool_use_error>",
+                                  "ERROR: No matching distribution found for erfa",
+                                  "Failed to build astropy", "npm ERR! missing script: build", "构建失败：找不到模块"])
+def test_a_line_that_states_an_error_in_words_is_still_one(line):
+    from breakwater.core.log.error_signature import error_signatures
+
+    assert [s.text for s in error_signatures(line)] == [line]
+
+
+def test_no_error_fact_of_the_real_transcripts_is_a_line_of_code():
+    texts = {p.text for f in (REAL / "pi" / "large-session.jsonl", REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl",
+                              SWE, MINI) for p in extract(load_session(f)) if p.kind == "error"}
+    assert "this.showError(" not in texts
+    assert not [t for t in texts if t.rstrip().endswith(("(", "{", ",", ";"))]
+    # and the real ones are still there
+    assert {"<tool_use_error>File does not exist.</tool_use_error>", "ModuleNotFoundError: No module named 'erfa'",
+            "FAILED tests/test_unit.py::TestDeepManifestGenerator::test_process_invalid_input_type"} <= \
+        texts | {p.text for p in extract(load_session(REAL / "claude-code" / "agenticprimer_v2.0.76_subagent_a0294d5.jsonl"))}
+
+
+def test_an_error_cut_short_at_the_end_of_an_output_is_the_error_already_seen():
+    full = "Traceback (most recent call last):\n  File \"app/db/pool.py\", line 88\nTimeoutError: pool exhausted after 30s"
+    log = session(Message("u", "user", "Fix the flaky pool timeout in app/db/pool.py.", turn=1),
+                  Message("a", "assistant", "", (call("c1", "bash", command="pytest -q"),), turn=1),
+                  Message("t", "tool", full + "\n[exit code: 1]", tool_call_id="c1", turn=2),
+                  Message("a2", "assistant", "", (call("c2", "bash", command="pytest -q -x"),), turn=2),
+                  Message("t2", "tool", "ok\n" + full[:-12], tool_call_id="c2", turn=3),
+                  Message("a3", "assistant", "", (call("c3", "bash", command="pytest -q -k pool"),), turn=3),
+                  Message("t3", "tool", "ok\nTraceback (most recent ca", tool_call_id="c3", turn=4))
+    assert [p.text for p in extract(log) if p.kind == "error"] == ["TimeoutError: pool exhausted after 30s"]
+
+
+TRACEBACK = ("collecting ...\n" * 30 + "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n"
+             "    d['13']\nKeyError: '13'\n[exit code: 1]")
+
+
+def test_a_masked_error_keeps_its_signature_and_so_the_fact():
+    from breakwater.core.policy import preset
+    from breakwater.core.stages.mask import mask_far
+    from breakwater.core.stages.microcompact import skeleton
+
+    p = preset("breakwater")
+    c = call("c1", "bash", command="python app.py")
+    failed = Message("t", "tool", TRACEBACK, tool_call_id="c1")
+    placeholder = mask_far(failed, p)[0].content
+    # the first error line is the traceback's header; the error is its last line
+    assert placeholder == (f"[early tool output cleared to save context. original length: {len(TRACEBACK)} bytes; "
+                           "exit 1; first error: Traceback (most recent call last):; error: KeyError: '13']")
+    assert skeleton(failed, c).endswith("first error: Traceback (most recent call last):, error: KeyError: '13'; "
+                                        "output cleared to save context]")
+    log = session(Message("u", "user", "Fix the crash in app.py when the id is missing.", turn=1),
+                  Message("a", "assistant", "", (c,), turn=1), failed)
+    [error] = [p for p in extract(log) if p.kind == "error"]
+    assert carried([error], placeholder) == {"KeyError: '13'"}
+
+
+@pytest.mark.parametrize("output, said", [
+    ("added 12 packages\n" * 20 + "[exit code: 0]", "exit 0"),
+    ("npm WARN deprecated\n" * 20 + "npm ERR! code ERESOLVE\n[exit code: 1]", "exit 1; first error: npm ERR! code ERESOLVE"),
+    ("x\n" * 200 + "KeyError: '13'\n[exit code: 1]", "exit 1; first error: KeyError: '13'"),
+    ("line\n" * 100, None),
+])
+def test_a_placeholder_without_an_error_the_first_line_does_not_state_is_as_it_was(output, said):
+    from breakwater.core.policy import preset
+    from breakwater.core.stages.mask import mask_far
+
+    text = mask_far(Message("t", "tool", output, tool_call_id="c1"), preset("breakwater"))[0].content
+    tail = f"; {said}" if said else ""
+    assert text == f"[early tool output cleared to save context. original length: {len(output)} bytes{tail}]"
+
+
 # -- defect 3: the goal is the format's task statement ---------------------------------------------
 def test_the_goal_of_real_shell_agent_transcripts_is_their_task_statement():
     mini = [p for p in extract(load_session(MINI)) if p.kind == "goal"]
@@ -259,18 +347,19 @@ def test_a_decoy_with_the_words_but_not_the_facts_keeps_none():
 CCL = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
 PI = REAL / "pi" / "large-session.jsonl"
 LABELLED = {
-    (MINI, 64): [   # no deep compaction at 32k: masking cleared older outputs, their exit status kept
+    (MINI, 64): [   # no deep compaction at 32k: masking cleared older outputs, their exit status and
+        # their errors' signatures kept ("first error: Traceback (most recent call last):; error: ModuleNotFound...")
         ("goal", "Modeling's `separability_matrix` does not compute", True),
         ("file-modified", "modified astropy/modeling/separable.py", True),
         ("file-modified", "modified patch.txt", True),
         ("file-read", "read astropy/modeling/core.py", True),
         ("command", "cd /testbed && pip install erfa 2>&1 → exit 1", True),
         ("command", "cd /testbed && sed -n '98,114p' astropy/modeling/tests/test_separable.py", True),
-        ("error", "ModuleNotFoundError: No module named 'erfa'", False),      # cleared: "first error: Traceback"
-        ("error", "ModuleNotFoundError: No module named 'numpy'", False),
-        ("error", "ImportError: attempted relative import", False),
-        ("error", "ImportError: cannot import name '_compiler'", False),
-        ("error", "ImportError: You appear to be trying to import astropy", False),
+        ("error", "ModuleNotFoundError: No module named 'erfa'", True),
+        ("error", "ModuleNotFoundError: No module named 'numpy'", True),
+        ("error", "ImportError: attempted relative import", True),
+        ("error", "ImportError: cannot import name '_compiler'", True),
+        ("error", "ImportError: You appear to be trying to import astropy", True),
         ("error", "ERROR: No matching distribution found for erfa", True),
         ("error", "AttributeError: module 'numpy' has no attribute 'product'", True),
         ("error", "ModuleNotFoundError: No module named 'astropy.table._column_mixins'", True),

@@ -141,3 +141,49 @@ def test_loading_runs_no_collection_and_leaves_the_collector_as_it_was(tmp_path)
     with pytest.raises(SessionLogError):
         load_session(bad, "pi")
     assert gc.isenabled()
+
+
+def _same(a, b):
+    key = lambda logs: [(log.id, log.header, [repr(x) for x in log.entries], [repr(i) for i in log.issues])
+                        for log in logs]
+    return key(a) == key(b)
+
+
+def test_a_file_that_is_one_path_is_read_as_it_arrives_and_gives_what_the_tree_walk_gives(tmp_path):
+    """A 67 MB pi session peaked at 295 MB (native JSONL of it: 112 MB): every decoded entry was held
+    until the tree was known. A file that is one path is fed to the builder line by line; a file that
+    turns out not to be, or whose compaction names an entry not read yet, is walked as a tree. Both
+    give the same sessions, issues included."""
+    from breakwater.formats import pi
+
+    def e(eid, parent, role, text):
+        return {**msg(role, text), "id": eid, "parentId": parent}
+
+    head = {"type": "session", "version": 3, "id": "s3", "timestamp": "t", "cwd": "/w"}
+    chain = [e("a1", None, "user", "q"), e("a2", "a1", "assistant", "a"), e("a3", "a2", "user", "more"),
+             {"type": "compaction", "id": "c1", "parentId": "a3", "summary": "s", "firstKeptEntryId": "a2"},
+             e("a4", "c1", "assistant", "b")]
+    cases = {
+        "one path": ([head, *chain], True),
+        "v1": ([{"type": "session", "id": "s1"}, msg("user", "q"), msg("assistant", "a"),
+                {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 2}, msg("user", "x")], True),
+        "v1 compaction ahead": ([{"type": "session"}, msg("user", "q"),
+                                 {"type": "compaction", "summary": "s", "firstKeptEntryIndex": 9}], False),
+        "branch": ([head, *chain, e("b1", "a1", "assistant", "other")], False),
+        "compaction naming an entry ahead": ([head, chain[0], {"type": "compaction", "id": "c", "parentId": "a1",
+                                                               "summary": "s", "firstKeptEntryId": "z"},
+                                              e("z", "c", "user", "later")], False),
+        "header after entries": ([chain[0], head, chain[1]], False),
+        "an id repeated": ([head, chain[0], e("a1", "a1", "user", "again")], False),
+        "ids from the middle on": ([head, msg("user", "q"), e("a2", None, "assistant", "a")], False),
+        "a bad line": ([head, chain[0], "not json", chain[1]], True),
+        "empty": ([head], True),
+    }
+    for name, (lines, one_path) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines), encoding="utf-8")
+        streamed = pi._load_one_path(path)
+        assert (streamed is not None) == one_path, name
+        assert _same(pi.load_pi(path), pi._load_tree(path)), name
+    for path in (LARGE, V3):
+        assert pi._load_one_path(path) is not None and _same(pi.load_pi(path), pi._load_tree(path))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 from breakwater.core.log.visible import json_safe
+from breakwater.cli import judge as judge_cli
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
 
 SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".gz")
@@ -34,6 +35,7 @@ def register(sub) -> None:
                    help="run on an existing Dask cluster (needs breakwater[cluster]); workers must see the paths")
     p.add_argument("--dask-timeout", type=float, default=10.0, metavar="S",
                    help="seconds to wait for the Dask scheduler to answer (default: 10)")
+    judge_cli.add_arguments(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -83,6 +85,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return fail("no session files to evaluate")
     if args.dask_timeout <= 0:
         return fail(f"--dask-timeout must be more than 0 seconds, got {args.dask_timeout:g}")
+    judge = judge_cli.make_judge(args)
+    if isinstance(judge, str):
+        return fail(judge)
     cores = default_jobs()
     jobs = args.jobs or cores
     if jobs > cores and not args.oversubscribe and not args.dask:
@@ -103,11 +108,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
             print(f"breakwater: warning: skipped {s.path}: {s.error}", file=sys.stderr)
     if not any(not s.error for s in corpus.sessions):
         return fail("none of the sessions could be evaluated")
+    judged = judge_cli.run(judge, files, corpus, presets, args.window, args.counter, args.judge_questions) \
+        if judge else None
     if args.json:
-        print(json_safe(json.dumps(corpus.to_json(files), ensure_ascii=False)))
+        data = corpus.to_json(files)
+        if judged:
+            data["judge"] = judged.to_json()
+        print(json_safe(json.dumps(data, ensure_ascii=False)))
     else:
         print_report(corpus, files)
-    return 0
+        if judged:
+            judge_cli.print_report(judged, {n: t.to_json() for n, t in corpus.totals().items()})
+    return judge_cli.stopped(judged) if judged else 0
 
 
 def _with_progress(results: Iterator, total: int) -> Iterator:

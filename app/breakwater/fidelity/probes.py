@@ -270,6 +270,7 @@ class _Collector:
     def __init__(self) -> None:
         self.probes: list[Probe] = []
         self.seen: set[tuple] = set()
+        self.errors: list[str] = []   # the error signatures made facts
 
     def add(self, category: str, kind: str, text: str, turn: int, message_id: str,
             parts: tuple[tuple[str, ...], ...], must: int, need: int, key: tuple | None = None,
@@ -420,9 +421,12 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
         return
     for sig in error_signatures(msg.content, MAX_ERRORS_PER_RESULT):
         shaped = _signature_parts(sig)
-        if shaped is None:
+        # an output cut short ends with the start of an error already seen: the same error
+        if shaped is None or any(e.startswith(sig.text) for e in col.errors):
             continue
         probe = col.add("errors", "error", sig.text, turn, msg.id, *shaped, key=("error", sig.text))
+        if probe is not None:
+            col.errors.append(sig.text)
         if probe is not None and command:
             heads_failed.setdefault(command_head(command), []).append(len(col.probes) - 1)
 

@@ -9,6 +9,8 @@ complete, and `Corpus` adds them up.
 from __future__ import annotations
 
 import os
+import pickle
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -103,11 +105,13 @@ def summarize_run(run: FidelityRun) -> PresetSummary:
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
-                  counter: str = "exact", reuse: bool = False, billed: bool = True) -> SessionSummary:
+                  counter: str = "exact", reuse: bool = False, billed: bool = True, split: int = 1) -> SessionSummary:
     """One session under every preset. Never raises for a bad session: the reason is returned.
     `reuse`: take the session this process loaded last if it is this one (a worker given the
     presets of one session one at a time loads and searches it once); `billed`: check what the
-    session was billed against the prediction (one of a session's presets does, for them all)."""
+    session was billed against the prediction (one of a session's presets does, for them all);
+    `split`: run the presets after the first in this many processes, forked once the session is
+    loaded, its facts found and the first preset has scored its messages (`_split_runs`)."""
     out = SessionSummary(str(path))
     try:
         log = _loaded(path) if reuse else _load(path)
@@ -121,17 +125,81 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     out.format = log.source_format or "native"
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
-    for name, policy in zip(presets, policies):
-        try:
-            out.presets[name] = summarize_run(replay(log, policy, counter, scorer))
-        except Exception as exc:  # one broken session must not end a run over thousands
-            out.error = f"{name}: {type(exc).__name__}: {exc}"
+    named = list(zip(presets, policies))
+    runs = _split_runs(log, named, counter, scorer, split) if split > 1 and len(named) > 2 and _can_fork() \
+        else _runs(log, named, counter, scorer)
+    for name in presets:   # as one process running them in order gives it: the first failure names the error
+        got = runs[name]
+        if isinstance(got, str):
+            out.error = got
             out.presets.clear()
             break
+        out.presets[name] = got
     else:
         if billed:
             out.billed = billed_check(log, counter)
     return out
+
+
+def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, scorer: Scorer) -> dict:
+    """Each preset's summary, or why it failed (and none after it: they are not run)."""
+    out: dict[str, PresetSummary | str] = {}
+    for name, policy in named:
+        try:
+            out[name] = summarize_run(replay(log, policy, counter, scorer))
+        except Exception as exc:  # one broken session must not end a run over thousands
+            out[name] = f"{name}: {type(exc).__name__}: {exc}"
+            break
+    return out
+
+
+def _split_runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, scorer: Scorer,
+                split: int) -> dict:
+    """`_runs`, the presets after the first shared out among this process and `split - 1` forked
+    children. Forked after the first preset, they start with what it built (the session, its facts,
+    what each message carries: 0.5 s at 6,000 messages, which a process given some of the presets
+    otherwise does again). A child that fails to answer has its presets run here."""
+    out = _runs(log, named[:1], counter, scorer)
+    if isinstance(out[named[0][0]], str):
+        return out
+    rest = named[1:]
+    groups = [rest[i::split] for i in range(split) if rest[i::split]]
+    # this process keeps the last group, the smallest: it also checks what the session was billed
+    waits = [(group, _forked(lambda group=group: _runs(log, group, counter, scorer))) for group in groups[:-1]]
+    out.update(_runs(log, groups[-1], counter, scorer))
+    for group, wait in waits:
+        got = wait()
+        out.update(got if got is not None else _runs(log, group, counter, scorer))
+    return out
+
+
+def _can_fork() -> bool:
+    """A fork copies one thread: with others running (a lock one of them holds), the child could hang."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _forked(fn: Callable[[], object]) -> Callable[[], object | None]:
+    """Start `fn()` in a forked child; the function returned waits for its (pickled) result, None if
+    the child did not give one."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: answer and leave, running nothing of the parent's on the way out
+        code = 1
+        try:
+            os.close(read)
+            with os.fdopen(write, "wb") as fh:
+                pickle.dump(fn(), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+
+    def wait() -> object | None:
+        with os.fdopen(read, "rb") as fh:
+            data = fh.read()
+        _, status = os.waitpid(pid, 0)
+        return pickle.loads(data) if data and os.waitstatus_to_exitcode(status) == 0 else None
+    return wait
 
 
 def _load(path: str) -> SessionLog:
@@ -189,16 +257,18 @@ class Task:
     def __call__(self, path: str) -> SessionSummary:
         return evaluate_path(path, self.presets, self.window, self.counter)
 
-    def unit(self, path: str, presets: tuple[str, ...]) -> SessionSummary:
-        """Some presets of one session: the unit of parallel work."""
+    def unit(self, path: str, presets: tuple[str, ...], split: int = 1) -> SessionSummary:
+        """Some presets of one session, run in `split` processes: the unit of parallel work."""
         return evaluate_path(path, presets, self.window, self.counter, reuse=True,
-                             billed=presets[0] == self.presets[0])
+                             billed=presets[0] == self.presets[0], split=split)
 
-    def units(self, paths: Sequence[str], workers: int) -> list[tuple[str, tuple[str, ...]]]:
-        """(session, presets) to share out among `workers`, the largest sessions first. A session
-        larger than a worker's share of the corpus is split, a preset a unit: one task per session
-        kept a worker on it long after the others had finished. The others stay whole: each worker
-        given a part of a session loads it and finds its facts again (0.6 s at 6,000 messages)."""
+    def units(self, paths: Sequence[str], workers: int, fork: bool = False) -> list[tuple[str, tuple[str, ...], int]]:
+        """(session, presets, processes) to share out among `workers`, the largest sessions first. A
+        session larger than a worker's share of the corpus is split: one task per session kept a worker
+        on it long after the others had finished. With `fork` (a local pool) its task forks once the
+        first preset is done, the others sharing what it built (`evaluate_path`); else (Dask) each
+        preset is a task, and each worker given one loads the session and scores its messages again
+        (0.5 s at 6,000 messages). The others stay whole."""
         def size(path: str) -> int:
             try:
                 return os.stat(path).st_size
@@ -206,12 +276,15 @@ class Task:
                 return 0
         sizes = {path: size(path) for path in paths}
         share = sum(sizes.values()) / max(1, workers)
-        out: list[tuple[str, tuple[str, ...]]] = []
+        out: list[tuple[str, tuple[str, ...], int]] = []
         for path in sorted(paths, key=sizes.__getitem__, reverse=True):
-            if workers > 1 and sizes[path] > share:
-                out += [(path, (name,)) for name in self.presets]
+            if workers > 1 and sizes[path] > share and len(self.presets) > 1:
+                if fork and len(self.presets) > 2:
+                    out.append((path, self.presets, min(workers, len(self.presets) - 1)))
+                else:
+                    out += [(path, (name,), 1) for name in self.presets]
             else:
-                out.append((path, self.presets))
+                out.append((path, self.presets, 1))
         return out
 
 
@@ -245,14 +318,14 @@ class _Gather:
 def run_local(paths: Sequence[str], fn: Task, jobs: int) -> Iterator[SessionSummary]:
     """Results in completion order; one job runs in this process. Several jobs share out the
     sessions, the largest first, a large one's presets on several (`Task.units`)."""
-    units = fn.units(paths, jobs)
-    if jobs <= 1 or len(units) <= 1:
+    units = fn.units(paths, jobs, fork=hasattr(os, "fork"))
+    if jobs <= 1 or (len(units) <= 1 and not any(split > 1 for *_, split in units)):
         for p in paths:
             yield fn(p)
         return
     gather = _Gather(fn.presets)
     with ProcessPoolExecutor(max_workers=min(jobs, len(units))) as pool:
-        futures = {pool.submit(fn.unit, path, names): (path, names) for path, names in units}
+        futures = {pool.submit(fn.unit, path, names, split): (path, names) for path, names, split in units}
         for fut in as_completed(futures):
             whole = gather.add(*futures[fut], fut.result())
             if whole is not None:
@@ -320,7 +393,7 @@ def run_dask(paths: Sequence[str], fn: Task, address: str,
         units = fn.units(paths, max(1, sum(client.nthreads().values())))
         # the scheduler starts the highest priority first: the order of `units`, largest first
         futures = {client.submit(fn.unit, path, names, pure=False, priority=len(units) - k): (path, names)
-                   for k, (path, names) in enumerate(units)}
+                   for k, (path, names, _) in enumerate(units)}
         for fut in dask_completed(list(futures)):
             whole = gather.add(*futures[fut], fut.result())
             if whole is not None:

@@ -38,7 +38,8 @@ def _sniff(path: Path) -> _Sniffed:
             return _Sniffed(None, False, None)
         size = path.stat().st_size
         if text.startswith("[") and size < MAX_DOCUMENT_BYTES:
-            return _document(path, head + fh.read(), True)
+            fh.seek(0)   # read whole at once: the head and the rest joined would be copied again
+            return _document(path, fh.read(), True)
         # the whole first line, however long (a first record past the head was taken for broken JSON)
         fh.seek(0)
         line = fh.readline(MAX_DOCUMENT_BYTES)

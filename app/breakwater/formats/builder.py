@@ -50,6 +50,8 @@ def ref(value: Any) -> str | None:
     """An id as a string key, whatever type a damaged or future file gives it."""
     if value is None or value == "":
         return None
+    if type(value) is int:   # as json.dumps writes it (OpenHands numbers its events): a call less per event
+        return str(value)
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 

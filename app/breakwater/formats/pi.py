@@ -137,6 +137,76 @@ def _paths(entries: list[tuple[int, Mapping[str, Any]]]) -> list[list[int]]:
 
 def load_pi(path: Path) -> list[SessionLog]:
     path = Path(path)
+    return _load_one_path(path) or _load_tree(path)
+
+
+def _header(path: Path, header_obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    base_id = str(header_obj.get("id") or path.stem)
+    header: dict[str, Any] = {"source": str(path), "pi_version": header_obj.get("version", 1)}
+    for src, dst in (("cwd", "cwd"), ("timestamp", "created"), ("modelId", "model"), ("provider", "provider")):
+        if isinstance(header_obj.get(src), str):
+            header[dst] = header_obj[src]
+    return base_id, header
+
+
+def _load_one_path(path: Path) -> list[SessionLog] | None:
+    """The session of a file that is one path (every entry the child of the one before, or v1's flat
+    list), fed to the builder as each line is read: what the tree's walk gives, without holding every
+    decoded entry until the tree is known (a 67 MB session peaked at 295 MB, 2.6× native JSONL).
+    None as soon as the file is not one path, or a compaction names an entry not read yet: the
+    tree's walk then reads the file again."""
+    header_obj: Mapping[str, Any] = {}
+    issues: list[LoadIssue] = []
+    walker: _Path | None = None
+    index: dict[int, int] = {}     # v1 index of each entry -> its position (the walker's, filled as read)
+    id_pos: dict[str, int] = {}
+    tree = False
+    last_id: str | None = None
+    n = j = 0
+    for lineno, obj, problem in iter_json_lines(path):
+        if problem:
+            issues.append(LoadIssue(str(path), lineno, problem))
+        if not isinstance(obj, dict):
+            if obj is not None:
+                issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}"))
+            continue
+        if obj.get("type") == "session" and not header_obj:
+            if walker is not None:
+                return None   # a header after entries: the tree's walk makes it the header of them all
+            header_obj = obj
+            n += 1
+            continue
+        eid = obj.get("id")
+        if walker is None:
+            tree = isinstance(eid, str)
+            base_id, header = _header(path, header_obj)
+            walker = _Path(path, base_id, dict(header), index)
+        if tree:
+            parent = ref(obj.get("parentId"))
+            if not isinstance(eid, str) or not eid or eid in id_pos \
+                    or (parent != last_id if j else parent is not None and parent != eid):
+                return None
+            id_pos[eid], last_id = j, eid
+        elif isinstance(eid, str):
+            return None
+        if obj.get("type") == "compaction":
+            first_id, first_index = obj.get("firstKeptEntryId"), obj.get("firstKeptEntryIndex")
+            if (first_id is not None and ref(first_id) not in id_pos) or (first_id is None and isinstance(
+                    first_index, int) and first_index >= n):
+                return None
+        index[n] = j
+        walker.feed(j, lineno, obj, id_pos)
+        n += 1
+        j += 1
+    if walker is None:
+        base_id, header = _header(path, header_obj)
+        walker = _Path(path, base_id, dict(header), index)
+    log = walker.b.build()
+    log.issues[:0] = issues
+    return [log]
+
+
+def _load_tree(path: Path) -> list[SessionLog]:
     header_obj: Mapping[str, Any] = {}
     entries: list[tuple[int, Mapping[str, Any]]] = []
     file_index: list[int] = []      # v1 index of each entry (the header is index 0)
@@ -156,11 +226,7 @@ def load_pi(path: Path) -> list[SessionLog]:
         entries.append((lineno, obj))
         file_index.append(n)
         n += 1
-    base_id = str(header_obj.get("id") or path.stem)
-    header: dict[str, Any] = {"source": str(path), "pi_version": header_obj.get("version", 1)}
-    for src, dst in (("cwd", "cwd"), ("timestamp", "created"), ("modelId", "model"), ("provider", "provider")):
-        if isinstance(header_obj.get(src), str):
-            header[dst] = header_obj[src]
+    base_id, header = _header(path, header_obj)
     logs = []
     for k, chain in enumerate(_paths(entries)):
         on_path = {file_index[p]: j for j, p in enumerate(chain)}

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from breakwater.core.replay import TurnDetail
-from breakwater.core.simulate import Simulation
+from breakwater.core.replay import Replay, TurnDetail
+from breakwater.core.simulate import Simulation, TurnStats
 
 
 @dataclass
@@ -25,6 +25,16 @@ class SimulationProgress(Message):
 class SimulationReady(Message):
     simulation: Simulation
     detail: TurnDetail   # the request of the turn to show, built in the same pass
+
+
+@dataclass
+class FirstLook(Message):
+    """The request of the turn to show by the heuristic counter, drawn while the exact pass of `replay`
+    (the screen's, when it was posted) still runs: the first screen does not wait for tiktoken."""
+
+    replay: Replay
+    detail: TurnDetail
+    stats: TurnStats | None
 
 
 @dataclass

@@ -11,11 +11,13 @@ the pipeline feeds the sanitizer and tells the index to catch up (`sync`).
 from __future__ import annotations
 
 import bisect
+from array import array
+from typing import Callable
 
 from breakwater.core.fold import stage_forms as forms
 from breakwater.core.fold.ledger import Ledger
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.core.log.tokens import TokenCounter, heuristic_message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
 from breakwater.core.policy import Policy
 from breakwater.core.stages.sanitize import Sanitizer
 
@@ -33,7 +35,8 @@ class Index:
         self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
         self._indexed = 0
         self._looked = 0                        # messages looked through since (see `index_of`)
-        self._exact: dict[int, tuple[int, list[int]]] = {}  # level -> (base index, prefix sums)
+        self._exact: dict[int, tuple[int, array]] = {}  # level -> (base index, prefix sums)
+        self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
         self._fresh: dict[int, int] = {}        # id(message) -> heuristic tokens, of those fed since `sync`
         self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         self._fu: int | None = None             # index of the first user message, once found
@@ -47,7 +50,8 @@ class Index:
             policy=self.policy, _policy_id=self._policy_id, san=san, counter=self.counter,
             ledger=self.ledger.copy(), calls=self.calls.copy(), pins=self.pins.copy(),
             pins_version=self.pins_version, _ids=self._ids.copy(), _indexed=self._indexed,
-            _looked=self._looked, _exact={L: (base, arr.copy()) for L, (base, arr) in self._exact.items()},
+            _looked=self._looked, _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
+            _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
             _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
             _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy())
         return new
@@ -91,11 +95,12 @@ class Index:
             for i in range(d, len(ledger.tok0)):
                 self._near_cache.pop(i, None)
             ledger.truncate(d)
-            for L, (base, arr) in list(self._exact.items()):
-                if d < base:
-                    del self._exact[L]
-                else:
-                    del arr[d - base + 1:]
+            for sums in (self._exact, self._lower):
+                for L, (base, arr) in list(sums.items()):
+                    if d < base:
+                        del sums[L]
+                    else:
+                        del arr[d - base + 1:]
         if self._fu is not None and self._fu >= d:
             self._fu = None
         if d < self._fu_scanned:
@@ -238,18 +243,26 @@ class Index:
         return hit
 
     def exact_sum(self, level: int, a: int, b: int) -> int:
-        """tiktoken's tokens of out[a:b] at far stage `level`, from prefix sums kept per level."""
+        """tiktoken's tokens of out[a:b] at far stage `level`."""
+        return self._summed(self._exact, self.counter.exact_message, level, a, b)
+
+    def lower_sum(self, level: int, a: int, b: int) -> int:
+        """A lower bound of those tokens (core/log/tokens.py `lower_message`)."""
+        return self._summed(self._lower, lower_message, level, a, b)
+
+    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
+        """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
-        base, arr = self._exact.get(level, (a, [0]))
-        if a < base:
-            base, arr = a, [0]
-        self._exact[level] = (base, arr)
+        base, arr = sums.get(level, (a, None))
+        if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
+            base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
+        sums[level] = (base, arr)
         out = self.san.out
         while base + len(arr) - 1 < b:
             i = base + len(arr) - 1
             res = self.transform(i, level, near=False)
-            arr.append(arr[-1] + self.counter.exact_message(res[0] if res else out[i].message))
+            arr.append(arr[-1] + count(res[0] if res else out[i].message))
         return arr[b - base] - arr[a - base]
 
     def _call_of(self, msg: Message) -> ToolCall | None:

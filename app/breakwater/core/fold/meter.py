@@ -1,7 +1,8 @@
 """How the pipeline counts a request (core/log/accounting.py): by the calibrated heuristic from the
 index's sums, or, near the limits where the verdict could change, by tiktoken plus the unseen
-overhead. `Meter` holds the counter, the calibration the API's figures fit, and the request shapes
-one plan has counted exactly (a plan asks for some several times).
+overhead (or by a lower bound, when that shows the request past every limit). `Meter` holds the
+counter, the calibration the API's figures fit, and the request shapes one plan has counted exactly
+(a plan asks for some several times).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from breakwater.core.fold.index import Index
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.log.message import Message
-from breakwater.core.log.tokens import TokenCounter, heuristic_message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
 from breakwater.core.policy import Policy
 
 # tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
@@ -57,8 +58,29 @@ class Meter:
         overhead."""
         h = sum(heuristic_message(m) for m in msgs)
         if self.in_band(h):
+            # as `measure` decides it; a bound is at most twice the heuristic
+            est = self.calibration.apply(h)
+            lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
+            if self._past_limits(est, lo):
+                return self._bounded(est, lo), "estimate"
             return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
         return self.calibration.apply(h), "estimate"
+
+    def _past_limits(self, estimate: int, lower: int) -> bool:
+        """Whether a request estimated at `estimate` and of at least `lower` visible tokens (core/log/tokens.py
+        `lower_message`) is counted as an estimate: when both are past the window. It is then past every
+        limit a verdict or the soft-zone search compares it with, and tiktoken's count would change none
+        of them (a history far past the hard limit, tens of MB on a long session, was encoded only to find
+        it so). The estimate past the window too: the bound, ~0.3 of the count, is worked out only for
+        a request likely to be past it by that much, never for one near the limits."""
+        return estimate > self.policy.window and lower + self.calibration.overhead > self.policy.window
+
+    _maybe_past = _past_limits   # with an upper bound on `lower`: whether working it out may tell
+
+    def _bounded(self, estimate: int, lower: int) -> int:
+        """The figure of a request `_past_limits` decided: the estimate, raised to the bound where the
+        heuristic undercounts, so that it is past every limit as the request is."""
+        return max(estimate, lower + self.calibration.overhead)
 
     def measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
                 lower: int | None = None, boundary: int | None = None,
@@ -71,11 +93,12 @@ class Meter:
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
         # an empty part costs two bisections for nothing, and a request of a plan has one or two
         if boundary is not None and lower is not None and boundary < near_start:
-            h += tokens(level, start, boundary) + tokens(lower, boundary, near_start)
+            far = tokens(level, start, boundary) + tokens(lower, boundary, near_start)
             near = lower
         else:
-            h += tokens(level, start, near_start)
+            far = tokens(level, start, near_start)
             lower, boundary, near = level, near_start, level
+        h += far
         if near_start < n:
             h += tokens(near_level(near), near_start, n)
         est = self.calibration.apply(h)
@@ -86,13 +109,21 @@ class Meter:
         hit = self._measured.get(key)
         if hit is not None:
             return hit[0]
-        c = self.counter
-        x = sum(c.exact_message(m) for m in head)
-        x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
-        out = index.san.out
+        out, sent_near = index.san.out, []
         for i in range(near_start, n):
             r = index.near_cached(i, near)[0]
-            x += c.exact_message(r[0] if r else out[i].message)
-        result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
+            sent_near.append(r[0] if r else out[i].message)
+        lo = 0
+        if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
+            lo = index.lower_sum(level, start, boundary) + index.lower_sum(lower, boundary, near_start)
+            if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
+                lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in sent_near)
+        if self._past_limits(est, lo):
+            result = self._bounded(est, lo), "estimate", h
+        else:
+            c = self.counter
+            x = sum(c.exact_message(m) for m in head) + sum(c.exact_message(m) for m in sent_near)
+            x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
+            result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result

@@ -80,6 +80,7 @@ class _Decision:
     trigger_level: int         # the lowest stage level a trigger asks for
     undone: bool               # a compaction was taken back since the last request: none is redone now
     base_reported: int = 0     # the request at no stage that decided the zone (before a compaction)
+    zone_counted: str = "estimate"   # and how it was counted
     new_comp: Compaction | None = None
     recorded: Compaction | None = None   # a compaction from the log applied right before this request
     fast: bool = False         # under the soft limit, or too short for the soft zone
@@ -276,13 +277,14 @@ class Pipeline:
             decision.new_comp = deep.compact(force_deep or "auto", base, self.turn)
             if decision.new_comp is None:
                 decision.notes.append("deep compaction found nothing to summarize")
-        decision.base_reported = base
+        decision.base_reported, decision.zone_counted = base, request.measured[1]
         if deep.just_compacted:
             # a compaction just happened (here, or recorded in the log right before this request)
-            if decision.new_comp is None:
-                decision.recorded = deep.active[-1].comp
             decision.base_reported = deep.active[-1].comp.tokens_before or base
             decision.request = self._request_at_no_stage(n)
+            if decision.new_comp is None:   # one made here reports the request it was made for, counted as that was
+                decision.recorded = deep.active[-1].comp
+                decision.zone_counted = decision.request.measured[1]
         deep.seen()
         return decision
 
@@ -323,7 +325,7 @@ class Pipeline:
         zone = "safe" if base <= self._soft_limit else ("soft" if base <= self._hard_limit else "hard")
         return Plan(self.turn + 1, n, shape.cut, shape.start, shape.level, shape.near_start, shape.kept_fu,
                     shape.head, self.raw_tokens, base, shape.sent, zone, shape.counted, shape.sent <= p.window,
-                    d.request.measured[1], shape.sent > self._hard_limit, d.new_comp, {}, d.notes, self.api_tokens,
+                    d.zone_counted, shape.sent > self._hard_limit, d.new_comp, {}, d.notes, self.api_tokens,
                     None, shape.lower, shape.boundary, shape.drop_to, shape.joined, None, shape.heuristic,
                     d.recorded, shape.head_heuristic)
 

@@ -17,7 +17,7 @@ from breakwater.core.stages import snip as snip_stage
 from breakwater.core.fold.ledger import NEAR
 from breakwater.core.stages.mask import fold_placeholder, middle_marker
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.core.log.outcome import outcome_facts
+from breakwater.core.log.error_signature import cleared_outcome
 from breakwater.core.policy import Policy
 from breakwater.core.stages.snip import head_tail, snip_marker
 from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_text
@@ -100,7 +100,7 @@ def form_tokens(p: Policy, msg: Message, call: ToolCall | None) -> tuple[tuple[i
     facts = None
     if p.mask:
         if size > p.mask_min_chars:
-            facts = outcome_facts(msg)
+            facts = cleared_outcome(msg)
             line = mask_stage.masked_text(msg, facts, p.mask_placeholder)
             masked, masked_kind = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra, "masked"
         if size > p.working_memory_max_chars:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ahocorasick_rs import AhoCorasick, MatchKind
 
-from breakwater.core.log.outcome import STRONG_ERROR, salient_errors
+from breakwater.core.log.message import Message
+from breakwater.core.log.outcome import STRONG_ERROR, outcome_facts, salient_errors
 
 MAX_LINE_CHARS = 200
 _EXCEPTION = re.compile(
@@ -25,7 +26,7 @@ _COMPILER = re.compile(r"^\s*([\w./@+-]+\.\w+)[:(](\d+)(?:[:,]\d+)?\)?:?\s*(?:fa
                        r"(?:\s*\[?\w*\]?)?:?\s*(.*?)\s*$")
 _RUST = re.compile(r"^\s*error(?:\[(E\d+)\])?:\s*(.+?)\s*$")
 _BOILERPLATE = re.compile(
-    r"(?i)^\s*(?:traceback \(most recent call last\):?|during handling of the above exception.*|"
+    r"(?i)^\s*(?:traceback \(most\b.*|during handling of the above exception.*|"
     r"the above exception was the direct cause.*|=+.*=+|-+|_+.*_+|\d+ (?:failed|error|errors)\b.*|"
     r"(?:error|failed|failure|fatal|exception)[:!.]?|short test summary info|"
     r"(?:npm )?err!?\s*(?:a complete log of this run.*)?)\s*$")
@@ -68,6 +69,25 @@ def error_signatures(text: str, limit: int = 3) -> list[Signature]:
     return list(out.values())
 
 
+FIRST_ERROR = "first error: "
+CLEARED_SIGNATURES = 3   # the signatures a cleared result keeps, at most (as many as fidelity's facts take)
+
+
+def cleared_outcome(result: Message) -> list[str]:
+    """What a cleared result (a mask placeholder, a microcompact skeleton) still says of how it went:
+    `outcome_facts` (`exit N`, `first error: <line>`), and after them, as `error: <signature>`, the
+    signatures of its errors (exception, failing test, compiler error) that the first error line does
+    not state: a traceback's header is its first error line, its `KeyError: '13'` the error. Without
+    such an error, `outcome_facts` as they are (a preset's placeholders are what they were)."""
+    facts = outcome_facts(result)
+    first = next((f[len(FIRST_ERROR):] for f in facts if f.startswith(FIRST_ERROR)), None)
+    if first is None:
+        return facts
+    shown = first[:-1] if first.endswith("…") else first   # cut to a readable length
+    return facts + [f"error: {s.text}" for s in error_signatures(result.content, CLEARED_SIGNATURES)
+                    if s.kind != "line" and not (s.text in first or s.text.startswith(shown))]
+
+
 def _lines_naming_an_error(text: str):
     """The lines of `text` (as str.splitlines cuts them) holding one of the words every signature
     needs, in order: found by searching the whole text, not by trying every line of a long output."""
@@ -108,10 +128,24 @@ def signature_of(line: str) -> Signature | None:
 
 
 def _line(line: str) -> Signature | None:
+    """The fallback: a line that states an error in words of its own. A line of code that names one
+    (`this.showError(`, `except (OSError, zipfile.BadZipFile):`) or a numbered line of a file shown
+    is no error the output reports."""
     text = " ".join(line.split())
-    if len(text) < 8 or _BOILERPLATE.match(text) or not STRONG_ERROR.search(line):
+    if len(text) < 8 or _BOILERPLATE.match(text) or not STRONG_ERROR.search(line) \
+            or _LISTED.match(text) or _CODE.search(text) or not _STATES_AN_ERROR.search(text):
         return None
     return Signature("line", _clip(text), "", text)
+
+
+# a line of a numbered listing (`cat -n`, a read tool's `  12→`, `grep -n`'s `12:`)
+_LISTED = re.compile(r"^\d+(?:→|\t|:\s|\|)")
+# code: a statement's keyword first, an assignment, or a line a statement goes on from
+_CODE = re.compile(r"^(?:(?:except|raise|if|elif|while|for|return|assert|def|class|from|import|with|catch|throw|"
+                   r"const|let|var|function|case|new|await)\b|(?:this|self)\.|[?:.&|}]\s)|\s=\s|[(\[{,;]$")
+# an error word of its own (`error:`, `FAILED`, `tool_use_error`), not the end of a name (`isError`)
+_STATES_AN_ERROR = re.compile(r"(?i)(?<![a-z0-9])(?:err!?|errors?|exceptions?|traceback|failed|failure|fatal|panic)"
+                              r"(?![a-z0-9])|错误|失败|异常")
 
 
 def _clip(text: str) -> str:

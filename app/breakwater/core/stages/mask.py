@@ -3,7 +3,7 @@
 Outside the protected working memory (the last `working_memory_messages`
 messages, or from the `mask_keep_observations`-th last observation on), observations (tool
 results, text-mode ones in user messages) over `mask_min_chars` become a one-line placeholder that
-still says how the call went (exit status, first error line), and assistant text
+still says how the call went (exit status, first error line, the signatures of its errors), and assistant text
 over `fold_min_chars` is folded. Inside working memory, tool output over
 `working_memory_max_chars` keeps its first and last 500 chars.
 Tool calls (name and arguments) are never altered.
@@ -12,7 +12,7 @@ Tool calls (name and arguments) are never altered.
 from __future__ import annotations
 
 from breakwater.core.log.message import Message, utf8_len
-from breakwater.core.log.outcome import outcome_facts
+from breakwater.core.log.error_signature import cleared_outcome
 from breakwater.core.policy import Policy
 from breakwater.core.stages.snip import head_tail
 
@@ -51,11 +51,11 @@ def mask_far(msg: Message, policy: Policy) -> Result:
 
 def masked_text(msg: Message, facts: list[str] | None = None, template: str = "") -> str:
     """What a tool result over `mask_min_chars` becomes far from the end; `facts` are its
-    `outcome_facts`, when the caller has them already; `template` is the policy's `mask_placeholder`,
+    `cleared_outcome` (how it went, its errors' signatures), when the caller has them already; `template` is the policy's `mask_placeholder`,
     written as it is (the rule it reproduces replaces every old observation, however short)."""
     if template:
         return mask_placeholder(msg.content, template=template)
-    text = mask_placeholder(msg.content, outcome_facts(msg) if facts is None else facts)
+    text = mask_placeholder(msg.content, cleared_outcome(msg) if facts is None else facts)
     return text if len(text) < len(msg.content) else mask_placeholder(msg.content)
 
 

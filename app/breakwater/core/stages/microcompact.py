@@ -11,7 +11,8 @@ import json
 
 from breakwater.core.stages.mask import fold
 from breakwater.core.log.message import Message, ToolCall, utf8
-from breakwater.core.log.outcome import outcome_facts, parsed_arguments
+from breakwater.core.log.error_signature import cleared_outcome
+from breakwater.core.log.outcome import parsed_arguments
 from breakwater.core.policy import Policy
 from breakwater.core.log.text_cache import text_cached
 
@@ -26,7 +27,7 @@ def _short(value) -> str:
 
 
 def skeleton(result: Message, call: ToolCall | None, outcome: list[str] | None = None) -> str:
-    """The line a far result becomes; `outcome` is its `outcome_facts`, when the caller has them already."""
+    """The line a far result becomes; `outcome` is its `cleared_outcome`, when the caller has them already."""
     name = call.name if call else (result.name or "tool")
     args = ""
     if call:
@@ -42,7 +43,7 @@ def skeleton(result: Message, call: ToolCall | None, outcome: list[str] | None =
     else:
         lines = _line_count(text) if len(text) > CACHED_LINES_CHARS else (text.count("\n") + 1 if text else 0)
     facts = [f"{lines} line{'s' if lines != 1 else ''}"]
-    facts.extend(outcome_facts(result) if outcome is None else outcome)
+    facts.extend(cleared_outcome(result) if outcome is None else outcome)
     if isinstance(source, dict) and source.get("spill"):
         facts.append(f"full output in {source['spill']}")
     return f"[{name}({args}) → {', '.join(facts)}; output cleared to save context]"

@@ -38,7 +38,8 @@ from breakwater.ui.screens.overlay import ALL, OverlayScreen, edits_note
 from breakwater.ui.screens.fidelity import FIDELITY_BINDINGS, FidelityMixin
 from breakwater.ui.screens.layout import SHORT_ROWS
 from breakwater.ui.spill import SpillPane
-from breakwater.ui.messages import (MessageChosen, SimulationFailed, SimulationProgress, SimulationReady, TurnChosen,
+from breakwater.ui.messages import (FirstLook, MessageChosen, SimulationFailed, SimulationProgress, SimulationReady,
+                                    TurnChosen,
                                     ViewReady)
 from breakwater.ui.screens.context import ContextScreen
 from breakwater.ui.widgets.badges import ROLES
@@ -128,6 +129,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self._prompt_mode = ""
         self._fidelity_due = False
         self._fidelity_timer: Timer | None = None
+        self._first_look = True   # the first simulation draws a heuristic first look before its exact pass
         self.messages = replay.log.messages
 
     # -- layout -----------------------------------------------------------------------------------
@@ -191,9 +193,12 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         collecting = gc.isenabled()
         gc.disable()
         replay = self.replay
+        first_look, self._first_look = self._first_look and replay.counter == "exact", False
         try:
             turns = replay.log.turn_count()
             focus = max(1, min(self.turn_to_show(turns), turns + 1))
+            if first_look:
+                self._look_first(replay, focus, worker)
             sim = replay.run(progress=progress, focus=focus)
             # its request was built in the same pass: drawn with the timeline, not by a second worker
             detail = replay.detail(focus)
@@ -207,6 +212,19 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             if collecting:
                 gc.enable()
         self.post_message(SimulationReady(sim, detail))
+
+    def _look_first(self, replay: Replay, focus: int, worker) -> None:
+        """The request of `focus` by the heuristic counter, posted before the exact pass: that pass loads
+        tiktoken's ranks and counts exactly near the limits (≈0.35 s before the first request of a short
+        session, 4× the heuristic's time on a long one), and the gauges would wait for all of it."""
+        def check(turn: int, total: int) -> None:
+            if worker.is_cancelled:
+                raise Superseded
+
+        quick = Replay(replay.log, replay.policy, "heuristic", replay.model, replay.summarizer,
+                       recording=replay.recording, window_source=replay.window_source)
+        quick.run(progress=check, focus=focus)
+        self.post_message(FirstLook(replay, quick.detail(focus), quick.stats(focus)))
 
     @work(thread=True, exclusive=True, group="view")
     def _load_view(self, turn: int) -> None:
@@ -225,6 +243,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(Timeline).set_progress(message.turn, message.total)
         self.query_one(ReplayControls).update_state(progress=(message.turn, message.total))
 
+    @on(FirstLook)
+    def _first_looked(self, message: FirstLook) -> None:
+        if message.replay is not self.replay or self.replay.simulation is not None:
+            return  # the policy changed meanwhile, or the exact figures are already drawn
+        self.query_one(Gauges).show(message.detail, message.stats, first_look=True)
+        self.query_one(ReplayControls).update_state(first_look=True)
+
     @on(SimulationReady)
     def _simulated(self, message: SimulationReady) -> None:
         if message.simulation is not self.replay.simulation:
@@ -232,7 +257,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
         self.query_one(Timeline).show(message.simulation, self.turn)
-        self.query_one(ReplayControls).update_state(turns=turns, progress=None)
+        self.query_one(ReplayControls).update_state(turns=turns, progress=None, first_look=False)
         self._fidelity_due = True   # once the request is drawn: the measurement would slow its repaint
         if message.detail.view.turn == self.turn:
             self._at(self.turn)
@@ -246,6 +271,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
 
     @on(SimulationFailed)
     def _failed(self, message: SimulationFailed) -> None:
+        self.query_one(ReplayControls).update_state(first_look=False)
         self.notify(visible(message.reason), title="Simulation failed", severity="error", timeout=30)
 
     @on(ViewReady)
@@ -412,7 +438,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.replay = self.replay.with_policy(message.policy)
         p = message.policy
         self.query_one(ReplayControls).update_state(
-            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True)
+            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True,
+            first_look=False)
         self._simulate()
 
     def on_resize(self, event) -> None:
@@ -518,7 +545,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         lst.set_messages(self.messages, pins_of(replay))
         self.query_one(Inspector).set_messages(self.messages)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
-        self.query_one(ReplayControls).update_state(pending=True)
+        self.query_one(ReplayControls).update_state(pending=True, first_look=False)
         self._show_overlay_note()
         self._simulate()
 

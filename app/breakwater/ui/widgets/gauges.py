@@ -23,9 +23,10 @@ class Gauges(Drawn):
         super().__init__(id=id)
         self.detail: TurnDetail | None = None
         self.stats: TurnStats | None = None
+        self.first_look = False   # figures by the heuristic counter, drawn while the exact pass runs
 
-    def show(self, detail: TurnDetail | None, stats: TurnStats | None) -> None:
-        self.detail, self.stats = detail, stats
+    def show(self, detail: TurnDetail | None, stats: TurnStats | None, first_look: bool = False) -> None:
+        self.detail, self.stats, self.first_look = detail, stats, first_look
         self.redraw()
 
     def _c(self, name: str):
@@ -92,6 +93,7 @@ class Gauges(Drawn):
         out.append(f"≈{d.heuristic_tokens:,}")
         out.append(" · exact ", style=dim)
         out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None
+                   else "counting…" if self.first_look
                    else "not counted (heuristic counter)" if d.counter == "heuristic" else "≈ unknown model")
         out.append(" · API ", style=dim)
         out.append(f"{v.api_tokens:,}" if v.api_tokens is not None else "—")

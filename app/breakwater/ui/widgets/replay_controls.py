@@ -23,6 +23,7 @@ class ReplayControls(Drawn):
         self.speed = 1.0
         self.pending = False
         self.progress: tuple[int, int] | None = None   # turns simulated so far, of all
+        self.first_look = False   # the gauges show the heuristic's figures until the exact pass ends
         self.overlay = ""   # what of the user's overlay is applied (empty: none)
 
     def update_state(self, **state) -> None:
@@ -40,7 +41,9 @@ class ReplayControls(Drawn):
         text.append(where, c("title"))
         busy = ""
         if self.pending:
-            busy = f" · simulating {self.progress[0]:,}/{self.progress[1]:,}…" if self.progress else " · computing…"
+            done = f" {self.progress[0]:,}/{self.progress[1]:,}" if self.progress else ""
+            busy = f" · first look by the heuristic, counting exactly{done}…" if self.first_look \
+                else f" · simulating{done}…" if done else " · computing…"
         text.append(f" · {self.speed:g}×{busy}", c("dim"))
         if self.overlay:   # before the policy and the title, so that a narrow terminal still shows it
             text.append(" │ ", c("dim"))

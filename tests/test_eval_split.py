@@ -1,0 +1,54 @@
+"""A large session's presets shared out among forked processes (issue 29 item 2): the processes
+forked after the first preset start with what it built, and the figures are those of one process."""
+
+from __future__ import annotations
+
+import os
+
+from breakwater.cli.core import sample_path
+from breakwater.core.policy import PRESETS
+from breakwater.fidelity.runner import _forked, evaluate_path, task
+
+
+def test_a_session_split_over_forked_processes_gives_the_figures_of_one():
+    path = str(sample_path("long-refactor.jsonl"))
+    presets = tuple(sorted(PRESETS))
+    one = evaluate_path(path, presets, 32_000, "heuristic")
+    for split in (2, 3):
+        assert evaluate_path(path, presets, 32_000, "heuristic", reuse=True, split=split).to_json() == one.to_json()
+
+
+def test_a_forked_child_answers_or_says_it_could_not():
+    assert _forked(lambda: {"pid": os.getpid()})()["pid"] != os.getpid()
+    assert _forked(lambda: 1 / 0)() is None            # raised: nothing sent, exit status 1
+    assert _forked(lambda: os._exit(0))() is None      # left without answering
+
+
+def test_a_large_session_is_one_task_that_forks_and_the_rest_stay_whole(tmp_path):
+    big, small = tmp_path / "big.jsonl", tmp_path / "small.jsonl"
+    big.write_bytes(b"x" * 10_000)
+    small.write_bytes(b"x" * 100)
+    fn = task(sorted(PRESETS))
+    presets = tuple(sorted(PRESETS))
+    assert fn.units([str(small), str(big)], 2, fork=True) == [(str(big), presets, 2), (str(small), presets, 1)]
+    # without fork (Dask workers), one task per preset
+    assert fn.units([str(small), str(big)], 2) == [(str(big), (p,), 1) for p in presets] + [(str(small), presets, 1)]
+
+
+def test_with_other_threads_running_the_presets_run_here():
+    import threading
+
+    from breakwater.fidelity.runner import _can_fork
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not _can_fork()
+        path = str(sample_path("mixed-zh-en.jsonl"))
+        presets = tuple(sorted(PRESETS))
+        assert evaluate_path(path, presets, 32_000, "heuristic", split=2).to_json() == \
+            evaluate_path(path, presets, 32_000, "heuristic").to_json()
+    finally:
+        stop.set()
+        other.join()
