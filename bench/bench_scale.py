@@ -16,18 +16,18 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "tests")]
 
 import openai  # noqa: E402
 from support.fake_openai import FakeOpenAIServer, Reply, ScriptedToolCall  # noqa: E402
 
 from breakwater.agent.chat import Assembler, stream_chat  # noqa: E402
+from fresh import measured  # noqa: E402
 
 MESSAGES = 1_000_000
 RUNS = 3
@@ -48,29 +48,6 @@ def write_tiny(path: Path, n: int) -> None:
             fh.write(json.dumps({"type": "message", "id": f"m{i:07d}", "turn": turn, "role": role,
                                  "content": f"msg {i}"}) + "\n")
             turn += role == "assistant"
-
-
-# A child's peak resident memory (ru_maxrss) starts from what its parent held when it was forked (Linux
-# carries the high-water mark across exec): spawned from this process, which holds the 97 MB file and
-# earlier outputs, a child that printed one line was reported at 851 MB when this held 800. So the
-# command is started by a small launcher (a bare interpreter, ~10 MB) and its figures are its own.
-LAUNCHER = ("import os, sys\npid = os.fork()\nif pid == 0:\n    os.execv(sys.argv[2], sys.argv[2:])\n"
-            "_, status, ru = os.wait4(pid, 0)\n"
-            "open(sys.argv[1], 'w').write(f'{ru.ru_utime + ru.ru_stime} {ru.ru_maxrss}')\n"
-            "sys.exit(os.waitstatus_to_exitcode(status))")
-
-
-def measured(cmd: list[str]) -> tuple[float, float, float, str]:
-    """(wall seconds, CPU seconds, peak RSS in MB, stdout) of one command, a fresh process."""
-    with tempfile.NamedTemporaryFile("r") as figures:
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", LAUNCHER, figures.name, *cmd], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-        wall = time.perf_counter() - t0
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}")
-        cpu, peak_kb = figures.read().split()
-    return wall, float(cpu), int(peak_kb) / 1024, proc.stdout
 
 
 def tiny_messages() -> None:

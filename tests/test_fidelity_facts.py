@@ -374,8 +374,10 @@ LABELLED = {
         ("file-modified", "modified /home/cboos/.claude/plans/humble-doodling-wolf.md", True),
         ("file-modified", "modified /src/deep-manifest/deep_manifest/deep_manifest.py", True),
         ("file-modified", "modified /src/deep-manifest/tests/test_unit.py", True),
-        ("error", "AssertionError: assert 'not a directory or zip file'", True),
-        ("error", "FAILED tests/test_unit.py::TestDeepManifestGenerator::test_process_invalid_input_type", True),
+        # the turns that held these left by shaping while compaction waits (no summary brings this
+        # request under the soft limit): not in the request until the batch is summarized
+        ("error", "AssertionError: assert 'not a directory or zip file'", False),
+        ("error", "FAILED tests/test_unit.py::TestDeepManifestGenerator::test_process_invalid_input_type", False),
     ],
     (PI, 300): [    # after two deep compactions: modified files and the latest errors kept, the early ones not
         ("goal", "read packages/coding-agent/docs/theme.md in full", True),

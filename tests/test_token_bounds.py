@@ -9,8 +9,8 @@ from synth import as_log, session_messages
 
 from breakwater.core.fold import index, meter
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.core.log.tokens import (TokenCounter, get_encoding, heuristic_message, lower_message,
-                                        lower_text)
+from breakwater.core.log.tokens import (TokenCounter, get_encoding, heuristic_message, heuristic_text,
+                                        lower_message, lower_text)
 from breakwater.core.policy import PRESETS
 from breakwater.core.simulate import simulate
 from breakwater.formats import load_session
@@ -41,6 +41,8 @@ def test_the_lower_bound_is_never_above_tiktokens_count(encoding):
     over = [(t[:60], lower_text(t), len(enc.encode_ordinary(t))) for t in _texts()
             if lower_text(t) > len(enc.encode_ordinary(t))]
     assert over == []
+    # what `_measure` and `Pipeline.count` rely on to skip working the bound out
+    assert [t[:60] for t in _texts() if lower_text(t) > 2 * heuristic_text(t)] == []
 
 
 def test_a_messages_bound_is_below_its_exact_count_and_at_most_twice_its_heuristic():
@@ -87,3 +89,13 @@ def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeyp
             assert a.zone_counted == "exact" and b.zone_counted == "estimate"
             assert a.base_tokens > 32000 and b.base_tokens > 32000
     assert bounded > len(sim.turns) // 2
+
+
+def test_a_session_never_near_a_limit_loads_no_tokenizer():
+    """Loading tiktoken's encoding is ~0.3 s and ~70 MB of a command; it was loaded before every
+    simulation with the exact counter, whether or not a request came near a limit."""
+    counter = TokenCounter("o200k_base")
+    sim = simulate(as_log(session_messages(40, avg_tool_chars=200, seed=3), window=128000),
+                   PRESETS["breakwater"].with_changes(window=128000), "exact", tokens=counter)
+    assert sim.turns and all(t.counted == "estimate" for t in sim.turns)
+    assert counter._enc is None and counter.exact_encoded_chars == 0

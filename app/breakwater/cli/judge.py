@@ -33,6 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def make_judge(args: argparse.Namespace):
     """A Judge for these arguments, None without --judge, or the reason there is none (one line)."""
+    given = [f"--{k.replace('_', '-')}" for k in ("judge_model", "judge_questions", "judge_timeout")
+             if getattr(args, k) is not None]
+    if not args.judge:
+        return f"{', '.join(given)} without --judge: add --judge to ask a model" if given else None
+    # only now: the client library takes 0.6 s to import, which every eval without --judge paid
     import openai
 
     from breakwater.agent.chat import classify
@@ -40,10 +45,6 @@ def make_judge(args: argparse.Namespace):
     from breakwater.agent.redact import Redactor
     from breakwater.fidelity.judge import Judge
 
-    given = [f"--{k.replace('_', '-')}" for k in ("judge_model", "judge_questions", "judge_timeout")
-             if getattr(args, k) is not None]
-    if not args.judge:
-        return f"{', '.join(given)} without --judge: add --judge to ask a model" if given else None
     if args.judge_questions is None:
         args.judge_questions = DEFAULT_QUESTIONS
     if args.judge_timeout is None:

@@ -244,10 +244,9 @@ class JsonWriter:
 
 def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model: str | None = None,
                   summarizer=None, tokens: TokenCounter | None = None) -> Pipeline:
-    """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`."""
+    """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
+    loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    if tc.exact_available:
-        tc.warm()  # load the BPE ranks now, so a simulation's timing is the pipeline's own
     return Pipeline(policy, tc, mode=counter, summarizer=summarizer)
 
 

@@ -9,7 +9,7 @@ kept entry by id. Branches off that path are sessions of their own.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from breakwater.core.log.json_lines import iter_json_lines
 from breakwater.core.log.session_log import LoadIssue, SessionLog
@@ -140,6 +140,17 @@ def load_pi(path: Path) -> list[SessionLog]:
     return _load_one_path(path) or _load_tree(path)
 
 
+def _objects(path: Path, issues: list[LoadIssue]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's JSON objects with their line numbers; what is not one goes to `issues`."""
+    for lineno, obj, problem in iter_json_lines(path):
+        if problem:
+            issues.append(LoadIssue(str(path), lineno, problem))
+        if isinstance(obj, dict):
+            yield lineno, obj
+        elif obj is not None:
+            issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}"))
+
+
 def _header(path: Path, header_obj: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     base_id = str(header_obj.get("id") or path.stem)
     header: dict[str, Any] = {"source": str(path), "pi_version": header_obj.get("version", 1)}
@@ -163,13 +174,7 @@ def _load_one_path(path: Path) -> list[SessionLog] | None:
     tree = False
     last_id: str | None = None
     n = j = 0
-    for lineno, obj, problem in iter_json_lines(path):
-        if problem:
-            issues.append(LoadIssue(str(path), lineno, problem))
-        if not isinstance(obj, dict):
-            if obj is not None:
-                issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}"))
-            continue
+    for lineno, obj in _objects(path, issues):
         if obj.get("type") == "session" and not header_obj:
             if walker is not None:
                 return None   # a header after entries: the tree's walk makes it the header of them all
@@ -212,13 +217,7 @@ def _load_tree(path: Path) -> list[SessionLog]:
     file_index: list[int] = []      # v1 index of each entry (the header is index 0)
     issues: list[LoadIssue] = []
     n = 0
-    for lineno, obj, problem in iter_json_lines(path):
-        if problem:
-            issues.append(LoadIssue(str(path), lineno, problem))
-        if not isinstance(obj, dict):
-            if obj is not None:
-                issues.append(LoadIssue(str(path), lineno, f"expected a JSON object, got {type(obj).__name__}"))
-            continue
+    for lineno, obj in _objects(path, issues):
         if obj.get("type") == "session" and not header_obj:
             header_obj = obj
             n += 1

@@ -18,7 +18,7 @@ from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.message import Message
 from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.policy import Policy
-from breakwater.core.stages.deep_compaction import Active, Compaction, choose_cut, follows
+from breakwater.core.stages.deep_compaction import EST_SUMMARY_TOKENS, Active, Compaction, choose_cut, follows
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.summarize import Summarizer, summary_message_text
 
@@ -173,8 +173,7 @@ class DeepCompaction:
         start = self.active[-1].cut if self.active else index.base_start()
         if cut is None:
             head, _ = self.head()
-            est_summary = 600
-            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + est_summary)
+            cut = self._choose_cut(start, n, sum(heuristic_message(m) for m in head) + EST_SUMMARY_TOKENS)
         kept_first = index.first_user() if self.policy.keep_first_user else None
         if cut <= start or (cut - start == 1 and start == kept_first):
             return None   # nothing to summarize, or only the first user message, which stays verbatim
@@ -198,15 +197,46 @@ class DeepCompaction:
             self.active.pop()
             self.applied_count -= 1
 
+    def settles(self, n: int) -> bool:
+        """Whether a compaction now could bring the request under the soft limit: summarizing all but
+        the last turn leaves the head (system, first user message, a summary) and that turn, with the
+        request's overhead. When the part no summary removes is over the soft limit (an agent whose
+        unseen prompt and tools take most of a small window), a compaction leaves the request near the
+        hard limit and the next turn goes over it again: compacting each turn settles nothing."""
+        index = self.index
+        start = self.active[-1].cut if self.active else index.base_start()
+        gs = index.ledger.group_starts
+        cands = gs[bisect.bisect_right(gs, start):bisect.bisect_left(gs, n)]
+        if not cands:
+            return True
+        head, _ = self.head()
+        tokens = sum(heuristic_message(m) for m in head) + EST_SUMMARY_TOKENS
+        fu = index.first_user() if self.policy.keep_first_user and not self.active else None
+        if fu is not None and start <= fu < cands[-1]:
+            tokens += heuristic_message(index.san.out[fu].message)   # it stays beside the first summary
+        return self.meter.calibration.scale(tokens) + self._tail_tokens(cands[-1], n) <= self.policy.soft_limit
+
+    def batch_tokens(self, cut: int) -> int:
+        """Tokens (at no stage) of the history a compaction up to `cut` would summarize."""
+        start = self.active[-1].cut if self.active else self.index.base_start()
+        return self.index.ledger.tokens(0, start, cut) if cut > start else 0
+
+    def last_turn_start(self, n: int) -> int:
+        """Where the last turn of the history starts (0 when there is none)."""
+        gs = self.index.ledger.group_starts
+        k = bisect.bisect_left(gs, n) - 1
+        return gs[k] if k >= 0 else 0
+
+    def _tail_tokens(self, c: int, n: int) -> int:
+        """Tokens of out[c:n] with every enabled stage applied: what is left after a cut at c."""
+        top = max(stage_levels(self.policy), default=0)
+        return self.meter.measure([], top, c, self.index.near_start(top, c, n), n)[0]
+
     def _choose_cut(self, start: int, n: int, head_tokens: int) -> int:
         gs = self.index.ledger.group_starts
         cands = gs[bisect.bisect_right(gs, start):bisect.bisect_left(gs, n)]   # turns after the region start
-        p, meter, tokens = self.policy, self.meter, self.index.ledger.tokens
-        head = meter.calibration.scale(head_tokens)   # the tail's count carries the request's overhead
-        top = max(stage_levels(p), default=0)
-
-        def fits(c: int) -> bool:   # the request cut at c, every enabled stage applied to what is left
-            return head + meter.measure([], top, c, self.index.near_start(top, c, n), n)[0] <= p.hard_limit
-
-        return choose_cut(p, self.index.san.out, cands, start, n, fits,
-                          lambda c: meter.calibration.scale(tokens(0, c, n)))
+        p, scale, tokens = self.policy, self.meter.calibration.scale, self.index.ledger.tokens
+        head = scale(head_tokens)   # the tail's count carries the request's overhead
+        return choose_cut(p, self.index.san.out, cands, start, n,
+                          lambda c: head + self._tail_tokens(c, n) <= p.hard_limit,
+                          lambda c: scale(tokens(0, c, n)))

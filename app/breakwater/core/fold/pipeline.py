@@ -52,7 +52,7 @@ from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.log.tokens import TokenCounter, heuristic_message
 from breakwater.core.policy import Policy
 from breakwater.core.stages.deep_compaction import RECORDED as RECORDED  # imported from here by the formats
-from breakwater.core.stages.deep_compaction import Compaction
+from breakwater.core.stages.deep_compaction import WAITS, Compaction
 from breakwater.core.stages.extractive import ExtractiveSummarizer
 from breakwater.core.stages.sanitize import Sanitizer
 from breakwater.core.stages.summarize import Summarizer
@@ -79,6 +79,8 @@ class _Decision:
     force_deep: str | None
     trigger_level: int         # the lowest stage level a trigger asks for
     undone: bool               # a compaction was taken back since the last request: none is redone now
+    settled: bool = True       # a compaction now could bring the request under the soft limit
+    due: bool = False          # the request calls for a compaction (over the hard limit, nothing pending)
     base_reported: int = 0     # the request at no stage that decided the zone (before a compaction)
     zone_counted: str = "estimate"   # and how it was counted
     new_comp: Compaction | None = None
@@ -273,7 +275,13 @@ class Pipeline:
             jh, js, _, _, head_h = request.framed
             over = self.meter.measure(jh, top, js, self.index.near_start(top, js, n), n, None, None,
                                       head_h)[0] > self._hard_limit
-        if force_deep or (over and p.deep_compact and not deep.just_compacted and not decision.undone):
+        # after one compaction that could not bring the request under the soft limit, the next waits
+        # until shaping drops a batch worth summarizing (`_summarize_what_shaping_drops`): one each
+        # turn would settle nothing
+        decision.settled = bool(force_deep or not deep.active or not (over or decision.trigger_level)
+                                or deep.settles(n))
+        decision.due = over and p.deep_compact and not deep.just_compacted and not decision.undone
+        if force_deep or (decision.due and decision.settled):
             decision.new_comp = deep.compact(force_deep or "auto", base, self.turn)
             if decision.new_comp is None:
                 decision.notes.append("deep compaction found nothing to summarize")
@@ -298,16 +306,29 @@ class Pipeline:
                                   (r.framed, r.measured) if level == 0 else None)
 
     def _summarize_what_shaping_drops(self, decision: _Decision, shape: Shape) -> Shape:
-        """Turns shaping would drop leave the context through a summary instead (stage 5 again)."""
-        if shape.drop_to <= shape.cut or not self.policy.deep_compact or decision.undone:
-            return shape
-        deep, new_comp = self.deep, decision.new_comp
-        if new_comp is not None:
-            deep.retract(new_comp)
-        trigger = new_comp.trigger if new_comp else (decision.force_deep or "auto")
-        decision.new_comp = deep.compact(trigger, decision.base_reported, self.turn, cut=shape.drop_to) or new_comp
-        deep.seen()
-        return self.soft_zone.fit(deep.cut(), decision.request.n, decision.trigger_level, decision.fast)
+        """Turns shaping would drop leave the context through a summary instead (stage 5 again); when
+        no summary settles the request, they leave by shaping until a batch worth summarizing has."""
+        deep, n, drops = self.deep, decision.request.n, shape.drop_to > shape.cut
+        batch = deep.batch_tokens(shape.drop_to) if drops and not decision.settled else 0
+        room = self._hard_limit - self._soft_limit   # the room a compaction is for: the soft zone's width
+        waits = f"{WAITS}: a summary cannot bring this request under the soft limit ({self._soft_limit:,})"
+        if not decision.settled and drops and batch < room and shape.sent <= self.policy.window:
+            decision.notes.append(f"{waits}, so turns leave by shaping until {batch:,} of {room:,} tokens "
+                                  f"can be summarized at once")
+        elif drops and self.policy.deep_compact and not decision.undone:
+            # all but the last turn when no summary settles the request: the next one is then as far off
+            # as can be
+            new_comp = decision.new_comp
+            if new_comp is not None:
+                deep.retract(new_comp)
+            trigger = new_comp.trigger if new_comp else (decision.force_deep or "auto")
+            cut = shape.drop_to if decision.settled else max(shape.drop_to, deep.last_turn_start(n))
+            decision.new_comp = deep.compact(trigger, decision.base_reported, self.turn, cut=cut) or new_comp
+            deep.seen()
+            shape = self.soft_zone.fit(deep.cut(), n, decision.trigger_level, decision.fast)
+        elif decision.due and not decision.settled:
+            decision.notes.append(waits)
+        return shape
 
     def _plan_of(self, d: _Decision, shape: Shape) -> Plan:
         p, n = self.policy, d.request.n

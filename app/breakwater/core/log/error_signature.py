@@ -16,6 +16,7 @@ from ahocorasick_rs import AhoCorasick, MatchKind
 
 from breakwater.core.log.message import Message
 from breakwater.core.log.outcome import STRONG_ERROR, outcome_facts, salient_errors
+from breakwater.core.log.text_cache import text_cached
 
 MAX_LINE_CHARS = 200
 _EXCEPTION = re.compile(
@@ -84,8 +85,13 @@ def cleared_outcome(result: Message) -> list[str]:
     if first is None:
         return facts
     shown = first[:-1] if first.endswith("…") else first   # cut to a readable length
-    return facts + [f"error: {s.text}" for s in error_signatures(result.content, CLEARED_SIGNATURES)
+    return facts + [f"error: {s.text}" for s in _cleared_signatures(result.content)
                     if s.kind != "line" and not (s.text in first or s.text.startswith(shown))]
+
+
+@text_cached(1 << 14)   # asked of the same result by its count, its mask and its skeleton, in every replay
+def _cleared_signatures(text: str) -> list[Signature]:
+    return error_signatures(text, CLEARED_SIGNATURES)
 
 
 def _lines_naming_an_error(text: str):

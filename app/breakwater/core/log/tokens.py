@@ -255,9 +255,6 @@ class TokenCounter:
             self._enc = get_encoding(self.encoding_name)
         return self._enc
 
-    def warm(self) -> None:
-        self._encoder()
-
     def exact_text(self, text: str) -> int:
         if not text:
             return 0

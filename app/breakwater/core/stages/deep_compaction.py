@@ -13,6 +13,9 @@ from breakwater.core.log.session_log import Event
 from breakwater.core.policy import Policy
 from breakwater.core.stages.sanitize import SanitizedMessage
 
+# the note of a request whose compaction waits: no summary would bring it under the soft limit
+WAITS = "compaction waits"
+EST_SUMMARY_TOKENS = 600   # a summary not yet written, as a cut is chosen before it
 RECORDED = "recorded"   # trigger of a compaction that another agent did; replay always re-applies it
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from breakwater.core.replay import TurnDetail
 from breakwater.core.simulate import TurnStats
+from breakwater.core.stages.deep_compaction import WAITS
 from breakwater.ui.widgets.drawn import Drawn, runs
 
 ZONE_TEXT = {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}
@@ -69,6 +70,8 @@ class Gauges(Drawn):
             done.append("an earlier summary in effect")
         if st is not None and st.level != "none":
             done.append(f"stages up to {st.level}")
+        if d is not None and any(note.startswith(WAITS) for note in d.view.notes):
+            done.append("compaction waits: no summary gets this request under the soft limit")
         return ", ".join(done) if done else "sent as is"
 
     def _bar(self, v, width: int, overhead: int = 0) -> Text:

@@ -1,0 +1,97 @@
+"""The default counter and the memory of loading, as a user meets them (issue 29 items 1 and 5, issue 28
+item 5): every figure a fresh process, the file as given.
+
+1. `breakwater simulate FILE --json` with the default counter (tiktoken wherever a verdict could change)
+   beside `--counter heuristic`, on each bench input: CPU medians, runs alternating; target ≤ 1.5×.
+   `breakwater tokens` of a one-line file: what loading the tokenizer costs a command.
+2. Peak resident memory of `simulate --counter heuristic --json` on one 64,000-message session written
+   as native JSONL, an OpenAI message array and a pi session, beside the file's size.
+
+With BENCH_BASELINE=/path/to/an/older/checkout/app each figure is also taken from that tree (alternating
+with this one), for a before/after table.
+
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+from format_sessions import openai, pi  # noqa: E402
+from fresh import breakwater, load_average, measured  # noqa: E402
+from synth import session_messages, write_session  # noqa: E402
+
+RUNS = 3
+
+
+def trees() -> list[tuple[str, dict[str, str] | None]]:
+    base = os.environ.get("BENCH_BASELINE")
+    if not base:
+        return [("", None)]
+    return [("now ", None), ("before ", dict(os.environ, PYTHONPATH=base))]
+
+
+def medians(cmds: list[list[str]], runs: int = RUNS) -> list[dict[str, tuple[float, float]]]:
+    """For each tree, for each command: (CPU, peak MB) medians over `runs`, every command and tree
+    taking its turn in each round."""
+    got: dict[tuple[int, int], list[tuple[float, float, float, str]]] = {}
+    for _ in range(runs):
+        for t, (_, env) in enumerate(trees()):
+            for c, cmd in enumerate(cmds):
+                got.setdefault((t, c), []).append(measured(cmd, env))
+    return [{str(c): (statistics.median(r[1] for r in got[t, c]), statistics.median(r[2] for r in got[t, c]))
+             for c in range(len(cmds))} for t in range(len(trees()))]
+
+
+def counters(tmp: Path) -> None:
+    print(f"simulate FILE --json, the default counter beside --counter heuristic: CPU s, medians of {RUNS}, "
+          f"fresh processes alternating; target ≤ 1.5×")
+    bench = session_messages(5000, avg_tool_chars=15000, seed=42)
+    inputs = [write_session(tmp / "bench-5k.jsonl", bench), openai(bench, tmp / "bench-5k.openai.json"),
+              write_session(tmp / "chat-20k.jsonl", session_messages(20000, avg_tool_chars=2000, seed=7))]
+    for path in inputs:
+        size = path.stat().st_size / 1e6
+        figures = medians([breakwater("simulate", str(path), "--json"),
+                           breakwater("simulate", str(path), "--json", "--counter", "heuristic")])
+        for (label, _), f in zip(trees(), figures):
+            (exact, exact_mb), (heur, heur_mb) = f["0"], f["1"]
+            print(f"  {label}{path.name} ({size:.0f} MB): default {exact:.2f} s ({exact_mb:.0f} MB), heuristic "
+                  f"{heur:.2f} s ({heur_mb:.0f} MB): {exact / heur:.2f}×")
+    small = tmp / "one-line.txt"
+    small.write_text("hello world\n", encoding="utf-8")
+    for (label, _), f in zip(trees(), medians([breakwater("tokens", str(small))], 5)):
+        print(f"  {label}breakwater tokens of a one-line file (loading the tokenizer): {f['0'][0]:.2f} s CPU "
+              f"(median of 5)")
+
+
+def footprint(tmp: Path) -> None:
+    msgs = session_messages(64000, avg_tool_chars=1500, seed=5)
+    files = [write_session(tmp / "s64k.jsonl", msgs), openai(msgs, tmp / "s64k.openai.json"),
+             pi(msgs, tmp / "s64k.pi.jsonl")]
+    print(f"simulate --counter heuristic --json, one 64,000-message session in three formats: peak resident "
+          f"memory (median of {RUNS}) beside the file; target ≤ ~2× the file")
+    figures = medians([breakwater("simulate", str(p), "--json", "--counter", "heuristic") for p in files])
+    for (label, _), f in zip(trees(), figures):
+        for c, path in enumerate(files):
+            size = path.stat().st_size / 1e6
+            cpu, peak = f[str(c)]
+            print(f"  {label}{path.name:<17} {size:5.1f} MB: peak {peak:4.0f} MB ({peak / size:.1f}× the file), "
+                  f"{cpu:.2f} s CPU")
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        counters(Path(tmp))
+        footprint(Path(tmp))
+    print(f"  ({load_average()})")
+
+
+if __name__ == "__main__":
+    main()
