@@ -26,10 +26,10 @@ def plans(log, policy, general: bool, counter: str = "exact", short_zones: list 
     limit planned (None where it did not)."""
     pipe = make_pipeline(log, policy, counter, "gpt-4o")
     if general:
-        pipe._plan_safe = pipe._plan_next = lambda *args: None   # every request through the general path
+        pipe.short_cuts.plan = lambda *args: None   # every request through the general path
     elif short_zones is not None:
-        planned = pipe._plan_safe
-        pipe._plan_safe = lambda *args: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned(*args))
+        planned = pipe.short_cuts.under_soft
+        pipe.short_cuts.under_soft = lambda *args: (lambda plan: short_zones.append(plan and plan.zone) or plan)(planned(*args))
     out = []
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
@@ -114,8 +114,8 @@ def test_an_assistant_reply_is_entered_with_the_forms_the_stages_make_of_it(pres
 
 def _built_counts(pipe: Pipeline, msg: Message) -> dict[int, tuple[str, int]]:
     """{ledger level: (kind, heuristic tokens)} of the forms the stages build of `msg`."""
-    built = {L: pipe._far(msg, L) for L in (1, 2, 3)}
-    built[NEAR] = pipe._near(msg, 2)
+    built = {L: pipe.index.far_form(msg, L) for L in (1, 2, 3)}
+    built[NEAR] = pipe.index.near_form(msg, 2)
     return {L: (res[2], heuristic_message(res[0])) for L, res in built.items() if res is not None}
 
 
@@ -174,8 +174,8 @@ def test_each_message_is_entered_with_the_counts_of_the_forms_the_stages_build(p
     for policy in policies:
         pipe = Pipeline(policy)
         for i, (msg, call) in enumerate(_varied_results(policy)):
-            pipe.calls = {"c1": call} if call else {}
-            pipe.ledger.add(heuristic_message(msg), True, pipe._form_tokens(msg, call))
+            pipe.index.calls = {"c1": call} if call else {}
+            pipe.ledger.add(heuristic_message(msg), True, pipe.index.form_tokens(msg))
             assert _entered(pipe.ledger, i) == _built_counts(pipe, msg), (policy, msg.id)
 
 
@@ -263,7 +263,7 @@ def test_the_soft_zone_skips_the_stages_that_change_nothing_as_the_search_would(
     runs, ledgers = [], (_Telling(), _Searching())
     for ledger in ledgers:
         pipe = make_pipeline(log, policy, "exact", "gpt-4o")
-        pipe.ledger = ledger
+        pipe.index.ledger = ledger
         runs.append([])
         for entry in log.entries:
             if isinstance(entry, Message) and entry.role == "assistant":
@@ -322,18 +322,19 @@ def test_a_soft_zone_request_no_stage_changes_is_planned_as_the_general_path_pla
     assert short_zones.count("soft") > 100
 
 
-class _Eager(Pipeline):
+def eager_ids(pipe: Pipeline) -> dict[str, int]:
     """Ids entered as the pipeline used to enter them: each message's, as it is (re)entered."""
+    eager: dict[str, int] = {}
+    enter = pipe.index.enter_from
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.eager: dict[str, int] = {}
+    def entering(d):
+        enter(d)
+        for i in range(d, len(pipe.san.out)):
+            for sid in pipe.san.out[i].sources:
+                eager[sid] = i
 
-    def _recompute_from(self, d):
-        super()._recompute_from(d)
-        for i in range(d, len(self.san.out)):
-            for sid in self.san.out[i].sources:
-                self.eager[sid] = i
+    pipe.index.enter_from = entering
+    return eager
 
 
 RECORDING = PRESETS["breakwater"].with_changes(window=16_000, deep_compact_first=True)
@@ -369,7 +370,8 @@ def test_a_message_is_found_by_id_as_if_every_id_had_been_entered_as_it_came(nam
            "sanitizer-mess": lambda: load_session(sample_path("sanitizer-mess.jsonl")),
            "tiny-chat": lambda: tiny_chat(3_000), "pinned-then-stripped": pinned_then_stripped}[name]()
     policy = RECORDING if name == "recorded" else PRESETS["breakwater"].with_changes(window=12_000)
-    pipe = _Eager(policy)
+    pipe = Pipeline(policy)
+    eager = eager_ids(pipe)
     ids = [e.id for e in log.entries if isinstance(e, Message)]
     asked = 0
     for k, entry in enumerate(log.entries):
@@ -377,7 +379,7 @@ def test_a_message_is_found_by_id_as_if_every_id_had_been_entered_as_it_came(nam
             pipe.plan()
             wanted = [*pipe.pins, *(a.comp.cut_id for a in pipe.active if a.comp.cut_id), *ids[k % 7::97], *ids[-3:]]
             for mid in wanted:
-                assert pipe._index_of(mid) == pipe.eager.get(mid), (k, mid)
+                assert pipe.index.index_of(mid) == eager.get(mid), (k, mid)
                 asked += 1
         pipe.feed(entry)
     assert asked > 50 and (name != "recorded" or pipe.active)
@@ -393,23 +395,24 @@ def test_a_long_chat_with_no_pin_enters_no_id():
             pipe.plan()
         pipe.feed(entry)
     assert pipe.compactions_applied >= 2
-    assert len(pipe._ids) == 0
+    assert pipe.index.ids_entered() == 0
 
 
-class _CheckedBoundaries(Pipeline):
+def check_boundaries(pipe: Pipeline) -> set[int]:
     """Holds the soft zone's count of a boundary without a shape to the shape's own, at every boundary
-    each search could try."""
+    each search counts; returns the counts checked."""
+    checked: set[int] = set()
+    count = pipe.soft_zone.boundary_count
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.checked: set[int] = set()
-
-    def _oldest_first(self, at, lv, below, cut, n, whole):
-        sent = self._boundary_count(at, lv, below, cut, n, whole)
+    def counting(at, lv, below, cut, n, whole):
+        sent = count(at, lv, below, cut, n, whole)
         for b in range(whole.start, whole.near_start):
-            assert sent(b) == at(lv, cut, below, b).sent, (self.turn, lv, below, b)
-            self.checked.add(sent(b))
-        return super()._oldest_first(at, lv, below, cut, n, whole)
+            assert sent(b) == at(lv, cut, below, b).sent, (pipe.turn, lv, below, b)
+            checked.add(sent(b))
+        return sent
+
+    pipe.soft_zone.boundary_count = counting
+    return checked
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -421,12 +424,13 @@ def test_the_soft_zone_counts_a_boundary_as_the_request_it_makes(name, preset):
 
     log = SESSIONS[name]()
     policy = PRESETS[preset].with_changes(window=12_000)
-    pipe = _CheckedBoundaries(policy, TokenCounter(None), mode="heuristic")
+    pipe = Pipeline(policy, TokenCounter(None), mode="heuristic")
+    checked = check_boundaries(pipe)
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":
             pipe.plan()
         pipe.feed(entry)
-    assert len(pipe.checked) > 20 or not (policy.snip or policy.mask or policy.microcompact)
+    assert len(checked) > 20 or not (policy.snip or policy.mask or policy.microcompact)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -464,9 +468,9 @@ def test_two_forms_are_told_apart_by_their_counts_as_by_their_texts(name, preset
     told = 0
     for i in range(len(pipe.san.out)):
         for was, now in combinations(((0, False), (1, False), (2, False), (3, False), (2, True)), 2):
-            r1, r2 = pipe._transform(i, *was), pipe._transform(i, *now)
+            r1, r2 = pipe.index.transform(i, *was), pipe.index.transform(i, *now)
             alike = (r1[0].content if r1 else None) == (r2[0].content if r2 else None)
-            assert sent_alike(pipe.ledger, pipe._transform, i, was, now) == alike, (i, was, now)
+            assert sent_alike(pipe.ledger, pipe.index.transform, i, was, now) == alike, (i, was, now)
             told += not alike
     assert told > 0 or not (policy.snip or policy.mask or policy.microcompact)
 
@@ -501,12 +505,12 @@ def planned_next_as_general(name: str, policy_name: str, counter: str) -> set[tu
     load, window = NEXT_SESSIONS[name]
     log = load()
     pipe = make_pipeline(log, POLICIES[policy_name].with_changes(window=window), counter, "gpt-4o")
-    planned, pairs = pipe._plan_next, []
+    planned, pairs = pipe.short_cuts.from_kept_boundary, []
 
     def next_plan(*args):
         plan = planned(*args)
         general = pipe.snapshot()
-        general._plan_safe = general._plan_next = lambda *args: None
+        general.short_cuts.plan = lambda *args: None
         want = general.plan()
         if plan is not None:
             pairs.append((plan, want, general))
@@ -514,10 +518,10 @@ def planned_next_as_general(name: str, policy_name: str, counter: str) -> set[tu
             # what the short cut leaves to the general path: a compaction, a search for a boundary,
             # shaping the history, or a note
             assert (want.new_compaction or want.drop_to > want.cut or want.notes
-                    or general._soft_boundary != pipe._soft_boundary), want.turn
+                    or general.soft_zone.kept_boundaries() != pipe.soft_zone.kept_boundaries()), want.turn
         return plan
 
-    pipe._plan_next = next_plan
+    pipe.short_cuts.from_kept_boundary = next_plan
     taken = set()
     for entry in log.entries:
         if isinstance(entry, Message) and entry.role == "assistant":

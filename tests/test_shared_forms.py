@@ -8,7 +8,7 @@ import sys
 import threading
 
 from breakwater.core.fold import pipeline
-from breakwater.core.fold.pipeline import Pipeline
+from breakwater.core.fold.stage_forms import policy_id
 from breakwater.core.policy import PRESETS
 from breakwater.core.simulate import simulate
 from synth import as_log, session_messages
@@ -45,7 +45,7 @@ def test_policies_met_by_several_threads_at_once_are_told_apart():
 
     def build(k: int) -> None:
         for p in policies[k::8]:
-            ids[p] = Pipeline(p)._policy_id
+            ids[p] = policy_id(p)   # what each pipeline asks as it is built
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)   # switch threads as often as possible, so that a race shows

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from synth import as_log, session_messages
 
-from breakwater.core.fold import soft_zone
+from breakwater.core.fold import index, meter
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.tokens import (TokenCounter, get_encoding, heuristic_message, heuristic_text,
                                         lower_message, lower_text)
@@ -73,7 +73,8 @@ def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeyp
     log_chars = sum(len(m.content) for m in msgs)
     sim, encoded = _run(msgs)
     with monkeypatch.context() as mp:   # no bound ever tells: every request near or past a limit is counted
-        mp.setattr(soft_zone, "lower_message", lambda m: 0)
+        mp.setattr(index, "lower_message", lambda m: 0)
+        mp.setattr(meter, "lower_message", lambda m: 0)
         full, encoded_full = _run(msgs)
     assert encoded_full > log_chars   # what it cost: the whole log and more
     assert encoded < encoded_full / 3

@@ -149,7 +149,7 @@ class Tracker:
         if hit is None:
             pipe = self.pipe
             level, near = key
-            res = pipe._transform(i, level, near) if level else None
+            res = pipe.index.transform(i, level, near) if level else None
             if not res and level:   # the stage leaves it as it is: as carried as the message itself
                 hit = by_key[key] = self._form_hits(i, (0, False))
                 return hit

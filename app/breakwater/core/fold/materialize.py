@@ -1,53 +1,35 @@
 """Building the request a `Plan` decided: its messages, every edit behind them, and their counts.
 
-Functions of the pipeline's state, never changing it: the plan says which stage level each part
-of the history gets; here that becomes the messages sent and the `Edit`s that explain them.
+Functions of the pipeline's parts (the index, the deep compactions, the meter), never changing
+them: the plan says which stage level each part of the history gets; here that becomes the
+messages sent and the `Edit`s that explain them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
+from breakwater.core.fold.compactions import DeepCompaction
+from breakwater.core.fold.index import Index
+from breakwater.core.fold.meter import Meter
+from breakwater.core.fold.plan import Plan
+from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.edits import Covered, Edit, Edits, View
 from breakwater.core.log.message import Message
+from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.policy import Policy
 from breakwater.core.stages.shape import squeeze
-from breakwater.core.log.tokens import heuristic_message
-
-if TYPE_CHECKING:
-    from breakwater.core.fold.ledger import Ledger
-    from breakwater.core.fold.plan import Plan
-    from breakwater.core.stages.deep_compaction import _Active
-    from breakwater.core.stages.sanitize import Sanitizer
 
 
-class Source(Protocol):
-    """What building a request reads of the pipeline (core/fold/pipeline.py), named here so that this
-    module does not import the pipeline that imports it."""
-    policy: Policy
-    san: Sanitizer
-    ledger: Ledger
-    active: list[_Active]
-    pins: set[str]
-
-    def count(self, msgs: list[Message]) -> tuple[int, str]: ...
-    def _transform(self, i: int, level: int, near: bool): ...
-    def _near_level(self, level: int) -> int: ...
-    def _base_start(self) -> int: ...
-    def _pinned_kept(self, cut: int, fu: int | None) -> list[int]: ...
-
-
-def counts(pipe: Source, plan: Plan) -> dict[str, int]:
+def counts(index: Index, deep: DeepCompaction, plan: Plan) -> dict[str, int]:
     """The edits `materialize` would make, by kind, without building them. Asked for every request: a
     kind is entered only with a count above zero (the sanitizer's counts are), so nothing is filtered
     after, and the ledger is asked only about the parts a stage applies to."""
-    counts = pipe.san.counts.copy()
+    counts = index.san.counts.copy()
     cut, kept_fu = plan.cut, plan.keep_first_user
-    if pipe.active:
+    if deep.active:
         fu = kept_fu if kept_fu is not None and kept_fu < cut else None
-        covered = cut - pipe._base_start() - (fu is not None)
-        if pipe.pins:
-            covered -= len(pipe._pinned_kept(cut, fu))
+        covered = cut - index.base_start() - (fu is not None)
+        if index.pins:
+            covered -= len(deep.pinned_kept(cut, fu))
         if covered > 0:
             counts["summarized"] = counts.get("summarized", 0) + covered
     if plan.joined:
@@ -55,7 +37,7 @@ def counts(pipe: Source, plan: Plan) -> dict[str, int]:
     dropped = plan.drop_to - cut - (1 if kept_fu is not None and cut <= kept_fu < plan.drop_to else 0)
     if dropped > 0:
         counts["dropped"] = counts.get("dropped", 0) + dropped
-    ledger = pipe.ledger
+    ledger = index.ledger
     level, lower = plan.level, plan.lower
     if level or lower:
         start, boundary, near_start = plan.start, plan.boundary, plan.near_start
@@ -63,9 +45,9 @@ def counts(pipe: Source, plan: Plan) -> dict[str, int]:
             ledger.count_kinds(level, start, boundary, counts)
         if lower and near_start > boundary:
             ledger.count_kinds(lower, boundary, near_start, counts)
-        near_level = level if boundary >= near_start else lower
-        if near_level and plan.n > near_start:
-            ledger.count_kinds(pipe._near_level(near_level), near_start, plan.n, counts)
+        near = level if boundary >= near_start else lower
+        if near and plan.n > near_start:
+            ledger.count_kinds(near_level(near), near_start, plan.n, counts)
     if ledger.truncated:
         src = ledger.truncated_count(plan.start, plan.n)
         if src:
@@ -80,18 +62,18 @@ def level_of(plan: Plan, i: int) -> tuple[int, bool]:
     return (plan.level if i < plan.boundary else plan.lower), False
 
 
-def materialize(pipe: Source, plan: Plan) -> View:
+def materialize(index: Index, deep: DeepCompaction, meter: Meter, plan: Plan) -> View:
     """The messages to send and every edit behind them."""
-    p = pipe.policy
-    out = pipe.san.out
-    tok0 = pipe.ledger.tok0
+    p = index.policy
+    out = index.san.out
+    tok0 = index.ledger.tok0
     msgs: list[Message] = list(plan.head)
-    parts: list = [tuple(pipe.san.edits)]
-    base_start = pipe._base_start()
+    parts: list = [tuple(index.san.edits)]
+    base_start = index.base_start()
     kept_fu = plan.keep_first_user
-    if pipe.active:
+    if deep.active:
         fu_before = kept_fu if kept_fu is not None and kept_fu < plan.cut else None
-        kept = {i - base_start for i in (fu_before, *pipe._pinned_kept(plan.cut, fu_before))
+        kept = {i - base_start for i in (fu_before, *deep.pinned_kept(plan.cut, fu_before))
                 if i is not None and base_start <= i < plan.cut}
         parts.append(Covered("deep_compact", "summarized", f"hard limit {p.hard_limit}", base_start,
                              out[base_start:plan.cut], tok0[base_start:plan.cut], frozenset(kept)))
@@ -105,7 +87,7 @@ def materialize(pipe: Source, plan: Plan) -> View:
     for i in range(plan.start, plan.n):
         m = out[i].message
         level, near = level_of(plan, i)
-        res = pipe._transform(i, level, near) if level else None
+        res = index.transform(i, level, near) if level else None
         src = (m.meta or {}).get("source") if m.role == "tool" and m.meta else None
         if isinstance(src, dict) and src.get("dropped_lines"):
             edits.append(Edit(m.id, "source", "truncated-at-source", (),
@@ -125,9 +107,9 @@ def materialize(pipe: Source, plan: Plan) -> View:
             msgs.append(m)
     parts.append(tuple(edits))
     if plan.squeeze:
-        msgs, more = squeeze(msgs, p, lambda ms: pipe.count(ms)[0])
+        msgs, more = squeeze(msgs, p, lambda ms: meter.count(ms)[0])
         parts.append(tuple(more))
-    sent, counted = pipe.count(msgs)
+    sent, counted = meter.count(msgs)
     return View(turn=plan.turn, messages=tuple(msgs), edits=Edits(parts), raw_tokens=plan.raw_tokens,
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,

@@ -12,25 +12,12 @@ estimate of what they sent, which stands."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from breakwater.core.fold.ledger import Ledger
-from breakwater.core.log.message import Message
+from breakwater.core.fold.compactions import DeepCompaction
+from breakwater.core.fold.frames import Frames
 from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.policy import Policy, preset
-from breakwater.core.stages.deep_compaction import _Active, follows
-
-
-class Source(Protocol):
-    """What is read of the pipeline (core/fold/pipeline.py; named so, not imported: it imports this)."""
-    active: list[_Active]
-    policy: Policy
-    turn: int
-    ledger: Ledger
-
-    def _base_start(self) -> int: ...
-    def _head_after(self, last: _Active | None, keep_first_user: bool) -> tuple[list[Message], int | None]: ...
-    def _seam(self, head: list[Message], start: int, n: int) -> tuple[list[Message], int, tuple[str, ...]]: ...
+from breakwater.core.stages.deep_compaction import Active, follows
 
 
 def own_history_policy() -> Policy:
@@ -47,13 +34,13 @@ class OwnRequest:
     """The request the log's own agent sent, followed beside the pipeline's: the compactions it applied
     (the log's recorded ones) and the heuristic count of its latest request."""
 
-    chain: list[_Active] = field(default_factory=list)
+    chain: list[Active] = field(default_factory=list)
     counted: tuple[int, int] | None = None   # (turn, heuristic tokens) of the latest request planned
 
     def copy(self) -> "OwnRequest":
         return OwnRequest(self.chain.copy(), self.counted)
 
-    def take(self, placed: _Active) -> None:
+    def take(self, placed: Active) -> None:
         if follows(self.chain, placed):
             self.chain.append(placed)
 
@@ -63,22 +50,22 @@ class OwnRequest:
                 del self.chain[i:]
                 return
 
-    def plan(self, pipe: Source, n: int, h: int) -> None:
-        """Count request `pipe.turn + 1`, the history `out[:n]`; `h`: the pipeline's own request at no stage
+    def plan(self, deep: DeepCompaction, frames: Frames, turn: int, n: int, h: int) -> None:
+        """Count request `turn + 1`, the history `out[:n]`; `h`: the pipeline's own request at no stage
         from its cut, by the heuristic, which is the agent's when both stand after the same compaction."""
         own = self.chain[-1] if self.chain else None
-        active = pipe.active[-1] if pipe.active else None
+        active = deep.active[-1] if deep.active else None
         if own is None and active is None or own is not None and active is not None and own.comp is active.comp \
-                and own.cut == active.cut and pipe.policy.keep_first_user == _OWN.keep_first_user:
-            self.counted = (pipe.turn + 1, h)
+                and own.cut == active.cut and deep.policy.keep_first_user == _OWN.keep_first_user:
+            self.counted = (turn + 1, h)
             return
         # the pipeline compacted on its own, or frames its head otherwise: the agent's request, as
-        # `Pipeline._frame` makes it of a history sent whole from the cut
-        cut = own.cut if own is not None else pipe._base_start()
-        head, _ = pipe._head_after(own, _OWN.keep_first_user)
-        joined, start, _ = pipe._seam(head, cut, n)
-        prefix = pipe.ledger.prefix
-        self.counted = (pipe.turn + 1, sum(map(heuristic_message, joined)) + prefix[n] - prefix[start])
+        # `Frames.frame` makes it of a history sent whole from the cut
+        cut = own.cut if own is not None else deep.index.base_start()
+        head, _ = deep.head_after(own, _OWN.keep_first_user)
+        joined, start, _ = frames.seam(head, cut, n)
+        prefix = deep.index.ledger.prefix
+        self.counted = (turn + 1, sum(map(heuristic_message, joined)) + prefix[n] - prefix[start])
 
     def estimate(self, turn: object) -> int | None:
         """The count of request `turn` when it was the latest planned."""

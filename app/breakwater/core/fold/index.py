@@ -1,0 +1,269 @@
+"""The incremental index: each sanitized message entered once, when it arrives (again only if the
+sanitizer or a pin changes it), so that a request costs a few lookups, not a pass over the history.
+
+`Index` holds the ledger (core/fold/ledger.py: every message's tokens at every stage level, in prefix
+sums), the stage forms built when a request asks for them (core/fold/stage_forms.py), the pins (a
+pinned message is sent as it is at every level), where each log message id went, the first user
+message, the observations, and the exact counts of the far forms. It reads the sanitizer's list;
+the pipeline feeds the sanitizer and tells the index to catch up (`sync`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from typing import Callable
+
+from breakwater.core.fold import stage_forms as forms
+from breakwater.core.fold.ledger import Ledger
+from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
+from breakwater.core.policy import Policy
+from breakwater.core.stages.sanitize import Sanitizer
+
+
+class Index:
+    def __init__(self, policy: Policy, san: Sanitizer, counter: TokenCounter):
+        self.policy = policy
+        self._policy_id = forms.policy_id(policy)
+        self.san = san                          # the sanitized list entered (the pipeline feeds it)
+        self.counter = counter
+        self.ledger = Ledger()                  # per sanitized message
+        self.calls: dict[str, ToolCall] = {}    # every call by id: a result's forms name the call it answers
+        self.pins: set[str] = set()             # log message ids sent as they are
+        self.pins_version = 0                   # changes with every pin or unpin
+        self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
+        self._indexed = 0
+        self._looked = 0                        # messages looked through since (see `index_of`)
+        self._exact: dict[int, tuple[int, array]] = {}  # level -> (base index, prefix sums)
+        self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
+        self._fresh: dict[int, int] = {}        # id(message) -> heuristic tokens, of those fed since `sync`
+        self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
+        self._fu: int | None = None             # index of the first user message, once found
+        self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
+        self._observations: list[int] = []      # sanitized indices of observations (policy.mask_keep_observations)
+
+    def copy(self, san: Sanitizer) -> Index:
+        """An independent copy reading `san` (the sanitizer's copy)."""
+        new = Index.__new__(Index)
+        new.__dict__.update(
+            policy=self.policy, _policy_id=self._policy_id, san=san, counter=self.counter,
+            ledger=self.ledger.copy(), calls=self.calls.copy(), pins=self.pins.copy(),
+            pins_version=self.pins_version, _ids=self._ids.copy(), _indexed=self._indexed,
+            _looked=self._looked, _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
+            _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
+            _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
+            _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy())
+        return new
+
+    def retune(self, policy: Policy) -> None:
+        """Index under `policy` (another window) from here on: what was counted against the old limits goes."""
+        self.policy = policy
+        self._policy_id = forms.policy_id(policy)
+        self._near_cache.clear()
+
+    # -- entering messages ---------------------------------------------------------------------------
+    def arrive(self, msg: Message) -> int:
+        """A log message about to be sanitized: its calls noted, its heuristic tokens counted (returned)
+        once, as the sanitized list mostly holds the same objects."""
+        if msg.role == "assistant":
+            for c in msg.tool_calls:
+                self.calls[c.id] = c
+        t = self._fresh[id(msg)] = heuristic_message(msg)
+        return t
+
+    def sync(self) -> int | None:
+        """Enter what the sanitizer changed or added since; the lowest index entered again, if any."""
+        d = self.san.take_dirty()
+        known = len(self.ledger.tok0)
+        changed = None
+        if d < known or known < len(self.san.out):
+            changed = min(d, known)
+            self.enter_from(changed)
+        self._fresh.clear()
+        return changed
+
+    def set_pin(self, mid: str, pinned: bool) -> None:
+        (self.pins.add if pinned else self.pins.discard)(mid)
+        self.pins_version += 1
+
+    def enter_from(self, d: int) -> None:
+        """Enter the sanitized messages from index d on again (they changed, or were added)."""
+        out = self.san.out
+        ledger = self.ledger
+        if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
+            for i in range(d, len(ledger.tok0)):
+                self._near_cache.pop(i, None)
+            ledger.truncate(d)
+            for sums in (self._exact, self._lower):
+                for L, (base, arr) in list(sums.items()):
+                    if d < base:
+                        del sums[L]
+                    else:
+                        del arr[d - base + 1:]
+        if self._fu is not None and self._fu >= d:
+            self._fu = None
+        if d < self._fu_scanned:
+            self._fu_scanned = d
+        if d < self._indexed:
+            self._indexed = d
+        observations = self._observations
+        if self.policy.mask_keep_observations:
+            del observations[bisect.bisect_left(observations, d):]
+        else:
+            observations = None
+        fresh = self._fresh
+        pins, fold_min = self.pins, self.policy.fold_min_chars
+        add, shared_forms, calls = ledger.add, forms.shared_forms, self.calls
+        policy, pid = self.policy, self._policy_id
+        for i in range(d, len(out)):
+            entry = out[i]
+            msg = entry.message
+            t0 = fresh.get(id(msg))
+            if t0 is None:
+                t0 = heuristic_message(msg)
+            role = msg.role
+            # the soft-zone stages change observations and assistant text only (SPEC §4), the text
+            # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
+            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min) \
+                    or (role == "user" and msg.is_observation):
+                if pins and any(s in pins for s in entry.sources):
+                    add(t0, role != "tool", ())
+                else:
+                    call = calls.get(msg.tool_call_id or "") if role == "tool" else None
+                    add(t0, role != "tool", shared_forms(policy, pid, msg, call))
+                if role == "tool" and msg.meta:
+                    src = msg.meta.get("source")
+                    if isinstance(src, dict) and src.get("dropped_lines"):
+                        ledger.add_truncated(i)
+                if observations is not None and role != "assistant":
+                    observations.append(i)
+            else:
+                add(t0, True)
+
+    # -- looking up -----------------------------------------------------------------------------------
+    def index_of(self, mid: str, look: bool = True) -> int | None:
+        """Index of the sanitized message that stands for log message `mid` (the last, if several do).
+
+        Ids are entered when asked, not as each message arrives: only pins and compactions ask, and
+        a long chat with few would otherwise hold an entry per message (a million cost ~1 s and 60 MB).
+        Asked about one not entered yet, it looks at the newest first (a compaction names a message
+        near the end), and enters them all once it has looked through as many as that would take."""
+        out = self.san.out
+        known = min(len(self.ledger.tok0), len(out))
+        lo = self._indexed
+        room = known - lo - self._looked if look else 0
+        if room > 0:
+            stop = max(lo, known - room)
+            for i in range(known - 1, stop - 1, -1):
+                if mid in out[i].sources:
+                    self._looked += known - i
+                    return i
+            if stop == lo:   # none of those not entered yet is it
+                self._looked += known - lo
+                return self._ids.get(mid)
+        ids = self._ids
+        for i in range(lo, known):
+            for sid in out[i].sources:
+                ids[sid] = i
+        self._indexed, self._looked = known, 0
+        return ids.get(mid)
+
+    def ids_entered(self) -> int:
+        """How many log message ids are entered (see `index_of`)."""
+        return len(self._ids)
+
+    def base_start(self) -> int:
+        """First index of the history: after the system prompt, if there is one."""
+        out = self.san.out
+        return 1 if out and out[0].message.role == "system" else 0
+
+    def first_user(self) -> int | None:
+        if self._fu is None:
+            out = self.san.out
+            for i in range(self._fu_scanned, len(out)):
+                if out[i].message.role == "user":
+                    self._fu = i
+                    break
+            else:
+                self._fu_scanned = len(out)
+        return self._fu
+
+    def near_start(self, level: int, start: int, n: int) -> int:
+        """First index treated as working memory: only masking (level 2 and up) tells near from far.
+        Working memory is the last `working_memory_messages` messages, or with `mask_keep_observations`
+        (SWE-agent's LastNObservations) everything from the M-th last observation on."""
+        if level < 2:
+            return n
+        keep = self.policy.mask_keep_observations
+        if not keep:
+            return max(start, n - self.policy.working_memory_messages)
+        obs = self._observations
+        k = bisect.bisect_left(obs, n)
+        return max(start, obs[k - keep]) if k >= keep else start
+
+    def pinned(self, i: int) -> bool:
+        return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)
+
+    # -- the stage forms (core/fold/stage_forms.py) ----------------------------------------------------
+    def form_tokens(self, msg: Message) -> tuple[tuple[int, str, int], ...]:
+        """What the ledger enters for `msg` (see `stage_forms.form_tokens`)."""
+        return forms.form_tokens(self.policy, msg, self._call_of(msg))
+
+    def far_form(self, msg: Message, level: int):
+        return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
+
+    def near_form(self, msg: Message, level: int):
+        return forms.near_form(self.policy, msg, level)
+
+    def transform(self, i: int, level: int, near: bool):
+        """(message, spans, kind) of what stage `level` makes of message i, far or in working memory
+        (`near`); None when it is sent as it is."""
+        if level == 0 or self.pinned(i):
+            return None
+        msg = self.san.out[i].message
+        if near:
+            return forms.near_form(self.policy, msg, level)
+        return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
+
+    def near_cached(self, i: int, level: int):
+        """(`transform(i, level, near=True)`, its heuristic tokens): working-memory forms are asked for
+        on every request, so each is computed once."""
+        level = min(level, 2)   # every level from masking up treats working memory alike
+        by_level = self._near_cache.get(i)
+        if by_level is None:
+            if len(self._near_cache) > 256:  # only the last few messages are ever near
+                horizon = len(self.ledger) - 4 * self.policy.working_memory_messages
+                self._near_cache = {k: v for k, v in self._near_cache.items() if k >= horizon}
+            by_level = self._near_cache[i] = {}
+        hit = by_level.get(level)
+        if hit is None:
+            res = self.transform(i, level, near=True)
+            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.ledger.tok0[i])
+        return hit
+
+    def exact_sum(self, level: int, a: int, b: int) -> int:
+        """tiktoken's tokens of out[a:b] at far stage `level`."""
+        return self._summed(self._exact, self.counter.exact_message, level, a, b)
+
+    def lower_sum(self, level: int, a: int, b: int) -> int:
+        """A lower bound of those tokens (core/log/tokens.py `lower_message`)."""
+        return self._summed(self._lower, lower_message, level, a, b)
+
+    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
+        """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
+        if a >= b:
+            return 0
+        base, arr = sums.get(level, (a, None))
+        if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
+            base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
+        sums[level] = (base, arr)
+        out = self.san.out
+        while base + len(arr) - 1 < b:
+            i = base + len(arr) - 1
+            res = self.transform(i, level, near=False)
+            arr.append(arr[-1] + count(res[0] if res else out[i].message))
+        return arr[b - base] - arr[a - base]
+
+    def _call_of(self, msg: Message) -> ToolCall | None:
+        return self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None

@@ -1,0 +1,129 @@
+"""How the pipeline counts a request (core/log/accounting.py): by the calibrated heuristic from the
+index's sums, or, near the limits where the verdict could change, by tiktoken plus the unseen
+overhead (or by a lower bound, when that shows the request past every limit). `Meter` holds the
+counter, the calibration the API's figures fit, and the request shapes one plan has counted exactly
+(a plan asks for some several times).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from breakwater.core.fold.index import Index
+from breakwater.core.fold.stage_forms import near_level
+from breakwater.core.log.accounting import Calibration
+from breakwater.core.log.message import Message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
+from breakwater.core.policy import Policy
+
+# tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
+# its heuristic count (ASCII: 4 per token counted; 4-byte characters: 2 per token counted, 8 bytes)
+BYTES_PER_HEURISTIC_TOKEN = 8
+
+
+class Meter:
+    def __init__(self, policy: Policy, index: Index, counter: TokenCounter, mode: str):
+        self.policy = policy
+        self.index = index
+        self.counter = counter
+        self.mode = mode if counter.exact_available else "heuristic"
+        self.calibration = Calibration()
+        self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
+
+    def copy(self, index: Index) -> Meter:
+        """An independent copy counting from `index` (the index's copy)."""
+        new = Meter.__new__(Meter)
+        new.__dict__.update(policy=self.policy, index=index, counter=self.counter, mode=self.mode,
+                            calibration=replace(self.calibration), _measured=self._measured.copy())
+        return new
+
+    def retune(self, policy: Policy) -> None:
+        self.policy = policy
+        self._measured.clear()   # measured against the old limits
+
+    def new_plan(self) -> None:
+        """A new request is planned: what the last one counted may have changed."""
+        self._measured = {}
+
+    def in_band(self, heuristic: int) -> bool:
+        """Whether tiktoken counts a request of `heuristic` plain tokens: whenever the verdict (the zone,
+        `fits`) could change. The heuristic undercounts some text up to ~8× (hex ~2.3×, base64 ~2.7×,
+        emoji ~5×, rare CJK ~7.7×) and overcounts other text (runs of spaces), so it decides alone only
+        when even its bound on tokens, the request's UTF-8 bytes, stays under `precise_from`."""
+        return self.mode == "exact" and \
+            BYTES_PER_HEURISTIC_TOKEN * heuristic + self.calibration.overhead >= self.policy.precise_from
+
+    def count(self, msgs: list[Message]) -> tuple[int, str]:
+        """Tokens of a request: the fitted heuristic, or near the limits tiktoken's count plus the unseen
+        overhead."""
+        h = sum(heuristic_message(m) for m in msgs)
+        if self.in_band(h):
+            # as `measure` decides it; a bound is at most twice the heuristic
+            est = self.calibration.apply(h)
+            lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
+            if self._past_limits(est, lo):
+                return self._bounded(est, lo), "estimate"
+            return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
+        return self.calibration.apply(h), "estimate"
+
+    def _past_limits(self, estimate: int, lower: int) -> bool:
+        """Whether a request estimated at `estimate` and of at least `lower` visible tokens (core/log/tokens.py
+        `lower_message`) is counted as an estimate: when both are past the window. It is then past every
+        limit a verdict or the soft-zone search compares it with, and tiktoken's count would change none
+        of them (a history far past the hard limit, tens of MB on a long session, was encoded only to find
+        it so). The estimate past the window too: the bound, ~0.3 of the count, is worked out only for
+        a request likely to be past it by that much, never for one near the limits."""
+        return estimate > self.policy.window and lower + self.calibration.overhead > self.policy.window
+
+    _maybe_past = _past_limits   # with an upper bound on `lower`: whether working it out may tell
+
+    def _bounded(self, estimate: int, lower: int) -> int:
+        """The figure of a request `_past_limits` decided: the estimate, raised to the bound where the
+        heuristic undercounts, so that it is past every limit as the request is."""
+        return max(estimate, lower + self.calibration.overhead)
+
+    def measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
+                lower: int | None = None, boundary: int | None = None,
+                head_tokens: int | None = None) -> tuple[int, str, int]:
+        """Tokens of head + out[start:n]: far messages before `boundary` at `level`, the rest of the far
+        ones at `lower`; working memory (from near_start) at `level` when the stage is whole, else `lower`.
+        Returns the count, whether it is exact, and the plain heuristic figure."""
+        index = self.index
+        tokens = index.ledger.tokens
+        h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
+        # an empty part costs two bisections for nothing, and a request of a plan has one or two
+        if boundary is not None and lower is not None and boundary < near_start:
+            far = tokens(level, start, boundary) + tokens(lower, boundary, near_start)
+            near = lower
+        else:
+            far = tokens(level, start, near_start)
+            lower, boundary, near = level, near_start, level
+        h += far
+        if near_start < n:
+            h += tokens(near_level(near), near_start, n)
+        est = self.calibration.apply(h)
+        if not self.in_band(h):   # a few lookups: cheaper than remembering them
+            return est, "estimate", h
+        # one plan asks for the same request shape several times (zone, stages, shaping): counted once each
+        key = (id(head), level, start, near_start, n, lower, boundary)
+        hit = self._measured.get(key)
+        if hit is not None:
+            return hit[0]
+        out, sent_near = index.san.out, []
+        for i in range(near_start, n):
+            r = index.near_cached(i, near)[0]
+            sent_near.append(r[0] if r else out[i].message)
+        lo = 0
+        if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
+            lo = index.lower_sum(level, start, boundary) + index.lower_sum(lower, boundary, near_start)
+            if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
+                lo += sum(lower_message(m) for m in head) + sum(lower_message(m) for m in sent_near)
+        if self._past_limits(est, lo):
+            result = self._bounded(est, lo), "estimate", h
+        else:
+            c = self.counter
+            x = sum(c.exact_message(m) for m in head) + sum(c.exact_message(m) for m in sent_near)
+            x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
+            result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
+        self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
+        return result
