@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from breakwater.core.stages.mask import mask_placeholder
-from breakwater.core.log.message import Message
-from breakwater.core.log.outcome import outcome_facts
+from breakwater.core.stages.mask import mask_placeholder, masked_text
 from breakwater.core.policy import Policy, PolicyError, load_toml
 from breakwater.core.simulate import simulate
 from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, get_encoding
@@ -41,8 +39,11 @@ def swe_agent_placeholder(text: str) -> str:
     return f"Old environment output: ({len(text.splitlines())} lines omitted)"
 
 
-def breakwater_placeholder(text: str) -> str:
-    return mask_placeholder(text, outcome_facts(Message("x", "tool", text)))
+def breakwater_placeholders(path: Path):
+    """Breakwater's own line for each observation of the session as loaded (how it went, read per
+    format, and the signatures of its errors: issue 24 item 2)."""
+    lines = {m.content: masked_text(m) for m in load_session(path).messages if m.is_observation or m.role == "tool"}
+    return lambda text: lines.get(text) or mask_placeholder(text)
 
 
 def direct_saving(path: Path, placeholder=swe_agent_placeholder) -> tuple[int, int]:
@@ -100,7 +101,7 @@ def test_breakwater_under_the_reference_policy_agrees_with_the_direct_count(path
     # is the whole difference
     own = simulate(load_session(path), load_toml(POLICY).with_changes(mask_placeholder=""), counter="exact",
                    model="gpt-4o")
-    own_raw, own_kept = direct_saving(path, breakwater_placeholder)
+    own_raw, own_kept = direct_saving(path, breakwater_placeholders(path))
     assert abs((1 - own_kept / own_raw) - (1 - sum(t.sent_tokens for t in own.turns) / base)) < 0.002
     if path is MINI:   # a long run: most of its observations are old by the end
         assert ours > 0.25
