@@ -95,6 +95,23 @@ def test_the_logs_own_estimate_stands():
     assert sim.calibration.samples == log.turn_count() and sim.calibration.last_estimate == 1000
 
 
+def test_only_a_log_with_another_agents_usage_counts_the_agents_request():
+    def counted(log) -> list:
+        seen = []   # before each request is planned: what the previous plan counted of the agent's
+        simulate(log, PRESETS["breakwater"].with_changes(window=8_000), "heuristic",
+                 before_turn=lambda pipe, i: seen.append(pipe.own.counted))
+        return seen[1:]
+
+    log = imported_like()
+    assert all(c is not None for c in counted(log))
+    own = SessionLog(dict(log.header), [Event("usage", e.id, {**e.data, "estimate": 1000})
+                                        if isinstance(e, Event) and e.type == "usage" else e for e in log.entries])
+    bare = SessionLog(dict(log.header), [e for e in log.entries if not isinstance(e, Event) or e.type != "usage"])
+    for skipped in (own, bare):   # nothing reads the count: a million-message log paid ~5% for it
+        seen = counted(skipped)
+        assert len(seen) > 1 and all(c is None for c in seen)
+
+
 def test_a_replay_checkpoint_keeps_the_agents_own_compactions_apart():
     log = imported_like()
     policy = PRESETS["seed-000"].with_changes(window=8_000)

@@ -18,6 +18,7 @@ from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
 from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
+from breakwater.core.fold.own_request import wanted_for
 from breakwater.core.policy import Policy
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.log.tokens import TokenCounter
@@ -247,7 +248,7 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
     """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
     loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    return Pipeline(policy, tc, mode=counter, summarizer=summarizer)
+    return Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
 
 
 def token_counter(log: SessionLog, counter: str = "exact", model: str | None = None) -> TokenCounter:

@@ -12,9 +12,11 @@ estimate of what they sent, which stands."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from breakwater.core.fold.compactions import DeepCompaction
 from breakwater.core.fold.frames import Frames
+from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.log.tokens import heuristic_message
 from breakwater.core.policy import Policy, preset
 from breakwater.core.stages.deep_compaction import Active, follows
@@ -29,6 +31,13 @@ def own_history_policy() -> Policy:
 _OWN = own_history_policy()
 
 
+def wanted_for(entries: Iterable[Entry]) -> bool:
+    """Whether a log's usage figures need the agent's request counted: one without its own estimate
+    (another agent's). A log with none (a million tiny messages, Breakwater's own) skips the count,
+    which costs a head and a seam each turn once this policy has compacted on its own."""
+    return any(isinstance(e, Event) and e.type == "usage" and not isinstance(e.get("estimate"), int) for e in entries)
+
+
 @dataclass(slots=True)
 class OwnRequest:
     """The request the log's own agent sent, followed beside the pipeline's: the compactions it applied
@@ -36,9 +45,10 @@ class OwnRequest:
 
     chain: list[Active] = field(default_factory=list)
     counted: tuple[int, int] | None = None   # (turn, heuristic tokens) of the latest request planned
+    wanted: bool = True   # the log has usage figures to pair (`wanted_for`); else no request is counted
 
     def copy(self) -> "OwnRequest":
-        return OwnRequest(self.chain.copy(), self.counted)
+        return OwnRequest(self.chain.copy(), self.counted, self.wanted)
 
     def take(self, placed: Active) -> None:
         if follows(self.chain, placed):
@@ -53,6 +63,8 @@ class OwnRequest:
     def plan(self, deep: DeepCompaction, frames: Frames, turn: int, n: int, h: int) -> None:
         """Count request `turn + 1`, the history `out[:n]`; `h`: the pipeline's own request at no stage
         from its cut, by the heuristic, which is the agent's when both stand after the same compaction."""
+        if not self.wanted:
+            return
         own = self.chain[-1] if self.chain else None
         active = deep.active[-1] if deep.active else None
         if own is None and active is None or own is not None and active is not None and own.comp is active.comp \

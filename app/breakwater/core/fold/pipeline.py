@@ -91,7 +91,9 @@ class _Decision:
 
 class Pipeline:
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
-                 summarizer: Summarizer | None = None):
+                 summarizer: Summarizer | None = None, own_usage: bool = True):
+        """`own_usage`: follow the request the log's own agent sent, for usage figures without an
+        estimate (own_request.wanted_for says whether a log has any)."""
         self.policy = policy
         # asked for many times a request; the policy works them out each time
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
@@ -104,7 +106,7 @@ class Pipeline:
         self.soft_zone = SoftZone(policy, self.index, self.meter, self.frames)
         self.prefix = CachePrefix()             # the last request planned, for the next one's cache-stable prefix
         self.short_cuts = ShortCuts(policy, self.index, self.meter, self.soft_zone, self.deep, self.prefix)
-        self.own = OwnRequest()                 # the log's agent's request: the other side of its usage figures
+        self.own = OwnRequest(wanted=own_usage)  # the log's agent's request: the other side of its usage figures
         self.turn = 0
         self.raw_tokens = 0                     # heuristic tokens of every raw message so far
         self.triggers: dict[str, int] = {}      # trigger event id -> stage level
