@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
-import secrets
 import sys
 from pathlib import Path
 from typing import IO
@@ -124,12 +124,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _write_whole(log: SessionLog, target: Path) -> None:
-    """Write beside the target, then rename: a full disk or a bad record leaves the old file whole."""
-    temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    """Written beside the target and renamed (core/log/beneath.py): a full disk or a bad record leaves
+    the old file whole."""
+    from breakwater.core.log.beneath import replace_beneath
+
+    text = io.StringIO()
+    write_native(log, text)
+    folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with open(temp, "x", encoding="utf-8") as fh:
-            write_native(log, fh)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+        replace_beneath(folder, target.name, text.getvalue().encode("utf-8"))
+    finally:
+        os.close(folder)
