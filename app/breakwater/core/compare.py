@@ -25,7 +25,7 @@ class Totals:
     compactions: int
     hard_turns: int
     turns: int
-    billed_sent_estimated: bool = True
+    billed_sent_estimated: bool   # any turn's sent figure an estimate
 
     @property
     def saved_pct(self) -> float:

@@ -159,7 +159,7 @@ class PresetSummary:
     tally: Tally
     lost_turns: list[tuple[int, int]]
     loops: list[str]
-    sent_estimated: bool = True
+    sent_estimated: bool   # any request's sent figure an estimate (≈)
 
     def to_json(self) -> dict[str, Any]:
         return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
