@@ -274,7 +274,8 @@ def test_a_replay_stops_when_told():
 
 
 def full_replay_kept(log: SessionLog, policy, scorer: Scorer) -> list[int]:
-    """Every request built in full and searched whole: what the tracker must agree with."""
+    """Every request built in full and searched whole: what the tracker must agree with (at the
+    turns each probe is live, the only ones a figure reads)."""
     from breakwater.core.simulate import make_pipeline
 
     kept = [0] * len(scorer.probes)
@@ -284,7 +285,8 @@ def full_replay_kept(log: SessionLog, policy, scorer: Scorer) -> list[int]:
             plan = pipe.plan()
             view = plan.built or pipe.materialize(plan)
             for i in scorer.carried(view.messages):
-                kept[i] |= 1 << (plan.turn - 1)
+                if scorer.probes[i].live_at(plan.turn):
+                    kept[i] |= 1 << (plan.turn - 1)
         pipe.feed(entry)
     return kept
 

@@ -114,23 +114,36 @@ class Tracker:
     """The probes each request of one replay carries, followed from one request to the next.
 
     `update(plan)` after each `pipe.plan()`; `kept()` at the end gives, per probe, the bit mask of
-    the turns whose request carried it (bit k-1 for turn k)."""
+    the turns from its first (`Probe.live_at`) whose request carried it (bit k-1 for turn k).
+
+    A message's form is searched only when its answer could change a state: a probe is carried as
+    long as one message already searched carries it, so the others are searched only while some live
+    probe has none (`_dark`). A long session's facts are mostly carried by a few messages that stay,
+    and most of its messages are never searched."""
 
     def __init__(self, scorer: Scorer, pipe: Pipeline):
         self.scorer, self.pipe = scorer, pipe
-        n = len(scorer.probes)
-        self.count = [0] * n           # messages of the current request carrying each probe
+        probes = scorer.probes
+        n = len(probes)
+        self.count = [0] * n           # searched messages of the current request carrying each probe
         self.on = [False] * n          # whether the last request carried it
         self.since = [0] * n           # the turn from which it has been carried, while on
         self.masks = [0] * n
         self._segments: list[tuple[int, int, tuple[int, bool]]] = []
-        self._applied: dict[int, frozenset[int]] = {}   # position -> the hits counted for it
+        self._applied: dict[int, frozenset[int]] = {}   # position -> the hits counted for it (searched)
+        self._unsearched: dict[int, tuple[int, bool]] = {}   # position -> its form, not searched yet
         self._forms: dict[int, dict[tuple[int, bool], frozenset[int]]] = {}
         self._formed = 0                 # positions below it are the only ones with forms
         self._head: tuple = ()
         self._head_hits: list[frozenset[int]] = []
         self._touched: set[int] = set()
         self._override = False   # the last request was built whole (squeezed): its states are not the counts
+        # the probes by the turn they become live and the turn they stop being (an unpinned pin)
+        self._live = bytearray(n)
+        self._arrivals = sorted(range(n), key=lambda p: probes[p].turn)
+        self._departures = sorted((p for p in range(n) if probes[p].until is not None), key=lambda p: probes[p].until)
+        self._arrived = self._departed = 0
+        self._dark: set[int] = set()   # live probes no searched message of the request carries
 
     # -- counting ---------------------------------------------------------------------------------
     def _add(self, hits: frozenset[int], step: int) -> None:
@@ -158,6 +171,11 @@ class Tracker:
             hit = by_key[key] = self.scorer.hits(msg, lead_of(call, msg))
         return hit
 
+    def _known_hits(self, i: int, key: tuple[int, bool]) -> frozenset[int] | None:
+        """The hits of message i's form `key` if it has been searched, else None."""
+        by_key = self._forms.get(i)
+        return by_key.get(key) if by_key is not None else None
+
     # -- one request -------------------------------------------------------------------------------
     def update(self, plan: Plan, built: Sequence[Message] | None = None) -> None:
         """Follow the pipeline to request `plan.turn` (`built`: its messages, when planning built it)."""
@@ -168,12 +186,14 @@ class Tracker:
         self._update_head(plan.head)
         self._update_region(_segments(plan), changed)
         turn = plan.turn
+        self._update_dark(turn)
         if built is not None:
             carried = self.scorer.carried(built)
             self._touched = set()
             self._record(turn, range(len(self.count)), lambda p: p in carried)
             self._override = True
             return
+        self._search_for_dark()
         if self._override:
             # after a request built whole, every probe's state is the count's again
             self._touched.update(range(len(self.count)))
@@ -193,6 +213,45 @@ class Tracker:
                 masks[p] |= _span(since[p], turn)
             on[p] = state
 
+    def _update_dark(self, turn: int) -> None:
+        """The live probes at `turn` that no searched message carries: those whose count went to zero
+        since, those live from this turn on, less those no longer live."""
+        count, live, dark, probes = self.count, self._live, self._dark, self.scorer.probes
+        for p in self._touched:
+            if live[p]:
+                if count[p]:
+                    dark.discard(p)
+                else:
+                    dark.add(p)
+        arrivals = self._arrivals
+        while self._arrived < len(arrivals) and probes[arrivals[self._arrived]].turn <= turn:
+            p = arrivals[self._arrived]
+            self._arrived += 1
+            live[p] = 1
+            if not count[p]:
+                dark.add(p)
+        departures = self._departures
+        while self._departed < len(departures) and probes[departures[self._departed]].until <= turn:
+            p = departures[self._departed]
+            self._departed += 1
+            live[p] = 0
+            dark.discard(p)
+
+    def _search_for_dark(self) -> None:
+        """Search the request's messages not searched yet, the oldest first (their forms are the
+        shortest and stay the longest), until every live probe is carried or none is left."""
+        dark, unsearched = self._dark, self._unsearched
+        if not dark or not unsearched:
+            return
+        applied = self._applied
+        for i in sorted(unsearched):
+            hits = applied[i] = self._form_hits(i, unsearched.pop(i))
+            if hits:
+                self._add(hits, 1)
+                dark.difference_update(hits)
+                if not dark:
+                    return
+
     def _update_head(self, head: Sequence[Message]) -> None:
         if len(head) == len(self._head) and all(a is b for a, b in zip(head, self._head)):
             return   # the same messages (held here, so no other message can come to have their ids)
@@ -209,26 +268,34 @@ class Tracker:
         self._head = tuple(head)
 
     def _update_region(self, segments: list[tuple[int, int, tuple[int, bool]]], changed: int) -> None:
-        old, applied = self._segments, self._applied
+        old, applied, unsearched = self._segments, self._applied, self._unsearched
         if segments == old and changed >= _end(old):
             return
         for a, b, was, now in _diff(old, segments, changed):
             for i in range(a, b):
                 if was is not None:
-                    self._add(applied.pop(i, _NONE), -1)
+                    hits = applied.pop(i, None)
+                    if hits is None:
+                        unsearched.pop(i, None)
+                    elif hits:
+                        self._add(hits, -1)
                 if now is not None:
-                    hits = self._form_hits(i, now)
-                    if hits:
+                    hits = self._known_hits(i, now)
+                    if hits is None:
+                        unsearched[i] = now
+                    else:
                         applied[i] = hits
-                        self._add(hits, 1)
+                        if hits:
+                            self._add(hits, 1)
         self._segments = segments
 
     def kept(self, turns: int) -> list[int]:
-        """Per probe, the turns (1..turns) whose request carried it, as a bit mask."""
-        out = list(self.masks)
-        for p, on in enumerate(self.on):
-            if on:
-                out[p] |= _span(self.since[p], turns + 1)
+        """Per probe, the turns (1..turns) it was live at whose request carried it, as a bit mask."""
+        out = []
+        for p, probe in enumerate(self.scorer.probes):
+            mask = self.masks[p] | (_span(self.since[p], turns + 1) if self.on[p] else 0)
+            stop = turns + 1 if probe.until is None else min(turns + 1, probe.until)
+            out.append(mask & _span(probe.turn, stop))
         return out
 
 
