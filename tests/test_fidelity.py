@@ -319,4 +319,9 @@ def test_the_tracker_follows_pins_and_unpins():
     scorer = Scorer(extract(pinned))
     for preset_name in ("breakwater", "seed-001", "seed-000"):
         policy = policy_for(preset_name, pinned, 8_000)
-        assert list(replay(pinned, policy, "exact", scorer).kept) == full_replay_kept(pinned, policy, scorer)
+        run = replay(pinned, policy, "exact", scorer)
+        assert list(run.kept) == full_replay_kept(pinned, policy, scorer)
+        # the turns that lost something, read off the masks, are those `lost_at` names (an unpinned
+        # pin's last live turn included)
+        assert run.lost_turns() == [(k, len(run.lost_at(k))) for k in range(1, run.turns + 1) if run.lost_at(k)]
+        assert any(p.until is not None for p in run.probes)

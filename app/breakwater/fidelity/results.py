@@ -111,13 +111,24 @@ class FidelityRun:
         return out
 
     def lost_turns(self) -> list[tuple[int, int]]:
-        """(turn, probes lost there) for every turn that lost something."""
-        out = []
-        for k in range(1, self.turns + 1):
-            n = len(self.lost_at(k))
-            if n:
-                out.append((k, n))
-        return out
+        """(turn, probes lost there) for every turn that lost something: `lost_at`'s, read off the bit
+        masks (a probe is lost at a live turn that does not keep it when the one before did, or
+        when it is its first) instead of asking every turn about every probe."""
+        lost: dict[int, int] = {}
+        end = self.turns + 1
+        for p, kept in zip(self.probes, self.kept):
+            stop = end if p.until is None else min(end, p.until)
+            if stop <= p.turn:
+                continue
+            first = 1 << (p.turn - 1)
+            live = ((1 << (stop - p.turn)) - 1) * first
+            bits = live & ~kept & ((kept << 1) | first)
+            while bits:
+                low = bits & -bits
+                turn = low.bit_length()
+                lost[turn] = lost.get(turn, 0) + 1
+                bits ^= low
+        return sorted(lost.items())
 
     def last_error_spans(self) -> list[tuple[int, int, int]]:
         """(probe index, first turn, end turn): which error is the latest one, turn by turn."""
