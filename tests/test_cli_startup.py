@@ -124,3 +124,28 @@ def test_a_final_flush_that_fails_ends_as_the_interpreter_ends_it(tmp_path):
                                        stderr=subprocess.PIPE, text=True, timeout=60, env=env))
     assert outs[0].returncode == outs[1].returncode == 120
     assert "No space left on device" in outs[0].stderr and outs[0].stderr == outs[1].stderr
+
+
+def test_eval_of_one_session_in_this_process_imports_neither_rich_nor_a_process_pool():
+    """Start-up is most of eval's time on a small session: no progress bar is drawn for one session
+    and no pool is started for one job, so their modules (50 ms) are never loaded."""
+    from breakwater.cli.core import sample_path
+
+    code = ("import sys; from breakwater.cli import main; "
+            "code = main(['eval', sys.argv[1], '--presets', 'breakwater', '--counter', 'heuristic', '--jobs', '1', "
+            "'--json']); print(' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", code, str(sample_path())], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and json.loads(out.stdout)["sessions"]
+    loaded = set(out.stderr.split())
+    assert "breakwater.fidelity.runner" in loaded
+    assert "rich" not in loaded and "concurrent.futures.process" not in loaded
+
+
+def test_eval_leaves_without_the_interpreter_exit_once_its_output_is_written():
+    from breakwater.cli.core import sample_path
+
+    out = subprocess.run([sys.executable, "-c", ENTRY, "eval", str(sample_path()), "--json", "--counter", "heuristic",
+                          "--presets", "breakwater", "--jobs", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and json.loads(out.stdout)["sessions"]
+    assert "interpreter exit" not in out.stderr

@@ -21,7 +21,7 @@ REGISTRARS = ("breakwater.cli.core", "breakwater.cli.memory", "breakwater.cli.to
 EVERY = "*"
 # Commands that only read and print: once their output is flushed, nothing of theirs is left to
 # write (no log, lock or temp file), so the process may end without freeing what they built.
-ONE_SHOT = ("simulate", "tokens")
+ONE_SHOT = ("simulate", "tokens", "eval")
 
 
 def wanted_command(argv: list[str]) -> str | None:

@@ -123,11 +123,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _with_progress(results: Iterator, total: int) -> Iterator:
+    if total < 2:   # no bar for one session: rich is not imported for it (30 ms of eval's start)
+        yield from results
+        return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     console = Console(stderr=True)
-    if not console.is_terminal or total < 2:
+    if not console.is_terminal:
         yield from results
         return
     with Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
