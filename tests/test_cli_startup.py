@@ -149,3 +149,22 @@ def test_eval_leaves_without_the_interpreter_exit_once_its_output_is_written():
                           "--presets", "breakwater", "--jobs", "1"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and json.loads(out.stdout)["sessions"]
     assert "interpreter exit" not in out.stderr
+
+
+def test_each_command_is_found_in_the_module_that_registers_it_alone():
+    """`HOMES` names, for every command, the one registrar that defines it: a command imports no
+    other command's modules (the tools' sandbox, the workbench's) before its own."""
+    import argparse
+    import importlib
+
+    from breakwater import cli
+
+    defined = {}
+    for name in cli.REGISTRARS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).register(sub)
+        defined.update((command, name) for command in sub.choices)
+    assert cli.HOMES == defined
+    loaded = loaded_after("eval", "s.jsonl")
+    assert "breakwater.cli.fidelity" in loaded
+    assert "breakwater.cli.tools" not in loaded and "breakwater.tools.sandbox" not in loaded
