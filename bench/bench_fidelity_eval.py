@@ -3,10 +3,13 @@ within 2x simulate): CPU seconds of fresh processes, the two alternating, median
 session (tests/synth 5,000 messages of 15,000 chars, seed 42), generated sessions of 1k, 4k and
 16k messages and every real transcript of the shared fixtures.
 
-    bench/bench_fidelity_eval.py [--runs N] [--only SUBSTRING] [--old PYTHONPATH]
+    bench/bench_fidelity_eval.py [--runs N] [--only SUBSTRING] [--old PYTHONPATH] [--bytecode]
 
 `--old DIR` times a second tree too (`git worktree add --detach /tmp/old c656c72`, then
-`--old /tmp/old/app`), its runs alternating with this one's. Prints figures; asserts nothing.
+`--old /tmp/old/app`), its runs alternating with this one's. `--bytecode`: the processes keep
+compiled modules in a cache of this run's own, as an installed package has them, even where
+PYTHONDONTWRITEBYTECODE is set (else each compiles every module it imports, start-up a user does
+not pay). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ from breakwater.core.policy import DEFAULT_PRESET  # noqa: E402
 FIXTURES = ROOT / "tests" / "fixtures" / "real"   # the real transcripts the tests use
 
 
-def child_cpu(args: list[str], pythonpath: str | None, cache: str) -> float:
+def child_cpu(args: list[str], pythonpath: str | None, cache: str, bytecode: bool = False) -> float:
     """CPU seconds of one `breakwater` command in a fresh process, as a user runs it. `cache`: a cache
     folder of this run's own (the models' windows; the shared one is rewritten by every install on the
-    machine, each with its own key, so a run would find it cold)."""
+    machine, each with its own key, so a run would find it cold); with `bytecode`, compiled modules are
+    kept there too."""
     env = dict(os.environ, XDG_CACHE_HOME=cache)
     env.pop("BREAKWATER_CACHE_DIR", None)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = f"{cache}/pyc"
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--old", help="PYTHONPATH of an older tree to time alongside")
+    ap.add_argument("--bytecode", action="store_true", help="keep compiled modules, as an installed package has them")
     args = ap.parse_args([] if argv is None else argv)
     trees = [("new", None)] + ([("old", args.old)] if args.old else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,17 +82,19 @@ def main(argv: list[str] | None = None) -> None:
             ev = ["eval", path, "--presets", DEFAULT_PRESET, "--counter", "heuristic", "--jobs", "1", "--json"]
             sim = ["simulate", path, "--counter", "heuristic", "--json"]
             times: dict[tuple[str, str], list[float]] = {}
-            for tree, pythonpath in trees:   # warm each tree's cache of the session's model
-                child_cpu(sim, pythonpath, f"{tmp}/cache-{tree}")
+            for tree, pythonpath in trees:   # warm each tree's cache of the session's model (and bytecode)
+                for cmd in (sim, ev) if args.bytecode else (sim,):
+                    child_cpu(cmd, pythonpath, f"{tmp}/cache-{tree}", args.bytecode)
             for _ in range(args.runs):
                 for tree, pythonpath in trees:
                     for name, cmd in (("eval", ev), ("simulate", sim)):
-                        times.setdefault((tree, name), []).append(child_cpu(cmd, pythonpath, f"{tmp}/cache-{tree}"))
+                        times.setdefault((tree, name), []).append(
+                            child_cpu(cmd, pythonpath, f"{tmp}/cache-{tree}", args.bytecode))
             med = {k: statistics.median(v) for k, v in times.items()}
             line = f"{label}: "
             line += "; ".join(f"{tree} eval {med[tree, 'eval']:.2f} s, simulate {med[tree, 'simulate']:.2f} s "
                               f"({med[tree, 'eval'] / med[tree, 'simulate']:.2f}x)" for tree, _ in trees)
-            print(line + f" (CPU, median of {args.runs})", flush=True)
+            print(line + f" (CPU, median of {args.runs}{', bytecode kept' if args.bytecode else ''})", flush=True)
 
 
 if __name__ == "__main__":

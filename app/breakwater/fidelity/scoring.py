@@ -10,7 +10,9 @@ user message kept, pins) and the history from `plan.start` to `plan.n`, each mes
 stage level gives it (`materialize.level_of`). Between two requests only the messages whose form
 changed (a boundary moved, a message was added or changed) are looked at again, and a probe's
 state changes only when the number of messages carrying it goes to or from zero. Eval of a session
-is then linear in its length, where building every request was quadratic.
+is then linear in its length, where building every request was quadratic. A message's form is
+searched only while some live probe has no searched message carrying it: on a long session most
+never are (of 16,000 generated messages, 367 forms are searched).
 """
 
 from __future__ import annotations
