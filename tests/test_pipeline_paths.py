@@ -76,6 +76,41 @@ def test_a_request_under_the_soft_limit_is_planned_as_the_general_path_plans_it(
     assert safe > 0
 
 
+@pytest.mark.parametrize("window", [12_000, 32_000])
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_a_request_counted_exactly_under_the_soft_limit_is_planned_as_the_general_path_plans_it(name, preset, window):
+    """The short cut takes requests tiktoken counts (near the limits) under the soft limit: the plan,
+    every field, and the request built are the general path's, and it planned some."""
+    log = SESSIONS[name]()
+    policy = PRESETS[preset].with_changes(window=window)
+    short_zones: list = []
+    short, general = plans(log, policy, False, short_zones=short_zones), plans(log, policy, True)
+    assert len(short) == len(general) > 0
+    for (a, va), (b, vb) in zip(short, general):
+        for f in fields(a):
+            if f.name not in ("head", "built"):
+                assert getattr(a, f.name) == getattr(b, f.name), (a.turn, f.name)
+        assert a.head == b.head and va == vb
+    assert any(a.counted == "exact" and a.zone == "safe" and a.stable_prefix_tokens is not None for a, _ in short)
+    assert short_zones.count("safe") > sum(a.counted == "estimate" and a.zone == "safe" for a, _ in short)
+
+
+def test_the_exact_short_cut_leaves_a_rejected_summary_to_the_general_path():
+    """After a rejected summary the general path notes it: the short cut declines the request."""
+    pipe = make_pipeline(SessionLog({"model": "gpt-4o"}, []), PRESETS["breakwater"].with_changes(window=32_000),
+                         "exact", "gpt-4o")
+    pipe.feed(Message("m0", "user", "go on " * 3000))
+    request = pipe._request_at_no_stage(pipe._sanitize())
+    base, counted, plain = request.measured
+    assert counted == "exact" and base <= pipe.policy.soft_limit
+    args = (request.n, request.cut, request.framed, base, plain, (1, 0, None), counted)
+    assert pipe.short_cuts.under_soft(*args) is not None
+    pipe.deep.last_failure = "empty summary"
+    assert pipe.short_cuts.under_soft(*args) is None
+    assert pipe.plan().notes == ["summary rejected (empty summary); the extractive summary stands in"]
+
+
 SIZES = [0, 5, 199, 201, 999, 1_001, 2_999, 3_001, 40_000]
 
 

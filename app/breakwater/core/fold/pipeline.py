@@ -255,13 +255,13 @@ class Pipeline:
 
     def _fast_path(self, request: _Request, force_deep: str | None) -> Plan | None:
         """The plan when nothing is pending (no trigger, no compaction asked for, made or undone) and
-        the request is estimated, not near the limits; None when the general path must decide."""
+        the request is estimated, not near the limits, or counted exactly and under the soft limit;
+        None when the general path must decide."""
         base, counted, plain = request.measured
-        if counted != "estimate" or force_deep or self.triggers or self.deep.just_compacted \
-                or self.deep.just_undone:
+        if force_deep or self.triggers or self.deep.just_compacted or self.deep.just_undone:
             return None
         return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain,
-                                    (self.turn + 1, self.raw_tokens, self.api_tokens))
+                                    (self.turn + 1, self.raw_tokens, self.api_tokens), counted)
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves
