@@ -111,6 +111,31 @@ def test_the_exact_short_cut_leaves_a_rejected_summary_to_the_general_path():
     assert pipe.plan().notes == ["summary rejected (empty summary); the extractive summary stands in"]
 
 
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@pytest.mark.parametrize("name", [*sorted(SESSIONS), "chat"])
+def test_the_exact_sums_are_the_counts_of_the_forms_the_stages_build(name, preset):
+    """The index's exact sums at a stage level (taken from level 0's where the level changes none of
+    the messages) are tiktoken's counts of what `transform` makes of each, pins included."""
+    log = SESSIONS[name]() if name != "chat" else SessionLog(
+        {"model": "gpt-4o"}, [Message(f"m{i}", ("user", "assistant")[i % 2], f"short line {i} " * (1 + i % 7))
+                              for i in range(300)])
+    pipe = make_pipeline(log, PRESETS[preset].with_changes(window=12_000), "exact", "gpt-4o")
+    index, count = pipe.index, pipe.counter.exact_message
+    checked = 0
+    for entry in log.entries:
+        if isinstance(entry, Message) and entry.role == "assistant":
+            pipe.plan()
+            n = len(pipe.san.out)
+            for level in (1, 2, 3):
+                for a, b in ((0, n), (n // 3, n), (n // 2, n - 1), (1, n // 4 + 1)):
+                    expected = sum(count((index.transform(i, level, near=False) or (pipe.san.out[i].message,))[0])
+                                   for i in range(a, b))
+                    assert index.exact_sum(level, a, b) == expected, (level, a, b)
+                    checked += a < b
+        pipe.feed(entry)
+    assert checked > 0
+
+
 SIZES = [0, 5, 199, 201, 999, 1_001, 2_999, 3_001, 40_000]
 
 

@@ -254,6 +254,12 @@ class Index:
         """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
+        r = self.ledger.rank[level] if level else None
+        if level and (r is None or r[a] == r[b]):
+            # the level changes none of them (the ledger holds each message's forms, `stage_forms`
+            # builds none): their count as sent, not a second pass over the same messages (a chat of
+            # short messages counted every one at level 0 and again at microcompaction's)
+            level = 0
         base, arr = sums.get(level, (a, None))
         if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
             base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
