@@ -46,12 +46,14 @@ class ShortCuts:
         return self.under_soft(n, cut, framed, base, plain, stamp) \
             or self.from_kept_boundary(n, cut, framed, base, plain, stamp)
 
-    def under_soft(self, n: int, cut: int, framed: tuple, est: int, h: int, stamp: tuple) -> Plan | None:
+    def under_soft(self, n: int, cut: int, framed: tuple, est: int, h: int, stamp: tuple,
+                   counted: str = "estimate") -> Plan | None:
         """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
         under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
         short messages): what the general path decides then, in a few lookups. None otherwise.
-        `est` and `h`: the request at no stage by the calibrated and the plain heuristic, an estimate
-        (not near the limits, where tiktoken counts); `framed`: the frame of the cut."""
+        `est` and `h`: the request at no stage as counted (`counted`: "estimate" by the calibrated
+        heuristic, or "exact": tiktoken's near the limits, each stage's request then being the same
+        messages and so the same count) and by the plain heuristic; `framed`: the frame of the cut."""
         p = self.policy
         jh, js, joined, kept_fu, head_h = framed
         if est <= self._soft_limit:
@@ -65,8 +67,10 @@ class ShortCuts:
             return None
         # positional: keyword arguments cost a dataclass of this size several times its construction
         plan = Plan(stamp[0], n, cut, js, level, near_start, kept_fu, jh, stamp[1], est, est, zone,
-                    "estimate", est <= p.window, "estimate", False, None, {}, [], stamp[2], None, level,
+                    counted, est <= p.window, counted, False, None, {}, [], stamp[2], None, level,
                     near_start, cut, joined, None, h, None, head_h)
+        if counted != "estimate":
+            return plan   # its cache-stable prefix: a share of the exact count (`Pipeline._finish`)
         prev = self.prefix.previous
         if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
                 and (zone == "soft" or not (prev.level or prev.lower)):
