@@ -255,13 +255,18 @@ class Pipeline:
 
     def _fast_path(self, request: _Request, force_deep: str | None) -> Plan | None:
         """The plan when nothing is pending (no trigger, no compaction asked for, made or undone) and
-        the request is estimated, not near the limits, or counted exactly and under the soft limit;
-        None when the general path must decide."""
+        the short cuts settle it; None when the general path must decide."""
         base, counted, plain = request.measured
         if force_deep or self.triggers or self.deep.just_compacted or self.deep.just_undone:
             return None
-        return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain,
-                                    (self.turn + 1, self.raw_tokens, self.api_tokens), counted)
+        stamp = (self.turn + 1, self.raw_tokens, self.api_tokens)
+        if counted != "estimate":
+            # tiktoken counted it: the general path's plan is this count's whenever no stage changes
+            # a message sent (`under_soft`), unless a rejected summary is to be noted (`_plan_of`)
+            if self.deep.last_failure:
+                return None
+            return self.short_cuts.under_soft(request.n, request.cut, request.framed, base, plain, stamp, counted)
+        return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp)
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves

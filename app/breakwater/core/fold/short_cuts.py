@@ -40,13 +40,9 @@ class ShortCuts:
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = stage_levels(policy)
 
-    def plan(self, n: int, cut: int, framed: tuple, base: int, plain: int, stamp: tuple,
-             counted: str = "estimate") -> Plan | None:
+    def plan(self, n: int, cut: int, framed: tuple, base: int, plain: int, stamp: tuple) -> Plan | None:
         """The plan of request `n` with nothing pending, from `cut` (`framed`: its frame; `base` and
-        `plain`: the request at no stage by the calibrated and the plain heuristic, an estimate, or
-        as `counted` says)."""
-        if counted != "estimate":
-            return self.under_soft(n, cut, framed, base, plain, stamp, counted)
+        `plain`: the request at no stage by the calibrated and the plain heuristic, an estimate)."""
         return self.under_soft(n, cut, framed, base, plain, stamp) \
             or self.from_kept_boundary(n, cut, framed, base, plain, stamp)
 
@@ -55,20 +51,11 @@ class ShortCuts:
         """The plan of a request with nothing pending (no trigger, no compaction just made or undone)
         under the soft limit, or in the soft zone when no stage changes a message sent (a long chat of
         short messages): what the general path decides then, in a few lookups. None otherwise.
-        `est` and `h`: the request at no stage by the calibrated and the plain heuristic, an estimate
-        (not near the limits, where tiktoken counts), or by tiktoken and the plain heuristic when
-        `counted` is "exact"; `framed`: the frame of the cut.
-
-        Counted exactly, only under the soft limit: the general path then neither compacts nor
-        searches (the zone is safe, the request whole at level 0, as counted), so the plan is the one
-        below, "exact" throughout (a tiny chat near its window counted ~2/3 of its requests so, each
-        through the whole search); not after a rejected summary, whose note the general path gives.
-        Its cache-stable prefix is left to `CachePrefix.tokens`, which counts it as the plan does."""
+        `est` and `h`: the request at no stage as counted (`counted`: "estimate" by the calibrated
+        heuristic, or "exact": tiktoken's near the limits, each stage's request then being the same
+        messages and so the same count) and by the plain heuristic; `framed`: the frame of the cut."""
         p = self.policy
         jh, js, joined, kept_fu, head_h = framed
-        exact = counted != "estimate"
-        if exact and (est > self._soft_limit or self.deep.last_failure):
-            return None
         if est <= self._soft_limit:
             zone, level, near_start = "safe", 0, n
         elif est <= self._hard_limit and n >= p.fast_path_min_messages \
@@ -82,8 +69,10 @@ class ShortCuts:
         plan = Plan(stamp[0], n, cut, js, level, near_start, kept_fu, jh, stamp[1], est, est, zone,
                     counted, est <= p.window, counted, False, None, {}, [], stamp[2], None, level,
                     near_start, cut, joined, None, h, None, head_h)
+        if counted != "estimate":
+            return plan   # its cache-stable prefix: a share of the exact count (`Pipeline._finish`)
         prev = self.prefix.previous
-        if not exact and prev is not None and prev.head is jh and prev.start == js and prev.built is None \
+        if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
                 and (zone == "soft" or not (prev.level or prev.lower)):
             # the same head, and no message sent changed by a stage on either side (in the soft zone
             # here, no stage level changes any): the request is the previous one up to the first
