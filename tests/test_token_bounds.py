@@ -35,6 +35,17 @@ def _texts() -> list[str]:
     return [t for t in texts if t]
 
 
+def test_the_lower_bound_counts_the_runs_bytes_split_cuts():
+    """`lower_text` counts runs of non-whitespace by marking bytes, not by splitting: the same count as
+    bytes.split() (ASCII whitespace only), less one per newline before "/", at least one."""
+    rnd = random.Random(7)
+    raw = [bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 40))) for _ in range(3000)]
+    for t in _texts() + [b.decode("latin-1") for b in raw] + ["x" * 20_000 + " y", " \t" * 9000]:
+        data = t.encode("utf-8", "surrogatepass")
+        expected = max(len(data.split()) - data.count(b"\n/") - data.count(b"\r/"), 1)
+        assert lower_text(t) == expected, t[:60]
+
+
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 def test_the_lower_bound_is_never_above_tiktokens_count(encoding):
     enc = get_encoding(encoding)

@@ -195,6 +195,9 @@ def pieces(text: str) -> Iterator[str]:
 # still a bound). On the bench session the bound is ~0.3 of the count: enough to tell that a request
 # is past every limit, which is where tiktoken was asked to count a whole history to no purpose.
 _LOWER = TextCache(1 << 14)
+# each byte as " " where bytes.split() cuts (ASCII whitespace), else "x": a run starts at each " x" and
+# at a leading "x", counted without the list of runs split() builds (~1.3× the time on the bench's results)
+_RUN_BYTES = bytes(32 if c in b" \t\n\r\x0b\x0c" else 120 for c in range(256))
 
 
 def lower_text(text: str) -> int:
@@ -206,7 +209,8 @@ def lower_text(text: str) -> int:
         if hit is not None:
             return hit
     data = utf8(text)
-    n = len(data.split())
+    marks = data.translate(_RUN_BYTES)
+    n = marks.count(b" x") + (marks[:1] == b"x")
     if b"/" in data:
         n -= data.count(b"\n/") + data.count(b"\r/")
     n = max(n, 1)   # a text that is not empty is at least one token
