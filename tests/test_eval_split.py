@@ -1,5 +1,6 @@
-"""A large session's presets shared out among forked processes (issue 29 item 2): the processes
-forked after the first preset start with what it built, and the figures are those of one process."""
+"""A large session's presets shared out among forked processes (issue 29 item 2): the processes,
+forked once the session is loaded and its facts found, start with both, and the figures are those of
+one process."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ def test_a_session_split_over_forked_processes_gives_the_figures_of_one():
     path = str(sample_path("long-refactor.jsonl"))
     presets = tuple(sorted(PRESETS))
     one = evaluate_path(path, presets, 32_000, "heuristic")
-    for split in (2, 3):
+    for split in (2, 3, len(presets)):
         assert evaluate_path(path, presets, 32_000, "heuristic", reuse=True, split=split).to_json() == one.to_json()
+    two = presets[:2]   # one preset for each process
+    assert evaluate_path(path, two, 32_000, "heuristic", split=2).to_json() == \
+        evaluate_path(path, two, 32_000, "heuristic").to_json()
 
 
 def test_a_forked_child_answers_or_says_it_could_not():
@@ -33,6 +37,9 @@ def test_a_large_session_is_one_task_that_forks_and_the_rest_stay_whole(tmp_path
     assert fn.units([str(small), str(big)], 2, fork=True) == [(str(big), presets, 2), (str(small), presets, 1)]
     # without fork (Dask workers), one task per preset
     assert fn.units([str(small), str(big)], 2) == [(str(big), (p,), 1) for p in presets] + [(str(small), presets, 1)]
+    # two presets: forked too, one for each worker, rather than two tasks that each load the session
+    two = presets[:2]
+    assert task(two).units([str(small), str(big)], 2, fork=True) == [(str(big), two, 2), (str(small), two, 1)]
 
 
 def test_with_other_threads_running_the_presets_run_here():
