@@ -254,8 +254,7 @@ class Index:
         """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
-        r = self.ledger.rank[level] if level else None
-        if level and (r is None or r[a] == r[b]):
+        if level and not self.ledger.level_changes(level, a, b):
             # the level changes none of them (the ledger holds each message's forms, `stage_forms`
             # builds none): their count as sent, not a second pass over the same messages (a chat of
             # short messages counted every one at level 0 and again at microcompaction's)

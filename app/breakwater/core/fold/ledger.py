@@ -132,12 +132,11 @@ class Ledger:
 
     def changes(self, levels: Iterable[int], a: int, b: int) -> bool:
         """Whether any far stage level of `levels`, or the working-memory form, changes a message of [a, b)."""
-        rank = self.rank
-        for L in levels:
-            r = rank[L]
-            if r is not None and r[b] > r[a]:
-                return True
-        r = rank[NEAR]
+        return any(self.level_changes(L, a, b) for L in levels) or self.level_changes(NEAR, a, b)
+
+    def level_changes(self, level: int, a: int, b: int) -> bool:
+        """Whether stage `level` (or NEAR) changes a message of [a, b); level 0 changes none."""
+        r = self.rank[level]
         return r is not None and r[b] > r[a]
 
     def changed_in(self, l1: int, l2: int, a: int, b: int) -> Iterator[int]:
