@@ -59,32 +59,3 @@ def test_with_other_threads_running_the_presets_run_here():
     finally:
         stop.set()
         other.join()
-
-
-def test_the_processes_take_the_next_preset_when_free_and_a_silent_childs_are_left_to_the_caller():
-    import time
-
-    from breakwater.fidelity.runner import _taken
-
-    parent = os.getpid()
-
-    def run(i: int):
-        time.sleep(0.1)   # long enough that every process is started before the numbers run out
-        return os.getpid(), False
-
-    done = _taken(6, run, 3)
-    assert sorted(done) == list(range(6))
-    pids = set(done.values())
-    assert parent in pids and len(pids) == 3   # each took some: one process did not take them all
-
-    def dies(i: int):   # a child leaves without answering: what it ran is missing, the rest is there
-        time.sleep(0.1)
-        if os.getpid() != parent:
-            os._exit(0)
-        return i, False
-
-    done = _taken(4, dies, 2)
-    assert done and set(done.values()) == set(done) and len(done) < 4
-
-    # a run that says stop ends its process's taking: one process, nothing after it
-    assert _taken(4, lambda i: (i, i == 1), 1) == {0: 0, 1: 1}
