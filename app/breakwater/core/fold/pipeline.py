@@ -259,14 +259,10 @@ class Pipeline:
         base, counted, plain = request.measured
         if force_deep or self.triggers or self.deep.just_compacted or self.deep.just_undone:
             return None
+        if counted != "estimate" and self.deep.last_failure:
+            return None   # a rejected summary to be noted (`_plan_of`)
         stamp = (self.turn + 1, self.raw_tokens, self.api_tokens)
-        if counted != "estimate":
-            # tiktoken counted it: the general path's plan is this count's whenever no stage changes
-            # a message sent (`under_soft`), unless a rejected summary is to be noted (`_plan_of`)
-            if self.deep.last_failure:
-                return None
-            return self.short_cuts.under_soft(request.n, request.cut, request.framed, base, plain, stamp, counted)
-        return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp)
+        return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp, counted)
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves

@@ -40,11 +40,12 @@ class ShortCuts:
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = stage_levels(policy)
 
-    def plan(self, n: int, cut: int, framed: tuple, base: int, plain: int, stamp: tuple) -> Plan | None:
+    def plan(self, n: int, cut: int, framed: tuple, base: int, plain: int, stamp: tuple,
+             counted: str = "estimate") -> Plan | None:
         """The plan of request `n` with nothing pending, from `cut` (`framed`: its frame; `base` and
-        `plain`: the request at no stage by the calibrated and the plain heuristic, an estimate)."""
-        return self.under_soft(n, cut, framed, base, plain, stamp) \
-            or self.from_kept_boundary(n, cut, framed, base, plain, stamp)
+        `plain`: the request at no stage as counted, see `under_soft`, and by the plain heuristic)."""
+        return self.under_soft(n, cut, framed, base, plain, stamp, counted) \
+            or self.from_kept_boundary(n, cut, framed, base, plain, stamp, counted)
 
     def under_soft(self, n: int, cut: int, framed: tuple, est: int, h: int, stamp: tuple,
                    counted: str = "estimate") -> Plan | None:
@@ -84,37 +85,29 @@ class ShortCuts:
         return plan
 
     def from_kept_boundary(self, n: int, cut: int, framed: tuple, base: int, plain: int,
-                           stamp: tuple) -> Plan | None:
+                           stamp: tuple, counted: str = "estimate") -> Plan | None:
         """The plan of a request over the soft limit with nothing pending (no trigger, no compaction
         just made or undone), when the general path would neither compact nor search a boundary nor
         shape the history: the first stage level whose whole request is under the soft limit,
         applied as far as the boundary kept for it, or the highest level, whole, when none is under
         the soft limit but that is under the hard one. None otherwise: the general path decides.
-        `base` and `plain`: the request at no stage by the calibrated and the plain heuristic, an
-        estimate; `framed`: the frame of the cut."""
+        `base` and `plain`: the request at no stage as counted (`counted`) and by the plain heuristic;
+        `framed`: the frame of the cut. Each request shape is counted as the general path counts it
+        (`_shapes`), so that near the limits tiktoken's counts decide here as they decide there."""
         p = self.policy
         if n < p.fast_path_min_messages or self.deep.last_failure:
             return None   # too short for the soft zone to be searched; a note to give
         soft, hard = self._soft_limit, self._hard_limit
         jh, js, joined, kept_fu, head_h = framed
-        tokens = self.index.ledger.tokens   # the parts of the request, as `Meter.measure` adds them up
-        apply = self.meter.calibration.apply
-        exact = self.meter.mode == "exact"
         levels = self._stage_levels
         near = self.index.near_start(2, js, n)   # working memory, from masking up: one form whatever the level
-        near_h = head_h + tokens(NEAR, near, n)
-        wholes = []   # (calibrated, plain) of the request at each stage level throughout
-        for lv in levels:
-            h = head_h + tokens(lv, js, n) if lv < 2 else near_h + tokens(lv, js, near)
-            t = apply(h)
-            if exact and self.meter.in_band(h):
-                return None   # tiktoken counts it
-            wholes.append((t, h))
-        if base > hard and p.deep_compact and (p.deep_compact_first or not levels or wholes[-1][0] > hard):
+        shape = self._shapes(framed, n, near)
+        if base > hard and p.deep_compact and (p.deep_compact_first or not levels or shape(levels[-1])[0] > hard):
             return None   # a deep compaction
         level = lower = below = 0
-        sent, h, ns = base, plain, n
-        for lv, (sent, h) in zip(levels, wholes):
+        sent, how, h, ns = base, counted, plain, n
+        for lv in levels:
+            sent, how, h = shape(lv)
             level = lower = lv
             ns = n if lv < 2 else near
             if sent <= soft:
@@ -123,12 +116,9 @@ class ShortCuts:
                     return None   # the boundary is searched
                 boundary = ns
                 if kept < ns:
-                    # before the kept boundary at `lv`, after it at `below`; working memory too, but at
-                    # its own form when `below` masks
-                    h = tokens(lv, js, kept) + (near_h + tokens(below, kept, ns) if below >= 2
-                                                else head_h + tokens(below, kept, n))
-                    sent = apply(h)
-                    if sent > soft or (exact and self.meter.in_band(h)):
+                    # before the kept boundary at `lv`, after it at `below`
+                    sent, how, h = shape(lv, below, kept)
+                    if sent > soft:
                         return None   # the boundary moves
                     lower, boundary = below, kept
                 break
@@ -140,5 +130,27 @@ class ShortCuts:
         zone = "soft" if base <= hard else "hard"
         # positional, as in under_soft
         return Plan(stamp[0], n, cut, js, level, ns, kept_fu, jh, stamp[1], base, sent, zone,
-                    "estimate", sent <= p.window, "estimate", False, None, {}, [], stamp[2], None, lower,
+                    how, sent <= p.window, counted, False, None, {}, [], stamp[2], None, lower,
                     boundary, cut, joined, None, h, None, head_h)
+
+    def _shapes(self, framed: tuple, n: int, near: int):
+        """(tokens, how counted, plain heuristic) of the request from the frame `framed` to `n` at stage
+        `level`, or at `level` before a boundary `kept` and `below` after it, working memory from `near`:
+        the meter's count near the limits (`Meter.measure`, the general path's), else the calibrated
+        heuristic from the ledger's sums in a few lookups."""
+        jh, js, _, _, head_h = framed
+        if self.meter.mode == "exact":
+            measure = self.meter.measure
+            return lambda level, below=None, kept=None: measure(jh, level, js, n if level < 2 else near, n, below,
+                                                                kept, head_h)
+        tokens, apply = self.index.ledger.tokens, self.meter.calibration.apply
+        near_h = head_h + tokens(NEAR, near, n)
+
+        def shape(level: int, below: int | None = None, kept: int | None = None) -> tuple[int, str, int]:
+            if kept is None:
+                h = head_h + tokens(level, js, n) if level < 2 else near_h + tokens(level, js, near)
+            else:   # working memory at its own form when `below` masks, at `below`'s otherwise
+                h = tokens(level, js, kept) + (near_h + tokens(below, kept, near) if below >= 2
+                                               else head_h + tokens(below, kept, n))
+            return apply(h), "estimate", h
+        return shape
