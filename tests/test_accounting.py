@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support.transcripts import REAL
@@ -207,3 +208,50 @@ def test_model_lookups_are_kept_so_the_source_loads_once(tmp_path):
     first, again = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                    timeout=60).stdout.split() for _ in range(2))
     assert first == ["200000", "0.5", "True"] and again == ["200000", "0.5", "False"]
+
+
+def test_two_installs_sharing_a_home_keep_each_other_s_model_lookups(tmp_path):
+    """Two environments with their own genai-prices (a copy of the package, as a second venv holds) and
+    one cache: each one's answers stay beside the other's, where each used to replace the other's and
+    every switch loaded the source again (0.14-0.4 s in a process that found the cache cold)."""
+    import os
+    import shutil
+
+    import genai_prices
+
+    other = tmp_path / "other-install"
+    shutil.copytree(Path(genai_prices.__file__).parent, other / "genai_prices", copy_function=shutil.copy)
+    code = ("import sys; from breakwater.core.log.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
+            "print(i.window, 'genai_prices' in sys.modules, sys.modules['breakwater.core.log.models']._cache_file()[1])")
+    env = {**os.environ, "BREAKWATER_CACHE_DIR": str(tmp_path / "cache")}
+    installs = {"first": env, "second": {**env, "PYTHONPATH": os.pathsep.join(
+        [str(other), *filter(None, [os.environ.get("PYTHONPATH")])])}}
+
+    def run(name):
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=installs[name],
+                              timeout=60).stdout.split()
+
+    first, second, first_again, second_again = run("first"), run("second"), run("first"), run("second")
+    assert first[2] != second[2]   # two installs, two keys
+    assert first[:2] == second[:2] == ["200000", "True"]
+    assert first_again[:2] == second_again[:2] == ["200000", "False"]
+
+
+def test_a_model_cache_written_for_one_install_is_still_read(tmp_path):
+    """The cache file as written before several installs were kept (one key, its models) still answers."""
+    import json
+    import os
+
+    from breakwater.core.log import models
+
+    env = {**os.environ, "BREAKWATER_CACHE_DIR": str(tmp_path)}
+    code = ("import sys; from breakwater.core.log.models import lookup; i = lookup('claude-opus-4-5-20251101'); "
+            "print(i.window, 'genai_prices' in sys.modules)")
+    subprocess.run([sys.executable, "-c", code], env=env, timeout=60, check=True, capture_output=True)
+    path = tmp_path / "models.json"
+    (key, answers), = json.loads(path.read_text())["installs"].items()
+    path.write_text(json.dumps({"key": key, "models": answers}))
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=60).stdout.split() == ["200000", "False"]
+    assert models._installs({"installs": "junk"}) == {} and models._installs([1]) == {}
+

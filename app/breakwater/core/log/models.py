@@ -3,8 +3,9 @@
 The source is pydantic's `genai-prices` package (context_window and input, cache read/write and
 output prices per model). Loading it and its data costs 0.25-0.4 s, more than a whole `simulate`
 of most sessions, so what it answered is kept on disk beside the tokenizer cache, keyed by the
-installed data file (a new release of the package is asked again), and it is imported only for a
-name not asked before. Lookups go by the name as the transcript or `--model` spells it, then
+installed data file (a new release of the package is asked again; the answers of the last few
+installs are kept side by side, so that environments sharing a home do not keep invalidating each
+other's), and it is imported only for a name not asked before. Lookups go by the name as the transcript or `--model` spells it, then
 without a routing prefix (`litellm_proxy/…`, `deepseek/…`).
 
 Which model, which window, and where the window came from, one rule for every surface
@@ -83,22 +84,42 @@ def lookup(name: str) -> ModelInfo | None:
     if _known is None:
         _known = {}
         try:
-            saved = json.loads(path.read_text())
-            if saved.get("key") == key:
-                _known = {k: ModelInfo(*v) if v else None for k, v in saved["models"].items()}
+            saved = _installs(json.loads(path.read_text()))
+            if key in saved:
+                _known = {k: ModelInfo(*v) if v else None for k, v in saved[key].items()}
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             pass   # no cache yet, or an unreadable one: asked again
     if name not in _known:
         _known[name] = _from_source(name)
         try:
+            try:   # read again: another install may have written its answers since
+                saved = _installs(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                saved = {}
+            saved.pop(key, None)   # this install's answers last: the newest are kept
+            saved[key] = {k: astuple(v) if v else None for k, v in _known.items()}
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"key": key, "models": {k: astuple(v) if v else None
-                                                              for k, v in _known.items()}}))
+            tmp.write_text(json.dumps({"installs": dict(list(saved.items())[-INSTALLS_KEPT:])}))
             os.replace(tmp, path)
         except OSError:
             pass   # a read-only home: asked again next time
     return _known[name]
+
+
+INSTALLS_KEPT = 8
+
+
+def _installs(saved: object) -> dict:
+    """The answers by install in a cache file as written (a file of one install's, as written before
+    several were kept, gives that one); {} when it holds neither."""
+    if not isinstance(saved, dict):
+        return {}
+    if isinstance(saved.get("installs"), dict):
+        return {k: v for k, v in saved["installs"].items() if isinstance(v, dict)}
+    if isinstance(saved.get("key"), str) and isinstance(saved.get("models"), dict):
+        return {saved["key"]: saved["models"]}
+    return {}
 
 
 def _from_source(name: str) -> ModelInfo | None:
