@@ -3,7 +3,9 @@ item 5): every figure a fresh process, the file as given.
 
 1. `breakwater simulate FILE --json` with the default counter (tiktoken wherever a verdict could change)
    beside `--counter heuristic`, on each bench input: CPU medians, runs alternating; target ≤ 1.5×.
-   `breakwater tokens` of a one-line file: what loading the tokenizer costs a command.
+   `breakwater tokens` of a one-line file: what loading the tokenizer costs a command. The floor under
+   the default counter on each input: the heuristic's time, plus encoding once each text the default
+   counter encodes (the texts near a limit, as they are sent), plus loading the tokenizer.
 2. Peak resident memory of `simulate --counter heuristic --json` on one 64,000-message session written
    as native JSONL, an OpenAI message array and a pi session, beside the file's size.
 
@@ -56,10 +58,12 @@ def counters(tmp: Path) -> None:
     bench = session_messages(5000, avg_tool_chars=15000, seed=42)
     inputs = [write_session(tmp / "bench-5k.jsonl", bench), openai(bench, tmp / "bench-5k.openai.json"),
               write_session(tmp / "chat-20k.jsonl", session_messages(20000, avg_tool_chars=2000, seed=7))]
+    floors = []
     for path in inputs:
         size = path.stat().st_size / 1e6
         figures = medians([breakwater("simulate", str(path), "--json"),
                            breakwater("simulate", str(path), "--json", "--counter", "heuristic")])
+        floors.append((path, figures[0]["1"][0]))
         for (label, _), f in zip(trees(), figures):
             (exact, exact_mb), (heur, heur_mb) = f["0"], f["1"]
             print(f"  {label}{path.name} ({size:.0f} MB): default {exact:.2f} s ({exact_mb:.0f} MB), heuristic "
@@ -69,6 +73,56 @@ def counters(tmp: Path) -> None:
     for (label, _), f in zip(trees(), medians([breakwater("tokens", str(small))], 5)):
         print(f"  {label}breakwater tokens of a one-line file (loading the tokenizer): {f['0'][0]:.2f} s CPU "
               f"(median of 5)")
+    print("  the floor under the default counter: the heuristic's time, plus tiktoken encoding once each text it "
+          "must count (near a limit, sent), plus loading the tokenizer")
+    for path, heuristic in floors:
+        chars, encoding, load = encoded(path)
+        low = heuristic + encoding + load
+        print(f"    {path.name}: {heuristic:.2f} + {encoding:.2f} s ({chars / 1e6:.1f} M chars) + {load:.2f} s = "
+              f"{low:.2f} s CPU, {low / heuristic:.2f}× the heuristic")
+
+
+# In one process: simulate with the default counter, keeping each text tiktoken encoded; then the CPU
+# time of encoding those texts alone, medians of 3
+ENCODED = """
+import contextlib, io, statistics, sys, time
+from breakwater.cli import build_parser, wanted_command
+from breakwater.core.log import tokens
+texts, encoders, exact_text = [], [], tokens.TokenCounter.exact_text
+def keeping(self, text):
+    if text and text not in self._cache:
+        texts.append(text)
+        encoders[:] = [self._encoder().encode_ordinary]
+    return exact_text(self, text)
+tokens.TokenCounter.exact_text = keeping
+loading, get_encoding = [], tokens.get_encoding
+def timed(name):
+    t = time.process_time()
+    try:
+        return get_encoding(name)
+    finally:
+        loading.append(time.process_time() - t)
+tokens.get_encoding = timed
+argv = ["simulate", sys.argv[1], "--json"]
+args = build_parser(wanted_command(argv)).parse_args(argv)
+with contextlib.redirect_stdout(io.StringIO()):
+    args.func(args)
+runs = []
+for _ in range(3):
+    t = time.process_time()
+    for text in texts:
+        for piece in tokens.pieces(text):
+            encoders[0](piece)
+    runs.append(time.process_time() - t)
+print(sum(map(len, texts)), statistics.median(runs), loading[0])
+"""
+
+
+def encoded(path: Path) -> tuple[int, float, float]:
+    """(characters, CPU seconds) of encoding once each text `simulate` with the default counter encodes,
+    and the CPU seconds its tokenizer took to load (imports included)."""
+    chars, seconds, load = measured([sys.executable, "-c", ENCODED, str(path)])[3].split()
+    return int(chars), float(seconds), float(load)
 
 
 def footprint(tmp: Path) -> None:
