@@ -15,7 +15,7 @@ from array import array
 from typing import Callable
 
 from breakwater.core.fold import stage_forms as forms
-from breakwater.core.fold.ledger import Ledger
+from breakwater.core.fold.ledger import NEAR, Ledger
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
 from breakwater.core.policy import Policy
@@ -35,10 +35,9 @@ class Index:
         self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
         self._indexed = 0
         self._looked = 0                        # messages looked through since (see `index_of`)
-        self._exact: dict[int, tuple[int, array]] = {}  # level -> (base index, prefix sums)
+        self._exact: dict[int, tuple[int, array]] = {}  # level (NEAR: working memory's) -> (base index, prefix sums)
         self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
         self._fresh: dict[int, int] = {}        # id(message) -> heuristic tokens, of those fed since `sync`
-        self._near_cache: dict[int, dict[int, tuple]] = {}   # index -> level -> (result, heuristic tokens)
         self._fu: int | None = None             # index of the first user message, once found
         self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
         self._observations: list[int] = []      # sanitized indices of observations (policy.mask_keep_observations)
@@ -52,7 +51,7 @@ class Index:
             pins_version=self.pins_version, _ids=self._ids.copy(), _indexed=self._indexed,
             _looked=self._looked, _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
             _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
-            _fresh=self._fresh.copy(), _near_cache={i: by.copy() for i, by in self._near_cache.items()},
+            _fresh=self._fresh.copy(),
             _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy())
         return new
 
@@ -60,7 +59,6 @@ class Index:
         """Index under `policy` (another window) from here on: what was counted against the old limits goes."""
         self.policy = policy
         self._policy_id = forms.policy_id(policy)
-        self._near_cache.clear()
 
     # -- entering messages ---------------------------------------------------------------------------
     def arrive(self, msg: Message) -> int:
@@ -92,8 +90,6 @@ class Index:
         out = self.san.out
         ledger = self.ledger
         if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
-            for i in range(d, len(ledger.tok0)):
-                self._near_cache.pop(i, None)
             ledger.truncate(d)
             for sums in (self._exact, self._lower):
                 for L, (base, arr) in list(sums.items()):
@@ -226,24 +222,9 @@ class Index:
             return forms.near_form(self.policy, msg, level)
         return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
 
-    def near_cached(self, i: int, level: int):
-        """(`transform(i, level, near=True)`, its heuristic tokens): working-memory forms are asked for
-        on every request, so each is computed once."""
-        level = min(level, 2)   # every level from masking up treats working memory alike
-        by_level = self._near_cache.get(i)
-        if by_level is None:
-            if len(self._near_cache) > 256:  # only the last few messages are ever near
-                horizon = len(self.ledger) - 4 * self.policy.working_memory_messages
-                self._near_cache = {k: v for k, v in self._near_cache.items() if k >= horizon}
-            by_level = self._near_cache[i] = {}
-        hit = by_level.get(level)
-        if hit is None:
-            res = self.transform(i, level, near=True)
-            hit = by_level[level] = (res, heuristic_message(res[0]) if res else self.ledger.tok0[i])
-        return hit
-
     def exact_sum(self, level: int, a: int, b: int) -> int:
-        """tiktoken's tokens of out[a:b] at far stage `level`."""
+        """tiktoken's tokens of out[a:b] at far stage `level`, or in working memory at NEAR (the form
+        from masking up; below it working memory's form is the far one)."""
         return self._summed(self._exact, self.counter.exact_message, level, a, b)
 
     def lower_sum(self, level: int, a: int, b: int) -> int:
@@ -251,7 +232,7 @@ class Index:
         return self._summed(self._lower, lower_message, level, a, b)
 
     def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
-        """`count` of messages [a, b) at far stage `level`, from prefix sums kept in `sums` by level."""
+        """`count` of messages [a, b) at far stage `level` (or NEAR), from prefix sums kept in `sums` by level."""
         if a >= b:
             return 0
         if level and not self.ledger.level_changes(level, a, b):
@@ -264,9 +245,10 @@ class Index:
             base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
         sums[level] = (base, arr)
         out = self.san.out
+        form, near = (2, True) if level == NEAR else (level, False)
         while base + len(arr) - 1 < b:
             i = base + len(arr) - 1
-            res = self.transform(i, level, near=False)
+            res = self.transform(i, form, near)
             arr.append(arr[-1] + count(res[0] if res else out[i].message))
         return arr[b - base] - arr[a - base]
 

@@ -29,8 +29,8 @@ class Meter:
         self.mode = mode if counter.exact_available else "heuristic"
         self.calibration = Calibration()
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
-        # one plan's parts of them, each counted once (a plan measures ~7 shapes, most with the same
-        # head and working memory): [messages, bound, exact] by (near_start, n, form), and by id(head)
+        # one plan's heads, each counted once (a plan measures ~7 shapes, most with the same head):
+        # [messages, bound, exact] by id(head); the history, working memory too, is summed by the index
         self._parts: dict[object, list] = {}
 
     def copy(self, index: Index) -> Meter:
@@ -44,7 +44,7 @@ class Meter:
     def retune(self, policy: Policy) -> None:
         self.policy = policy
         self._measured.clear()   # measured against the old limits
-        self._parts.clear()   # working memory's forms may differ
+        self._parts.clear()
 
     def new_plan(self) -> None:
         """A new request is planned: what the last one counted may have changed."""
@@ -115,17 +115,16 @@ class Meter:
         hit = self._measured.get(key)
         if hit is not None:
             return hit[0]
-        heads, sent_near = self._part(id(head), head), self._near_part(near_start, n, near)
+        heads, near = self._part(id(head), head), near_level(near)
         lo = 0
         if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
             lo = index.lower_sum(level, start, boundary) + index.lower_sum(lower, boundary, near_start)
             if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
-                lo += self._counted(heads, 1, lower_message) + self._counted(sent_near, 1, lower_message)
+                lo += self._counted(heads, 1, lower_message) + index.lower_sum(near, near_start, n)
         if self._past_limits(est, lo):
             result = self._bounded(est, lo), "estimate", h
         else:
-            c = self.counter.exact_message
-            x = self._counted(heads, 2, c) + self._counted(sent_near, 2, c)
+            x = self._counted(heads, 2, self.counter.exact_message) + index.exact_sum(near, near_start, n)
             x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
             result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
@@ -135,18 +134,6 @@ class Meter:
         """[msgs, bound, exact] of a part of this plan's requests (the bound and count when first asked)."""
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = [msgs, None, None]
-        return part
-
-    def _near_part(self, near_start: int, n: int, near: int) -> list:
-        """The part of working memory [near_start, n) at form `near` (as `Index.near_cached` keys it)."""
-        key = (near_start, n, min(near, 2))
-        part = self._parts.get(key)
-        if part is None:
-            index, out, msgs = self.index, self.index.san.out, []
-            for i in range(near_start, n):
-                r = index.near_cached(i, near)[0]
-                msgs.append(r[0] if r else out[i].message)
             part = self._parts[key] = [msgs, None, None]
         return part
 
