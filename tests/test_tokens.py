@@ -121,3 +121,29 @@ def test_pieces_cut_after_words_and_keep_ordinary_counts():
     counter = TokenCounter("o200k_base")
     ordinary = "word, " * 40_000
     assert counter.exact_text(ordinary) == len(counter._encoder().encode_ordinary(ordinary))
+
+
+def test_an_exact_count_leaves_no_utf8_copy_in_the_text():
+    """tiktoken reads a str as UTF-8, and CPython keeps that copy inside a str that is not ASCII for as
+    long as the str lives (sys.getsizeof counts it): a session's texts counted exactly doubled in
+    memory, and more (a CJK character takes 2 bytes as a str, 3 in UTF-8). The count is the same."""
+    counter = TokenCounter("o200k_base")
+    texts = ["".join(["你好，世界 ", str(i)] * 50) for i in range(3)] + ["déjà vu ✓ " * 40, "lone \ud800 surrogate"]
+    sizes = [sys.getsizeof(t) for t in texts]
+    counts = [counter.exact_text(t) for t in texts]
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    enc = counter._encoder()
+    assert counts == [len(enc.encode_ordinary(t[:-1] + t[-1])) for t in texts]   # a copy of each, counted apart
+
+
+def test_the_encoding_keeps_no_second_copy_of_its_ranks():
+    """tiktoken's Encoding keeps the BPE ranks' dict (23 MB of Python objects) only to be pickled; the
+    Rust core counts from its own. Released, pickling it says why instead of giving a broken copy."""
+    import pickle
+
+    from breakwater.core.log.tokens import get_encoding
+
+    enc = get_encoding("o200k_base")
+    assert len(enc.encode_ordinary("hello world")) == 2
+    with pytest.raises(TypeError, match="released its BPE ranks"):
+        pickle.dumps(enc)

@@ -132,8 +132,18 @@ def get_encoding(name: str):
             enc = tiktoken.Encoding(**public.ENCODING_CONSTRUCTORS[name]())
         finally:
             public.load_tiktoken_bpe = original
+        # the Rust core counts from its own copy of the ranks; the Encoding keeps the dict only to be
+        # pickled, which is never asked of it here (23 MB of 200k bytes objects and ints)
+        enc._mergeable_ranks = _ReleasedRanks()
         _encodings[name] = enc
         return enc
+
+
+class _ReleasedRanks(dict):
+    """Where an Encoding's ranks were: pickling it fails with a reason, not a broken copy."""
+
+    def __reduce__(self):
+        raise TypeError("this tiktoken Encoding cannot be pickled: Breakwater released its BPE ranks")
 
 
 def _ranks(path: Path, sha: str | None) -> dict[bytes, int]:
@@ -267,7 +277,11 @@ class TokenCounter:
             return hit
         encode = self._encoder().encode_ordinary
         if len(text) <= PIECE_CHARS:
-            n = len(encode(text))
+            # tiktoken reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for as
+            # long as the str lives (a message's text: the session's): it reads a copy, gone after (pieces
+            # of a longer text are copies already)
+            n = len(encode(text if text.isascii() else text.encode("utf-8", "surrogatepass").decode(
+                "utf-8", "surrogatepass")))
         else:
             n = sum(len(encode(piece)) for piece in pieces(text))
         self.exact_encoded_chars += len(text)
