@@ -89,59 +89,86 @@ def eval_command(args: list[str], cache: str) -> tuple[float, str]:
     return time.perf_counter() - t0, out
 
 
+def small_corpus(folder: Path) -> str:
+    """7 sessions: the samples, pi's large real session and one of 6,000 generated messages."""
+    write_session(folder / "large.jsonl", session_messages(6000, avg_tool_chars=3000, seed=7), header={"window": 32000})
+    for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
+        shutil.copy(path, folder / path.name)
+    return "one of 6,000 messages (9 MB)"
+
+
+def issue_corpus(folder: Path) -> str:
+    """43 sessions, as the issue measured on: every real fixture, the samples, sessions of 300, 600 and
+    1,200 generated messages in each of the 8 formats the importers read, one of 2,400 and one of 6,000."""
+    from format_sessions import WRITERS
+
+    small_corpus(folder)
+    (folder / "large-session.jsonl").unlink()   # among the real fixtures below
+    for path in sorted((ROOT / "tests/fixtures/real").glob("*/*")):
+        if path.is_file() and path.name != "SOURCES.md":
+            shutil.copy(path, folder / f"real-{path.parent.name}-{path.name}")
+    for k, (name, (suffix, write)) in enumerate(sorted(WRITERS.items())):
+        for j, n in enumerate((300, 600, 1200)):
+            write(session_messages(n, avg_tool_chars=2000, seed=100 + 3 * k + j), folder / f"{name}-{n}{suffix}")
+    write_session(folder / "native-2400.jsonl", session_messages(2400, avg_tool_chars=2000, seed=99))
+    return "every format, real and generated, one of 6,000 messages"
+
+
 def one_large_session(runs: int = 3) -> None:
     """`breakwater eval DIR --json --counter heuristic` (all presets), fresh processes, wall clock
-    (parallel work is what is measured), runs alternating between 1 and 2 workers. The start-up of
-    each way is timed apart: an eval of one small session (with --dask, most of it is importing
-    distributed: 0.3 s)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "corpus"
-        folder.mkdir()
-        cache = f"{tmp}/cache"
-        write_session(folder / "large.jsonl", session_messages(6000, avg_tool_chars=3000, seed=7),
-                      header={"window": 32000})
-        for path in [*SAMPLES.glob("*.jsonl"), ROOT / "tests/fixtures/real/pi/large-session.jsonl"]:
-            shutil.copy(path, folder / path.name)
-        small = str(folder / "sanitizer-mess.jsonl")
-        n = len(list(folder.iterdir()))
-        args = [str(folder), "--json", "--counter", "heuristic"]
-        times: dict[str, list[float]] = {"1": [], "2": [], "dask": []}
-        starts: dict[str, list[float]] = {"1": [], "dask": []}
-        outs = set()
-        try:
-            from distributed import LocalCluster
-        except ImportError:
-            LocalCluster = None
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0") \
-            if LocalCluster else None
-        ways = {"1": ["--jobs", "1"], "2": ["--jobs", "2"]}
+    (parallel work is what is measured), runs alternating between 1 and 2 workers, on a corpus of 7
+    sessions and on one of the issue's size (43). The start-up of each way is timed apart: an eval of
+    one small session (with --dask, most of it is importing distributed: 0.3 s)."""
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        LocalCluster = None
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=":0") \
+        if LocalCluster else None
+    try:
+        for build in (small_corpus, issue_corpus):
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = Path(tmp) / "corpus"
+                folder.mkdir()
+                what = build(folder)
+                _eval_ways(folder, what, f"{tmp}/cache", cluster, runs)
+    finally:
         if cluster is not None:
-            ways["dask"] = ["--dask", cluster.scheduler_address]
-        loads = []
-        try:
-            eval_command(args + ["--jobs", "1"], cache)   # compiles the modules, fills the models' cache
-            for _ in range(runs):
-                for way, flags in ways.items():
-                    loads.append(os.getloadavg()[0])
-                    seconds, out = eval_command(args + flags, cache)
-                    times[way].append(seconds)
-                    outs.add(out)
-                    if way in starts:
-                        starts[way].append(eval_command([small, "--json", "--counter", "heuristic", *flags], cache)[0])
-        finally:
-            if cluster is not None:
-                cluster.close()
-        one = statistics.median(times["1"])
-        line = (f"eval of {n} sessions, one of 6,000 messages (9 MB), all {len(PRESETS)} presets, --counter "
-                f"heuristic, fresh process, bytecode kept (wall, median of {runs}): --jobs 1 {one:.2f} s, --jobs 2 "
-                f"{statistics.median(times['2']):.2f} s ({one / statistics.median(times['2']):.2f}×)")
-        if times["dask"]:
-            line += (f", --dask LocalCluster of 2 {statistics.median(times['dask']):.2f} s "
-                     f"({one / statistics.median(times['dask']):.2f}×)")
-        line += f"; start-up (eval of one small session): local {statistics.median(starts['1']):.2f} s"
-        if starts["dask"]:
-            line += f", --dask {statistics.median(starts['dask']):.2f} s"
-        print(line + f"; identical output: {len(outs) == 1}; load average {min(loads):.1f}-{max(loads):.1f}")
+            cluster.close()
+
+
+def _eval_ways(folder: Path, what: str, cache: str, cluster, runs: int) -> None:
+    small = str(folder / "sanitizer-mess.jsonl")
+    n = len(list(folder.iterdir()))
+    args = [str(folder), "--json", "--counter", "heuristic"]
+    times: dict[str, list[float]] = {"1": [], "2": [], "dask": []}
+    starts: dict[str, list[float]] = {"1": [], "dask": []}
+    outs = set()
+    ways = {"1": ["--jobs", "1"], "2": ["--jobs", "2"]}
+    if cluster is not None:
+        ways["dask"] = ["--dask", cluster.scheduler_address]
+    loads = []
+    for flags in ways.values():   # compiles the modules, fills the models' cache, imports in the workers
+        eval_command(args + flags, cache)
+    for _ in range(runs):
+        for way, flags in ways.items():
+            loads.append(os.getloadavg()[0])
+            seconds, out = eval_command(args + flags, cache)
+            times[way].append(seconds)
+            outs.add(out)
+            if way in starts:
+                starts[way].append(eval_command([small, "--json", "--counter", "heuristic", *flags], cache)[0])
+    one = statistics.median(times["1"])
+    line = (f"eval of {n} sessions ({what}), all {len(PRESETS)} presets, --counter heuristic, fresh process, "
+            f"bytecode kept (wall, median of {runs}): --jobs 1 {one:.2f} s, --jobs 2 "
+            f"{statistics.median(times['2']):.2f} s ({one / statistics.median(times['2']):.2f}×)")
+    if times["dask"]:
+        line += (f", --dask LocalCluster of 2 {statistics.median(times['dask']):.2f} s "
+                 f"({one / statistics.median(times['dask']):.2f}×)")
+    line += f"; start-up (eval of one small session): local {statistics.median(starts['1']):.2f} s"
+    if starts["dask"]:
+        line += f", --dask {statistics.median(starts['dask']):.2f} s"
+    print(line + f"; identical output: {len(outs) == 1}; load average {min(loads):.1f}-{max(loads):.1f}")
 
 
 def generated(n: int, folder: Path, window: int = 128_000):
