@@ -246,12 +246,17 @@ class SessionBuilder:
                       f"{'s' if self.skipped[kind] != 1 else ''})")
         entries: list[Message | Event] = []
         n_msg = n_ev = assistants = 0
-        flat: list[_Node] = []
+        flat: list[_Node | None] = []
         for node in self.nodes:
             flat.append(node)
             flat.extend(node.after)
             flat.extend(node.results)
-        for node in flat:
+        # each node goes once its entry is made (a compaction keeps the one it cuts at, for its id), so
+        # that a long session's nodes do not all live beside its messages; the builder is spent
+        self.nodes = []
+        self._open_calls.clear()
+        for k, node in enumerate(flat):
+            flat[k] = None
             if node.kind == "message":
                 if node.role == "assistant":
                     assistants += 1

@@ -206,7 +206,8 @@ def _load_one_path(path: Path) -> list[SessionLog] | None:
     if walker is None:
         base_id, header = _header(path, header_obj)
         walker = _Path(path, base_id, dict(header), index)
-    log = walker.b.build()
+    builder, walker, index, id_pos = walker.b, None, {}, {}   # what found the nodes goes before they are built
+    log = builder.build()
     log.issues[:0] = issues
     return [log]
 
@@ -235,7 +236,8 @@ def _load_tree(path: Path) -> list[SessionLog]:
         for j, p in enumerate(chain):
             lineno, e = entries[p]
             walker.feed(j, lineno, e, id_pos)
-        logs.append(walker.b.build())
+        builder, walker, id_pos = walker.b, None, {}   # as in `_load_one_path`
+        logs.append(builder.build())
     if not logs:
         logs.append(SessionBuilder(path, FORMAT, base_id, header).build())
     logs[0].issues[:0] = issues
