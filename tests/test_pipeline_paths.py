@@ -610,3 +610,23 @@ def test_the_short_cut_from_the_kept_boundary_plans_requests_tiktoken_counts():
     exact = [p for p in taken if p.counted == "exact" and p.zone_counted == "exact"]
     assert len(exact) > 50, len(exact)
     assert {p.boundary < p.near_start for p in exact} == {True, False}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_an_exact_figure_is_tiktoken_s_count_of_the_request_sent(policy):
+    """A plan counted exactly sends what its figure says: tiktoken's count of the request built from
+    it, plus the unseen overhead, whatever the preset (working memory's own form counted by the index's
+    sums, the short cut from the kept boundary measuring as the general path does)."""
+    checked = 0
+    for log in (SESSIONS["long-refactor"](), SESSIONS["controls"]()):
+        pipe = make_pipeline(log, POLICIES[policy].with_changes(window=12_000), "exact", "gpt-4o")
+        for entry in log.entries:
+            if isinstance(entry, Message) and entry.role == "assistant":
+                plan = pipe.plan()
+                if plan.counted == "exact":
+                    view = plan.built or pipe.materialize(plan)
+                    sent = pipe.meter.counter.exact_messages(view.messages) + pipe.meter.calibration.overhead
+                    assert plan.sent_tokens == sent, (plan.turn, plan.level, plan.lower)
+                    checked += 1
+            pipe.feed(entry)
+    assert checked > 100
