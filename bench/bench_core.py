@@ -154,9 +154,9 @@ from breakwater import cli
 from breakwater.cli import core as commands
 marks = {}
 read = commands.read_session
-def marked(path):
+def marked(*args, **kwargs):
     marks["read"] = (time.process_time(), time.time())
-    log = read(path)
+    log = read(*args, **kwargs)
     marks["pipeline"] = (time.process_time(), time.time())
     return log
 commands.read_session = marked
