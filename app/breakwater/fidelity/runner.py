@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from breakwater.core.log.message import Message
 from breakwater.core.policy import Policy, PolicyError, preset
 from breakwater.core.log.session_log import Event, SessionLog, SessionLogError
+from breakwater.core.log.text_cache import forget_all
 from breakwater.core.fold.own_request import own_history_policy
 from breakwater.core.log.models import resolve_window
 from breakwater.core.simulate import make_pipeline, simulate
@@ -115,7 +116,7 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     found (`_split_runs`)."""
     out = SessionSummary(str(path))
     try:
-        log = _loaded(path) if reuse else _load(path)
+        log = _loaded(path) if reuse else _load(path, forget=True)
         policies = [policy_for(name, log, window) for name in presets]
     except (SessionLogError, PolicyError, OSError) as exc:
         out.error = str(exc)
@@ -202,9 +203,13 @@ def _forked(fn: Callable[[], object]) -> Callable[[], object | None]:
     return wait
 
 
-def _load(path: str) -> SessionLog:
+def _load(path: str, forget: bool = False) -> SessionLog:
+    """The session at `path`; with `forget`, the caches keyed by the identity of the texts this process
+    read before are emptied first (they held the sessions it let go: `forget_all`)."""
     from breakwater.formats import load_session
 
+    if forget:
+        forget_all()
     return load_session(path)
 
 
@@ -220,7 +225,7 @@ def _loaded(path: str) -> SessionLog:
     key = (path, st.st_mtime_ns, st.st_size)
     if _last[0] != key:
         _last[:] = [None, None, None]   # let the previous session go before loading the next
-        _last[:] = [key, _load(path), None]
+        _last[:] = [key, _load(path, forget=True), None]
     return _last[1]
 
 

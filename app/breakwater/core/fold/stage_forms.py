@@ -18,6 +18,7 @@ from breakwater.core.fold.ledger import NEAR
 from breakwater.core.stages.mask import fold_placeholder, middle_marker
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.error_signature import cleared_outcome
+from breakwater.core.log.text_cache import forgets
 from breakwater.core.policy import Policy
 from breakwater.core.stages.snip import head_tail, snip_marker
 from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heuristic_text
@@ -26,6 +27,7 @@ from breakwater.core.log.tokens import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, heu
 # re-simulation, the fidelity replays): (id(message), id(call), policy) -> (message, call, counts). An entry
 # holds the message and the call, so no other object takes their ids while it is there.
 _FORMS: dict[tuple[int, int, int], tuple] = {}
+forgets(_FORMS.clear)   # emptied in place, never replaced
 _POLICY_IDS: dict[Policy, int] = {}   # a small number per policy seen: a key is hashed in a few operations
 _NEXT_POLICY_ID = itertools.count()    # atomic: two threads meeting two new policies give them two numbers
 CACHED_FORMS = 1 << 13
