@@ -74,6 +74,7 @@ def bench_retrieval(root: Path, entries: int = 10_000, n_queries: int = 500) -> 
 
 
 def bench_append(root: Path, n: int = 200) -> None:
+    (root / "full").mkdir(parents=True)   # the workspaces: a store writes beneath one that exists
     store = MemoryStore(root, max_lines=10**9)
     lat = []
     for t in range(n):
