@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from synth import session_messages, write_session  # noqa: E402
 
 from breakwater.core.log import outcome  # noqa: E402
-from breakwater.core.log.message import Message, ToolCall  # noqa: E402
+from breakwater.core.log.message import Message, ToolCall, text_copy  # noqa: E402
 from breakwater.core.fold.pipeline import Pipeline  # noqa: E402
 from breakwater.core.policy import PRESETS  # noqa: E402
 from breakwater.core.stages.sanitize import sanitize  # noqa: E402
@@ -131,15 +131,15 @@ def main() -> None:
     # run counts a new copy (the first count of a text, as a session's first simulation makes it)
     mixed = "".join(m.content for m in msgs)
     mixed_mb = len(mixed.encode()) / 1e6
-    dt = median_of(lambda: _timed(heuristic_text, _copy(mixed)), 5)
+    dt = median_of(lambda: _timed(heuristic_text, text_copy(mixed)), 5)
     print(f"heuristic count, the whole session as one text ({mixed_mb:.0f} MB, mixed ASCII/CJK), first count: "
           f"{mixed_mb / 1e3 / dt:.2f} GB/s")
     dt = median_of(lambda: _timed(lambda ms: [heuristic_message(m) for m in ms],
-                                  [replace(m, content=_copy(m.content)) for m in msgs]), 5)
+                                  [replace(m, content=text_copy(m.content)) for m in msgs]), 5)
     print(f"heuristic count, per message over the session, first count: {mixed_mb / 1e3 / dt:.2f} GB/s")
     cjk = ("连接池超时，请检查配置。" * 200_000 + "timeout ok " * 100_000)
     cjk_mb = len(cjk.encode()) / 1e6
-    dt = median_of(lambda: _timed(heuristic_text, _copy(cjk)), 5)
+    dt = median_of(lambda: _timed(heuristic_text, text_copy(cjk)), 5)
     print(f"heuristic count, CJK-heavy text ({cjk_mb:.0f} MB), first count: {cjk_mb / 1e3 / dt:.2f} GB/s")
     c = TokenCounter("o200k_base")
     m = msgs[5]
@@ -216,11 +216,6 @@ def _ledger_entry(log, policy) -> float:
         runs.append(time.process_time() - t0)
         gc.enable()
     return statistics.median(runs)
-
-
-def _copy(text: str) -> str:
-    """An equal text that is another object (no cache keyed by identity knows it)."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
 
 
 def _timed(fn, arg) -> float:

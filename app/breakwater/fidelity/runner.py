@@ -116,7 +116,7 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     found (`_split_runs`)."""
     out = SessionSummary(str(path))
     try:
-        log = _loaded(path) if reuse else _load(path, forget=True)
+        log = _loaded(path) if reuse else _load(path)
         policies = [policy_for(name, log, window) for name in presets]
     except (SessionLogError, PolicyError, OSError) as exc:
         out.error = str(exc)
@@ -203,13 +203,12 @@ def _forked(fn: Callable[[], object]) -> Callable[[], object | None]:
     return wait
 
 
-def _load(path: str, forget: bool = False) -> SessionLog:
-    """The session at `path`; with `forget`, the caches keyed by the identity of the texts this process
-    read before are emptied first (they held the sessions it let go: `forget_all`)."""
+def _load(path: str) -> SessionLog:
+    """The session at `path`, the caches keyed by the identity of the texts this process read before
+    emptied first (they held the sessions it let go: `forget_all`)."""
     from breakwater.formats import load_session
 
-    if forget:
-        forget_all()
+    forget_all()
     return load_session(path)
 
 
@@ -225,7 +224,7 @@ def _loaded(path: str) -> SessionLog:
     key = (path, st.st_mtime_ns, st.st_size)
     if _last[0] != key:
         _last[:] = [None, None, None]   # let the previous session go before loading the next
-        _last[:] = [key, _load(path, forget=True), None]
+        _last[:] = [key, _load(path), None]
     return _last[1]
 
 

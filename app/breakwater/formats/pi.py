@@ -206,7 +206,8 @@ def _load_one_path(path: Path) -> list[SessionLog] | None:
     if walker is None:
         base_id, header = _header(path, header_obj)
         walker = _Path(path, base_id, dict(header), index)
-    builder, walker, index, id_pos = walker.b, None, {}, {}   # what found the nodes goes before they are built
+    builder = walker.b
+    del walker, index, id_pos   # what found the nodes goes before they are built
     log = builder.build()
     log.issues[:0] = issues
     return [log]
@@ -236,7 +237,8 @@ def _load_tree(path: Path) -> list[SessionLog]:
         for j, p in enumerate(chain):
             lineno, e = entries[p]
             walker.feed(j, lineno, e, id_pos)
-        builder, walker, id_pos = walker.b, None, {}   # as in `_load_one_path`
+        builder = walker.b
+        del walker, id_pos   # as in `_load_one_path`
         logs.append(builder.build())
     if not logs:
         logs.append(SessionBuilder(path, FORMAT, base_id, header).build())

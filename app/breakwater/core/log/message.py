@@ -184,6 +184,13 @@ def utf8(text: str) -> bytes:
     return data
 
 
+def text_copy(text: str) -> str:
+    """An equal text that is another object: what CPython keeps inside a str a C library read as UTF-8
+    (a str that is not ASCII keeps that copy as long as it lives) stays with the copy, and no cache
+    keyed by the text's identity knows it."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+
+
 def kept_utf8(text: str) -> bytes | None:
     """`utf8(text)` if it is still kept, else None."""
     return _ENCODED.get(text)

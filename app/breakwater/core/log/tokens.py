@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from breakwater.core.log.message import LONG_TEXT, Message, text_sizes, utf8
+from breakwater.core.log.message import LONG_TEXT, Message, text_copy, text_sizes, utf8
 from breakwater.core.log.text_cache import TextCache
 
 MESSAGE_OVERHEAD = 4
@@ -280,8 +280,7 @@ class TokenCounter:
             # tiktoken reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for as
             # long as the str lives (a message's text: the session's): it reads a copy, gone after (pieces
             # of a longer text are copies already)
-            n = len(encode(text if text.isascii() else text.encode("utf-8", "surrogatepass").decode(
-                "utf-8", "surrogatepass")))
+            n = len(encode(text if text.isascii() else text_copy(text)))
         else:
             n = sum(len(encode(piece)) for piece in pieces(text))
         self.exact_encoded_chars += len(text)
