@@ -33,4 +33,6 @@ _JSON_UNSAFE = re.compile("[" + "".join(f"\\U{c:08x}" for c in sorted(_JSON_ESCA
 
 def json_safe(text: str) -> str:
     """JSON text (from json.dumps) with C1 controls and bidi overrides escaped: the same value."""
+    if text.isascii():   # every one is past ASCII; CPython knows a str is ASCII without reading it
+        return text
     return text.translate(_JSON_ESCAPES) if _JSON_UNSAFE.search(text) else text
