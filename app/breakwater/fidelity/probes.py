@@ -12,6 +12,7 @@ looks for the extractive summarizer's own wording.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 import re
 from functools import lru_cache
 import unicodedata
@@ -139,14 +140,22 @@ def satisfied(probe: Probe, found: dict[int, list[int]]) -> bool:
         return False
     if not probe.near or len(found) < 2:
         return True
-    # some position of the first part found has the required parts around it
-    first = min(found)
-    for at in found[first]:
+    # some position of the first part found has the required parts around it. Each part's positions
+    # in order, one bisection a part a position: a common word is found hundreds of times in a long
+    # tool output, and comparing every position with every other was most of eval's search
+    ordered = {i: sorted(pos) for i, pos in found.items()}
+    for at in ordered[min(found)]:
         lo, hi = at - probe.near, at + probe.near
-        near = {i for i, pos in found.items() if any(lo <= p <= hi for p in pos)}
+        near = [i for i, pos in ordered.items() if _any_within(pos, lo, hi)]
         if all(i in near for i in range(must)) and sum(1 for i in near if i >= must) >= probe.need:
             return True
     return False
+
+
+def _any_within(ordered: list[int], lo: int, hi: int) -> bool:
+    """Whether a position of `ordered` (ascending) is in [lo, hi]."""
+    k = bisect_left(ordered, lo)
+    return k < len(ordered) and ordered[k] <= hi
 
 
 def matches(probe: Probe, norm: str) -> bool:
