@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from fresh import installed  # noqa: E402
 from synth import session_messages, write_session  # noqa: E402
 
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
@@ -76,13 +77,8 @@ def gauge() -> None:
 
 def eval_command(args: list[str], cache: str) -> tuple[float, str]:
     """Wall seconds and output of one `breakwater eval` in a fresh process, as an installed package
-    runs: its modules compiled once and kept (PYTHONDONTWRITEBYTECODE, set on this machine, has every
-    process compile them: 0.1 s more of start-up), and a cache of the models' windows of the run's
-    own (the shared one is rewritten by every install on the machine, each with its own key, and a
-    worker that finds it cold imports the price list: 0.14 s)."""
-    env = dict(os.environ, XDG_CACHE_HOME=cache, PYTHONPYCACHEPREFIX=f"{cache}/pyc")
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.pop("BREAKWATER_CACHE_DIR", None)
+    runs (`fresh.installed`)."""
+    env = installed(cache)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "breakwater", "eval", *args], capture_output=True, text=True,
                          check=True, env=env).stdout

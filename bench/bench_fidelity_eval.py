@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from fresh import installed  # noqa: E402
 from synth import session_messages, write_session  # noqa: E402
 
 from breakwater.core.policy import DEFAULT_PRESET  # noqa: E402
@@ -38,11 +39,11 @@ def child_cpu(args: list[str], pythonpath: str | None, cache: str, bytecode: boo
     folder of this run's own (the models' windows; the shared one is rewritten by every install on the
     machine, each with its own key, so a run would find it cold); with `bytecode`, compiled modules are
     kept there too."""
-    env = dict(os.environ, XDG_CACHE_HOME=cache)
-    env.pop("BREAKWATER_CACHE_DIR", None)
     if bytecode:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = f"{cache}/pyc"
+        env = installed(cache)
+    else:
+        env = dict(os.environ, XDG_CACHE_HOME=cache)
+        env.pop("BREAKWATER_CACHE_DIR", None)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
