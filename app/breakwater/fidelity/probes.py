@@ -140,9 +140,10 @@ def satisfied(probe: Probe, found: dict[int, list[int]]) -> bool:
         return False
     if not probe.near or len(found) < 2:
         return True
-    # some position of the first part found has the required parts around it. Each part's positions
-    # in order, one bisection a part a position: a common word is found hundreds of times in a long
-    # tool output, and comparing every position with every other was most of eval's search
+    # some position of the first part found has the required parts around it: one bisection a part
+    # a position, in each part's positions in order. A common word is found thousands of times in a
+    # long tool output, and comparing every position with every other grew with their product (one
+    # text with 3,000 and 4,000: 0.62 s)
     ordered = {i: sorted(pos) for i, pos in found.items()}
     for at in ordered[min(found)]:
         lo, hi = at - probe.near, at + probe.near
