@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
-from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
+from breakwater.core.log.json_lines import (ArrayItems, NotPlain, SessionLogError, array_items, decode_document,
+                                            open_session_file)
 from breakwater.core.log.session_log import LoadIssue, SessionLog, load_native
 from breakwater.formats.detect import (looks_like_claude_code, looks_like_codex, looks_like_mini_swe_agent,
                                        looks_like_openai, looks_like_openhands_eval, looks_like_openhands_event,
@@ -39,7 +40,7 @@ def _sniff(path: Path) -> _Sniffed:
         size = path.stat().st_size
         if text.startswith("[") and size < MAX_DOCUMENT_BYTES:
             fh.seek(0)   # read whole at once: the head and the rest joined would be copied again
-            return _document(path, fh.read(), True)
+            return _array(path, fh)
         # the whole first line, however long (a first record past the head was taken for broken JSON)
         fh.seek(0)
         line = fh.readline(MAX_DOCUMENT_BYTES)
@@ -56,6 +57,23 @@ def _sniff(path: Path) -> _Sniffed:
     if text.startswith("{") and size < MAX_DOCUMENT_BYTES:   # one pretty-printed JSON document
         return _document(path, path.read_bytes(), False)
     return _Sniffed(None, False, None)
+
+
+def _array(path: Path, fh) -> _Sniffed:
+    """A file that is one JSON array: its items, decoded by the loader as it reaches them (the first
+    one now, to tell the format), or when msgspec cannot split it the document read whole. The file's
+    bytes are read here, not by the caller, so that nothing holds them once the items are copied out."""
+    raw = fh.read()
+    items = array_items(path, raw)
+    if items is not None:
+        try:
+            first = items.first()
+        except NotPlain:
+            items = None
+    if items is None:
+        return _document(path, raw, True)
+    del raw
+    return _Sniffed(first, True, items)
 
 
 def _document(path: Path, raw: bytes, is_list: bool) -> _Sniffed:

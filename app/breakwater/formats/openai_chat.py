@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.log.message import content_text
-from breakwater.core.log.json_lines import SessionLogError, decode_document, open_session_file
+from breakwater.core.log.json_lines import (ArrayItems, NotPlain, SessionLogError, array_items, decode_document,
+                                            open_session_file)
 from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 
@@ -85,13 +86,33 @@ def read_json(path: Path, notes: list[str] | None = None) -> Any:
         return decode_document(fh.read(), path, notes)
 
 
+def read_items(path: Path, notes: list[str] | None = None) -> Any:
+    """A document read whole: its items (`ArrayItems`, decoded as they are reached) when it is an array
+    msgspec can split, else as `read_json` reads it."""
+    with open_session_file(Path(path)) as fh:
+        raw = fh.read()
+    items = array_items(Path(path), raw)
+    return items if items is not None else decode_document(raw, path, notes)
+
+
 def load_openai_messages(path: Path, data: Any = None, notes: list[str] | None = None) -> SessionLog:
+    """`data`: the document already read, or its items (`ArrayItems`), decoded as they are fed."""
     path = Path(path)
     notes = list(notes or ())
-    data = read_json(path, notes) if data is None else data
+    if data is None:
+        data = read_items(path, notes)
+    if isinstance(data, ArrayItems):
+        try:
+            return _load_messages(path, data, notes)
+        except NotPlain:   # an item the json module reads otherwise: the document as it reads it, from the start
+            data = data.whole(notes)
+    return _load_messages(path, data, notes)
+
+
+def _load_messages(path: Path, data: Any, notes: list[str]) -> SessionLog:
     record = data if isinstance(data, dict) else {}
     messages = record.get("messages") if record else data
-    if not isinstance(messages, list):
+    if not isinstance(messages, (list, ArrayItems)):
         raise SessionLogError(f"{path}: expected a list of chat messages")
     header: dict[str, Any] = {"source": str(path)}
     if isinstance(record.get("context_window"), int):

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from breakwater.core.log.message import content_text
-from breakwater.core.log.json_lines import SessionLogError, iter_json_lines, open_session_file
+from breakwater.core.log.json_lines import ArrayItems, NotPlain, SessionLogError, iter_json_lines, open_session_file
 from breakwater.core.log.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, ref
 from breakwater.formats.detect import looks_like_openhands_eval
-from breakwater.formats.openai_chat import feed_usage, read_json
+from breakwater.formats.openai_chat import feed_usage, read_items
 
 FORMAT = "openhands"
 V0_SKIPPED = frozenset(("change_agent_state", "recall", "condensation_request", "null", "agent_state_changed"))
@@ -202,12 +202,14 @@ def load_openhands(path: Path, document: Any = None) -> list[SessionLog]:
     if document is None:
         with open_session_file(path) as fh:
             head = fh.read(4096).lstrip()[:1]
-        document = read_json(path) if head == b"[" else None
+        document = read_items(path) if head == b"[" else None
+    if isinstance(document, ArrayItems):
+        try:
+            return [_load_v0(path, document)]
+        except NotPlain:   # an item the json module reads otherwise: the document as it reads it, from the start
+            document = document.whole()
     if isinstance(document, list):
-        events = document
-        b = SessionBuilder(path, FORMAT, path.stem, {"source": str(path), "openhands": "v0"})
-        _feed_v0(_Stream(b), events, lambda i: i + 1)
-        return [b.build()]
+        return [_load_v0(path, document)]
     logs: list[SessionLog] = []
     v1: list[tuple[int, Mapping[str, Any]]] = []
     issues: list[LoadIssue] = []
@@ -227,6 +229,12 @@ def load_openhands(path: Path, document: Any = None) -> list[SessionLog]:
         raise SessionLogError(f"{path}: no OpenHands events")
     logs[0].issues[:0] = issues
     return logs
+
+
+def _load_v0(path: Path, events: Iterable[Any]) -> SessionLog:
+    b = SessionBuilder(path, FORMAT, path.stem, {"source": str(path), "openhands": "v0"})
+    _feed_v0(_Stream(b), events, lambda i: i + 1)
+    return b.build()
 
 
 def _eval_instance(path: Path, lineno: int, obj: Mapping[str, Any]) -> SessionLog:
