@@ -33,13 +33,13 @@ def measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, 
     return wall, float(cpu), int(peak_kb) / 1024, proc.stdout
 
 
-def installed(cache: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def installed(cache: str) -> dict[str, str]:
     """The environment of a command run as an installed package runs it: its modules compiled once and
     kept in `cache` (PYTHONDONTWRITEBYTECODE, set on this machine, has every process compile each module
     it imports: 0.1 s more of start-up, and more for a reader that imports more modules), and a cache of
     the models' windows of its own (the shared one is rewritten by every install on the machine, each
     with its own key, and a process that finds it cold imports the price list: 0.14 s)."""
-    env = dict(os.environ if base is None else base, XDG_CACHE_HOME=cache, PYTHONPYCACHEPREFIX=f"{cache}/pyc")
+    env = dict(os.environ, XDG_CACHE_HOME=cache, PYTHONPYCACHEPREFIX=f"{cache}/pyc")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("BREAKWATER_CACHE_DIR", None)
     return env
