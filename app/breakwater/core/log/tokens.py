@@ -12,6 +12,7 @@ after checking them against the SHA-256 tiktoken expects.
 from __future__ import annotations
 
 import binascii
+import functools
 import gzip
 import hashlib
 import os
@@ -175,6 +176,21 @@ def encoding_for_model(model: str | None) -> str | None:
     return name if name in ENCODINGS else None
 
 
+def store_namespace(encoding: str | None) -> str:
+    """What a stored count depends on besides its text: the encoding, the engine that counts, and how a
+    long text is cut (`pieces`)."""
+    return f"{encoding}|tiktoken {_tiktoken_version()}|pieces {PIECE_CHARS}"
+
+
+@functools.cache
+def _tiktoken_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version   # 15 ms of imports: asked only when counting
+    try:
+        return version("tiktoken")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 # tiktoken's work and memory grow faster than the length of one run without whitespace (a 1 GB word
 # asked for 32 GiB and aborted): text longer than this is counted piece by piece, cut before a
 # whitespace where the piece has one after a word (where tiktoken splits anyway), else inside the run, which may
@@ -244,15 +260,25 @@ class TokenCounter:
     """Heuristic and exact counts, each exact count cached per distinct content, for the last
     `CACHE_TEXTS` texts: when full the cache starts again empty (one call, safe beside a worker thread
     asking), as core/log/text_cache.py does. Unbounded, a million short messages held a million entries
-    (~50 MB) and every transformed text counted stayed alive through its key."""
+    (~50 MB) and every transformed text counted stayed alive through its key.
+
+    Behind that, the count store on disk (core/log/count_store.py): a text counted by any earlier run
+    is not counted again, and the tokenizer is loaded only for a text no run has counted (`store=False`:
+    none, for a counter whose figures must come from the tokenizer itself)."""
 
     CACHE_TEXTS = 1 << 18
 
-    def __init__(self, encoding: str | None = None):
+    def __init__(self, encoding: str | None = None, store: bool = True):
         self.encoding_name = encoding
         self._enc = None
         self._cache: dict[str, int] = {}
-        self.exact_encoded_chars = 0  # how much text went through tiktoken (for benchmarks)
+        self._store = None
+        if store and encoding is not None:
+            from breakwater.core.log import count_store   # sqlite3 and xxhash: only for a counter that counts
+
+            self._store = count_store.shared(store_namespace(encoding))
+        self.exact_encoded_chars = 0  # how much text was counted exactly, by the tokenizer or found stored
+        self.tokenized_chars = 0      # how much of it went through the tokenizer (for benchmarks)
 
     @classmethod
     def for_model(cls, model: str | None) -> "TokenCounter":
@@ -275,19 +301,36 @@ class TokenCounter:
         hit = self._cache.get(text)
         if hit is not None:
             return hit
-        encode = self._encoder().encode_ordinary
-        if len(text) <= PIECE_CHARS:
-            # tiktoken reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for as
-            # long as the str lives (a message's text: the session's): it reads a copy, gone after (pieces
-            # of a longer text are copies already)
-            n = len(encode(text if text.isascii() else text_copy(text)))
+        store = self._store
+        if store is not None:
+            key = store.key_of(text.encode("ascii") if text.isascii() else utf8(text))
+            n = store.get(key)
+            if n is None:
+                n = self._tokenized(text)
+                store.put(key, n)
         else:
-            n = sum(len(encode(piece)) for piece in pieces(text))
+            n = self._tokenized(text)
         self.exact_encoded_chars += len(text)
         if len(self._cache) >= self.CACHE_TEXTS:
             self._cache.clear()
         self._cache[text] = n
         return n
+
+    def _tokenized(self, text: str) -> int:
+        """The tokenizer's count of `text`."""
+        encode = self._encoder().encode_ordinary
+        self.tokenized_chars += len(text)
+        if len(text) <= PIECE_CHARS:
+            # tiktoken reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for as
+            # long as the str lives (a message's text: the session's): it reads a copy, gone after (pieces
+            # of a longer text are copies already)
+            return len(encode(text if text.isascii() else text_copy(text)))
+        return sum(len(encode(piece)) for piece in pieces(text))
+
+    def flush(self) -> None:
+        """Write the counts worked out so far to the store (done on their own now and then, and at exit)."""
+        if self._store is not None:
+            self._store.flush()
 
     def exact_message(self, msg: Message) -> int:
         total = self.exact_text(msg.content) + MESSAGE_OVERHEAD
