@@ -82,7 +82,7 @@ SIMULATE_TWICE = textwrap.dedent("""
     from breakwater.core.log import count_store, tokens
     count_store.flush_all()
     print(out.getvalue().strip())
-    print(bool(tokens._encodings))   # a tokenizer was built (its BPE ranks read)
+    print(bool(tokens._counters))   # a tokenizer was built (its BPE ranks read)
 """)
 
 
