@@ -14,11 +14,8 @@ import pytest
 
 from breakwater.core.log import count_store
 from breakwater.core.log.tokens import TokenCounter, store_namespace
-from breakwater.formats import load_sessions
+from support.counted_texts import FIXTURES, ROOT, texts_of
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = sorted(p for p in (ROOT / "tests" / "fixtures" / "real").glob("*/*") if p.name != "SOURCES.md") \
-    + sorted((ROOT / "sample_sessions").glob("*.jsonl"))
 
 
 @pytest.fixture
@@ -27,16 +24,6 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BREAKWATER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(count_store, "_stores", {})
     return tmp_path / "cache"
-
-
-def texts_of(path: Path) -> list[str]:
-    out = []
-    for log in load_sessions(path):
-        for m in log.messages:
-            out.append(m.content)
-            out.extend(t for c in m.tool_calls for t in (c.name, c.arguments))
-            out.append(m.resent_reasoning)
-    return [t for t in out if t]
 
 
 def reopened(encoding: str) -> TokenCounter:

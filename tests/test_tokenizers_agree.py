@@ -2,32 +2,17 @@
 reference) counts: every text of every fixture and sample, both encodings, and the texts where two
 BPE implementations could part (special tokens read as text, lone surrogates, long runs, whitespace)."""
 
-from pathlib import Path
-
 import pytest
 
 from breakwater.core.log import tokens
 from breakwater.core.log.tokens import ENCODINGS, get_encoding, pieces
-from breakwater.formats import load_sessions
+from support.counted_texts import FIXTURES, texts_of
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = sorted(p for p in (ROOT / "tests" / "fixtures" / "real").glob("*/*") if p.name != "SOURCES.md") \
-    + sorted((ROOT / "sample_sessions").glob("*.jsonl"))
 EDGES = ["", " ", "\n\n\n", "<|endoftext|>", "<|im_start|>user", "lone \ud800 surrogate \udfff",
          "a" * 70_000, " " * 5000, "\t\r\n" * 300, "😀" * 3000, "中文混合 English 123456789 " * 200,
          "0123456789abcdef" * 2000, "ﬁ ligature, e\u0301 combining, \u200b zero width"]
 
 rs_bpe = pytest.importorskip("rs_bpe.bpe", reason="rs-bpe has wheels for CPython 3.11-3.13 on Linux x86-64 only")
-
-
-def texts_of(path: Path) -> list[str]:
-    out = []
-    for log in load_sessions(path):
-        for m in log.messages:
-            out.append(m.content)
-            out.extend(t for c in m.tool_calls for t in (c.name, c.arguments))
-            out.append(m.resent_reasoning)
-    return out
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODINGS))

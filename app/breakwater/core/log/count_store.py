@@ -41,11 +41,9 @@ REFRESH_GENERATIONS = 64
 
 
 def store_path() -> Path:
-    base = os.environ.get("BREAKWATER_CACHE_DIR")
-    if base:
-        return Path(base) / "counts.sqlite3"
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "breakwater" / "counts.sqlite3"
+    from breakwater.core.log.tokens import cache_root
+
+    return cache_root() / "counts.sqlite3"
 
 
 def max_rows() -> int:

@@ -70,12 +70,17 @@ def heuristic_messages(msgs: Iterable[Message]) -> int:
 
 
 # -- exact (tiktoken, offline) -----------------------------------------------------------------
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """Breakwater's cache folder: $BREAKWATER_CACHE_DIR, else $XDG_CACHE_HOME/breakwater, else ~/.cache/breakwater."""
     base = os.environ.get("BREAKWATER_CACHE_DIR")
     if base:
-        return Path(base) / "tiktoken"
+        return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "breakwater" / "tiktoken"
+    return Path(xdg) / "breakwater"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "tiktoken"
 
 
 def _cache_name(url: str) -> str:
