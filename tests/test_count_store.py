@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from breakwater.core.log import count_store
-from breakwater.core.log.tokens import TokenCounter, store_namespace
+from breakwater.core.log.tokens import STORED_FROM_CHARS, TokenCounter, store_namespace
 from support.counted_texts import FIXTURES, ROOT, texts_of
 
 
@@ -43,13 +43,27 @@ def test_cached_fresh_and_tiktoken_agree_on_every_fixture(cache, encoding):
         first.flush()
         again = reopened(encoding)
         assert [again.exact_text(t) for t in texts] == want, path.name
-        assert again._enc is None, f"{path.name}: the tokenizer was loaded for counts the store holds"
-        assert again.tokenized_chars == 0 and again.exact_encoded_chars == sum(map(len, set(texts)))
+        short = sum(len(t) for t in set(texts) if len(t) < STORED_FROM_CHARS)
+        assert again.tokenized_chars == short, f"{path.name}: a stored count was worked out again"
+        assert again.exact_encoded_chars == sum(map(len, set(texts)))
+
+
+def test_a_short_text_is_counted_not_stored(cache):
+    counter = reopened("o200k_base")
+    short, long = "x y " * (STORED_FROM_CHARS // 4 - 1), "x y " * (STORED_FROM_CHARS // 4)
+    counter.exact_text(short)
+    counter.exact_text(long)
+    counter.flush()
+    again = reopened("o200k_base")
+    again.exact_text(long)
+    assert again._enc is None
+    again.exact_text(short)
+    assert again.tokenized_chars == len(short)
 
 
 def test_a_count_is_found_only_by_its_own_namespace(cache):
     counter = TokenCounter("o200k_base")
-    text = "héllo wörld " * 50
+    text = "héllo wörld " * 50   # 600 characters: stored
     counter.exact_text(text)
     counter.flush()
     other = reopened("cl100k_base")
@@ -61,26 +75,31 @@ def test_a_count_is_found_only_by_its_own_namespace(cache):
 SIMULATE_TWICE = textwrap.dedent("""
     import contextlib, io, sys
     from breakwater.cli import build_parser, wanted_command
+    from breakwater.core.log import count_store, tokens
+    longest, tokenized = [0], tokens.TokenCounter._tokenized
+    def counted(self, text):
+        longest[0] = max(longest[0], len(text))
+        return tokenized(self, text)
+    tokens.TokenCounter._tokenized = counted
     argv = ["simulate", sys.argv[1], "--json"]
     args = build_parser(wanted_command(argv)).parse_args(argv)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         args.func(args)
-    from breakwater.core.log import count_store, tokens
     count_store.flush_all()
     print(out.getvalue().strip())
-    print(bool(tokens._counters))   # a tokenizer was built (its BPE ranks read)
+    print(longest[0])   # the longest text the tokenizer counted
 """)
 
 
-def test_a_reopened_session_loads_no_tokenizer_and_prints_the_same(cache):
+def test_a_reopened_session_counts_only_short_texts_and_prints_the_same(cache):
     session = ROOT / "sample_sessions" / "long-refactor.jsonl"
     env = dict(os.environ, BREAKWATER_CACHE_DIR=str(cache))
     runs = [subprocess.run([sys.executable, "-c", SIMULATE_TWICE, str(session)], env=env, capture_output=True,
                            text=True, check=True).stdout.splitlines() for _ in range(2)]
-    (first, loaded_first), (second, loaded_second) = runs
+    (first, longest_first), (second, longest_second) = runs
     assert json.loads(first) == json.loads(second) and first == second
-    assert loaded_first == "True" and loaded_second == "False"
+    assert int(longest_first) > 10_000 and int(longest_second) < STORED_FROM_CHARS
 
 
 def test_the_console_script_keeps_its_counts(cache):
@@ -98,7 +117,7 @@ WRITER = textwrap.dedent("""
     from breakwater.core.log import count_store
     from breakwater.core.log.tokens import TokenCounter
     count_store.FLUSH_ROWS = 5          # many small transactions, interleaved with the other writers'
-    texts = [f"text {i} " * (i % 40 + 1) + "é" * (i % 3) for i in range(int(sys.argv[1]), int(sys.argv[2]))]
+    texts = [f"text {i} " * (i % 40 + 40) + "é" * (i % 3) for i in range(int(sys.argv[1]), int(sys.argv[2]))]
     counter = TokenCounter("o200k_base")
     for t in texts:
         counter.exact_text(t)
@@ -115,7 +134,7 @@ def test_processes_writing_at_once_lose_nothing_and_corrupt_nothing(cache):
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-    texts = [f"text {i} " * (i % 40 + 1) + "é" * (i % 3) for i in range(0, 750)]
+    texts = [f"text {i} " * (i % 40 + 40) + "é" * (i % 3) for i in range(0, 750)]
     fresh = TokenCounter("o200k_base", store=False)
     again = reopened("o200k_base")
     assert [again.exact_text(t) for t in texts] == [fresh.exact_text(t) for t in texts]
@@ -133,7 +152,7 @@ def filled(cache: Path, texts: list[str]) -> None:
     counter._store.close()
 
 
-TEXTS = [f"line {i}: " + "abc def " * (i % 50) for i in range(400)]
+TEXTS = [f"line {i}: " + "abc def " * (i % 50 + 40) for i in range(400)]   # all stored: 300+ characters
 
 
 def test_a_file_of_garbage_is_moved_aside_and_rebuilt(cache):
@@ -191,6 +210,6 @@ def test_the_store_is_bounded(cache, monkeypatch):
 def test_turned_off_it_writes_nothing(cache, monkeypatch):
     monkeypatch.setenv("BREAKWATER_COUNT_CACHE", "off")
     counter = reopened("o200k_base")
-    counter.exact_text("hello")
+    counter.exact_text("hello " * 100)
     counter.flush()
     assert not (cache / "counts.sqlite3").exists()

@@ -310,15 +310,20 @@ def lower_message(msg: Message) -> int:
     return total
 
 
+# a text shorter than this is counted, not looked up: the tokenizer counts ~256 characters in the time a
+# lookup takes (hashing, a query: ~5 µs), and a chat of a million short messages would fill the store
+STORED_FROM_CHARS = 256
+
+
 class TokenCounter:
     """Heuristic and exact counts, each exact count cached per distinct content, for the last
     `CACHE_TEXTS` texts: when full the cache starts again empty (one call, safe beside a worker thread
     asking), as core/log/text_cache.py does. Unbounded, a million short messages held a million entries
     (~50 MB) and every transformed text counted stayed alive through its key.
 
-    Behind that, the count store on disk (core/log/count_store.py): a text counted by any earlier run
-    is not counted again, and the tokenizer is loaded only for a text no run has counted (`store=False`:
-    none, for a counter whose figures must come from the tokenizer itself)."""
+    Behind that, the count store on disk (core/log/count_store.py): a text of `STORED_FROM_CHARS` or more
+    counted by any earlier run is not counted again, and the tokenizer is loaded only for a text no run
+    has counted, or a short one (`store=False`: no store, for figures from the tokenizer itself)."""
 
     CACHE_TEXTS = 1 << 18
 
@@ -356,7 +361,7 @@ class TokenCounter:
         if hit is not None:
             return hit
         store = self._store
-        if store is not None:
+        if store is not None and len(text) >= STORED_FROM_CHARS:
             key = store.key_of(text.encode("ascii") if text.isascii() else utf8(text))
             n = store.get(key)
             if n is None:
