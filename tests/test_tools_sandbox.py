@@ -225,8 +225,8 @@ def test_hidden_files_are_unreadable_inside(tmp_path):
     secret.parent.mkdir()
     secret.write_text(f'api_key = "{KEY}"\n')
     (tmp_path / "link.toml").symlink_to(secret)
-    box = sandbox.resolve("bwrap", hide=[tmp_path / "link.toml", tmp_path / "missing.toml"])
-    assert box.hide == (tmp_path / "link.toml", secret)
+    box = sandbox.resolve("bwrap", hide=[tmp_path / "link.toml", tmp_path / "missing.toml"], read_paths=[tmp_path])
+    assert box.hide[:2] == (tmp_path / "link.toml", secret)
     r = run_bash(Workspace(tmp_path / "ws"), "cat config.toml; cat ../link.toml", sandbox=box)
     assert KEY not in r.content and r.content.count("Permission denied") == 2
 
@@ -284,7 +284,7 @@ def test_host_unix_sockets_are_unreachable_without_network(tmp_path, network):
         import threading
         t = threading.Thread(target=answer, daemon=True)
         t.start()
-        box = sandbox.resolve("bwrap", network=network)
+        box = sandbox.resolve("bwrap", network=network, read_paths=[folder])   # shown, so only the filter stops it
         r = run_bash(Workspace(ws), f"python3 client.py {path}; python3 -c 'import socket; "
                                     "a,b=socket.socketpair(); a.send(b\"p\"); print(\"pair\", b.recv(1))'",
                      sandbox=box)
@@ -354,7 +354,7 @@ def test_the_bounds_come_from_the_policy(tmp_path):
 
 
 @needs_bwrap
-def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
+def test_home_is_hidden_unless_the_policy_shows_it_and_the_config_stays_hidden(dirs):
     import shutil
 
     from breakwater.agent.config import load_config, resolve_sandbox
@@ -372,7 +372,7 @@ def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
     config = load_config({"workspace": workspace}, env=env)
     look = f"cat {home}/.ssh/id_ed25519 {home}/.bashrc {home}/.netrc {home}/.config/breakwater/config.toml 2>&1"
     hidden = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env))
-    shown = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env, allow_secrets=True))
+    shown = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env, show_home=True))
     for secret in ("PRIVATE KEY", "rc-secret", "netrc-secret", KEY):
         assert secret not in hidden.content, hidden.content
     shutil.rmtree(home)

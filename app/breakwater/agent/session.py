@@ -182,7 +182,7 @@ class AgentSession:
         self._tool_env, scrubbed = self.redact.tool_environment()
         try:
             self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network,
-                                           allow_secrets=self.policy.tool_allow_secrets)
+                                           show_home=self.policy.tool_allow_secrets)
         except SandboxError as exc:
             raise AgentError(str(exc)) from None
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
@@ -235,8 +235,8 @@ class AgentSession:
         system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
         self._note({"kind": "sandbox", "sandbox": self.sandbox.kind, "network": self.sandbox.network,
-                    "hidden": [str(p) for p in (*self.sandbox.hide, *self.sandbox.hide_dirs)], "notice": self.sandbox.notice,
-                    "undumpable": self.sandbox.undumpable})
+                    **(self.sandbox.shown(root) if self.sandbox.kind == "bwrap" else {}),
+                    "notice": self.sandbox.notice, "undumpable": self.sandbox.undumpable})
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
                         "why": "they hold the API key; tools run without them"})

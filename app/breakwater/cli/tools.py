@@ -116,7 +116,8 @@ def _bash(args) -> int:
     from breakwater.agent.redact import Redactor
 
     try:
-        config = load_config({"workspace": ws.root, "sandbox": args.sandbox})
+        config = load_config({"workspace": ws.root, "sandbox": args.sandbox,
+                              "tool_read_paths": args.tool_read_paths})
         box = resolve_sandbox(config, network=args.network)
     except (ConfigError, sandbox.SandboxError) as exc:
         print(f"breakwater tool bash: {exc}", file=sys.stderr)

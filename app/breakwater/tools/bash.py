@@ -53,6 +53,9 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         timeout_s = max_timeout_s
     try:
         ws = as_workspace(workspace)
+        problem = sandbox.refusal(ws.root) if sandbox else None
+        if problem is not None:
+            return error_result("bash", f"bash was not run: {problem}")
         ws.prepare_agent_state()    # before the sandbox binds it read-only (issue 27 item 8)
         spill = Spill.create_in(ws, session_id, tool_call_id)
         try:

@@ -93,7 +93,8 @@ class Policy:
     tool_max_memory_mb: int = 4_096
     tool_max_file_mb: int = 1_024
     tool_max_spill_mb: int = 256
-    # ~/.ssh, ~/.aws, ~/.config, ~/.netrc, shell rc files... are hidden from bash unless this allows them
+    # bash's sandbox shows $HOME empty (bar the workspace and toolchains); this shows it whole, read-only
+    # (the config file, its backups and ~/.config/breakwater stay hidden)
     tool_allow_secrets: bool = False
 
     # tier 3 (memory)
