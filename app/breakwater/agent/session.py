@@ -724,8 +724,7 @@ class AgentSession:
         return entry
 
     def _redacted(self, entry: Message | Event) -> Message | Event:
-        secret = self.redact.secret
-        if secret is None or secret not in json.dumps(entry.to_record(), ensure_ascii=False):
+        if not self.redact.found(json.dumps(entry.to_record(), ensure_ascii=False)):
             return entry
         if isinstance(entry, Event):
             return Event(entry.type, entry.id, json.loads(self.redact(json.dumps(dict(entry.data), ensure_ascii=False))))
@@ -755,10 +754,10 @@ class AgentSession:
             if fields.get("text"):
                 fields["text"] = self.redact(fields["text"])
             call = fields.get("call")
-            if call is not None and self.redact.secret in call.arguments:
+            if call is not None and self.redact.found(call.arguments):
                 fields["call"] = ToolCall(call.id, call.name, self.redact(call.arguments))
             result = fields.get("result")
-            if result is not None and self.redact.secret in result.content:
+            if result is not None and self.redact.found(result.content):
                 fields["result"] = ToolResult(self.redact(result.content), result.meta)
         self.on_event(AgentEvent(kind, turn, **fields))
 

@@ -209,6 +209,9 @@ def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (),
             shown = [*allowlist.toolchains(environ.get("PATH"), home), *allowlist.read_paths(read_paths, home)]
             if show_home and home is not None:
                 shown.append(home)
+            resolver = Path("/etc/resolv.conf").resolve()
+            if network and resolver.is_file() and not allowlist.shown_by_system(resolver):
+                shown.append(resolver)      # systemd-resolved's stub file in /run: names resolve
             return Sandbox("bwrap", bwrap, (*files, *etc_files), network, hide_dirs=(*dirs, *etc_dirs),
                            read_only=tuple(dict.fromkeys(shown)), home=home)
         if mode == "bwrap":
