@@ -406,3 +406,37 @@ def test_the_agent_folder_cannot_be_moved_away_and_replaced_by_a_link_inside(tmp
     assert "Device or resource busy" in r.content, r.content
     assert (ws / ".agent").is_dir() and not (ws / ".agent").is_symlink() and not (ws / ".agent-old").exists()
     assert (ws / ".agent" / "MEMORY.md").read_text() == "x\n" and not list(out.iterdir())   # notes stay writable
+
+
+# -- issue 35 item 8: the spill files of one session are bounded together ------------------------------
+def test_the_spill_files_of_a_session_are_bounded_together_and_the_result_says_so(tmp_path):
+    from dataclasses import replace
+
+    from breakwater.core.policy import Policy
+    from breakwater.tools.registry import ToolContext, execute_tool
+
+    policy = replace(Policy(), tool_max_spill_mb=2, tool_max_session_spill_mb=3)
+    ctx = ToolContext.from_policy(Workspace(tmp_path), "s", policy)
+    big = json_command("yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789 | head -c 4M")
+    first, second, third = (execute_tool("bash", big, ctx, f"call{n}") for n in range(3))
+    sizes = [(tmp_path / r.meta["spill"]).stat().st_size if r.meta["spill"] else None for r in (first, second, third)]
+    assert sizes == [2 * MB, 1 * MB, None]
+    assert "it holds the first 2,097,152 bytes only (tool_max_spill_mb)" in first.content
+    assert ("it holds the first 1,048,576 bytes only (this session's spill files reached their bound, "
+            "tool_max_session_spill_mb = 3 MiB)") in second.content
+    assert ("[the lines cut from this result are not kept anywhere: this session's spill files reached their "
+            "bound, tool_max_session_spill_mb = 3 MiB; send long output to a file in the workspace") in third.content
+    assert "saved to" not in third.content          # no spill file is promised
+    small = execute_tool("bash", json_command("seq 1 5"), ctx, "call3")
+    assert small.content.startswith("1\n2\n3\n4\n5") and "not kept" not in small.content   # nothing was cut
+    # a context made later for the same session (tool bash --session-id, a resumed run) counts what is on disk
+    later = ToolContext.from_policy(Workspace(tmp_path), "s", policy)
+    assert later.spill_budget.used == 3 * MB
+    fresh = ToolContext.from_policy(Workspace(tmp_path), "other", policy)
+    assert fresh.spill_budget.used == 0
+
+
+def json_command(command: str) -> str:
+    import json
+
+    return json.dumps({"command": command})
