@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from breakwater.cli.core import add_replay_arguments, compare_policy, fail, read_session, with_overlay
@@ -32,36 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """All of `text` at `path` or nothing: a temporary file beside it, then renamed over it (a link
-    planted at `path` is replaced, never followed)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())   # as a file the user made: mkstemp's are private
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def _target(name: str | None, flag: str) -> Path | str | None:
     """The output path, or a reason it cannot be written."""
+    from breakwater.export.output import unwritable
+
     if name is None:
         return None
     path = Path(name).expanduser()
-    if path.is_dir():
-        return f"{flag} {name}: is a folder; name the file to write"
-    if not path.parent.is_dir():
-        return f"{flag} {name}: the folder {path.parent} does not exist"
-    return path
+    reason = unwritable(path)
+    return f"{flag} {name}: {reason}" if reason else path
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -86,6 +63,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.turn is not None and not 1 <= args.turn <= max(1, turns):
         return fail(f"--turn {args.turn}: the session has turns 1..{turns}")
     from breakwater.export import html, markdown, report
+    from breakwater.export.output import write_atomically
 
     built = report.build(log, policy, args.counter, args.model, args.turn, args.window_source, other,
                          getattr(args, "compare_window_source", "policy"))
