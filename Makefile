@@ -4,7 +4,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench test-model clean screenshot snapshots
 
-$(STAMP): pyproject.toml scripts/install_bwrap.sh scripts/install_chromium.sh
+$(STAMP): pyproject.toml scripts/install_deb.sh
 	@scripts/install_bwrap.sh
 	@scripts/install_chromium.sh
 	test -x $(PY) || python3 -m venv $(VENV)
