@@ -72,25 +72,19 @@ def etc_secrets(root: Path = Path("/etc")) -> tuple[tuple[Path, ...], tuple[Path
     seen = 0
     for top, subdirs, names in os.walk(root):
         kept = []
-        for name in subdirs:
+        for name in (*subdirs, *names):
             path = Path(top, name)
             try:
-                st = path.lstat()
+                mode = path.lstat().st_mode
             except OSError:
                 continue
-            if stat.S_ISDIR(st.st_mode) and (st.st_mode & 0o005) != 0o005:
-                dirs.append(path)
-            else:
+            if stat.S_ISDIR(mode) and (mode & 0o005) != 0o005:
+                dirs.append(path)           # not descended into: hidden whole
+            elif stat.S_ISREG(mode) and not mode & 0o004:
+                files.append(path)
+            elif stat.S_ISDIR(mode):
                 kept.append(name)
         subdirs[:] = kept
-        for name in names:
-            path = Path(top, name)
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o004:
-                files.append(path)
         seen += len(subdirs) + len(names)
         if seen > ETC_WALK_LIMIT:
             break
