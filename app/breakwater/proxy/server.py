@@ -1,0 +1,195 @@
+"""The proxy's HTTP side (aiohttp, server and client): a request on a wire the proxy knows is recorded in
+its session and, in compact mode, sent as the pipeline's view of it; anything else (`count_tokens`,
+`/v1/models`, a body that is not JSON) goes through untouched and unrecorded.
+
+What goes upstream: the method, path and query, every header but the hop-by-hop ones and
+`Accept-Encoding` (the proxy reads the reply to record it, so it asks for it uncompressed), and the
+body: in observe mode the bytes the agent sent. What comes back: the status, headers and body as the
+provider sent them, each chunk written to the agent as it arrives (a stream is read beside, for the
+reply and the usage). An upstream that cannot be reached, or is silent too long, is answered in the
+wire's own error shape with 502 / 504, so the agent's own retries take over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from breakwater.proxy import WIRES
+from breakwater.proxy.sessions import Settings, Tracker
+from breakwater.proxy.wire import SSE, loads
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
+REPLY_DROP = HOP_BY_HOP | {"content-encoding"}
+MAX_KEPT_REPLY = 64 << 20      # of a reply that is not a stream, what is kept to read it (all of it goes through)
+SECRET_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_request: int = 64 << 20     # bytes of a request body (Anthropic's own limit is 32 MB)
+    connect_s: float = 30.0
+    read_s: float = 600.0           # between two bytes of the reply, as the OpenAI and Anthropic clients wait
+    deadline_s: float = 1800.0      # from sending to the reply's last byte
+
+
+def wire_for(path: str) -> ModuleType | None:
+    for wire in WIRES:
+        if path.endswith(wire.PATH) or path.endswith(wire.PATH.removeprefix("/v1")):
+            return wire
+    return None
+
+
+def upstream_url(upstream: str, path: str, query: str) -> str:
+    base = upstream.rstrip("/")
+    if base.endswith("/v1") and path.startswith("/v1/"):
+        path = path[3:]
+    return base + path + (f"?{query}" if query else "")
+
+
+def _secrets(headers: Any) -> list[str]:
+    out = []
+    for name in SECRET_HEADERS:
+        value = headers.get(name)
+        if value:
+            out.append(value)
+            if " " in value:
+                out.append(value.split(" ", 1)[1])
+    return [s for s in out if len(s) >= 8]
+
+
+def _redact(text: str, secrets: list[str]) -> str:
+    for s in sorted(secrets, key=len, reverse=True):
+        text = text.replace(s, "[redacted]")
+    return text
+
+
+def _client_name(headers: Any) -> str:
+    agent = headers.get("user-agent") or ""
+    return agent.split(" ", 1)[0][:80] or "unknown"
+
+
+class Proxy:
+    def __init__(self, upstream: str, settings: Settings, limits: Limits = Limits()):
+        self.upstream = upstream
+        self.settings = settings
+        self.limits = limits
+        self.tracker = Tracker(settings)
+        self.client: aiohttp.ClientSession | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.limits.max_request)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        app.on_startup.append(self._start)
+        app.on_cleanup.append(self._stop)
+        return app
+
+    async def _start(self, _app: web.Application) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.limits.deadline_s, sock_connect=self.limits.connect_s,
+                                        sock_read=self.limits.read_s)
+        self.client = aiohttp.ClientSession(timeout=timeout, auto_decompress=False,
+                                            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300))
+
+    async def _stop(self, _app: web.Application) -> None:
+        if self.client is not None:
+            await self.client.close()
+        self.tracker.close()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            wire = wire_for(request.path)
+            return self._error(wire, 413, f"the request is over the proxy's limit of {self.limits.max_request:,} "
+                                          f"bytes (breakwater proxy --max-request-mb)")
+        wire = wire_for(request.path) if request.method == "POST" else None
+        obj = loads(body) if wire is not None else None
+        session = None
+        send = body
+        if isinstance(obj, dict):
+            conv = wire.read_request(obj, request.headers)
+            session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
+            turn, note = session.take(conv, fps, held, body, request.path)
+            if self.settings.mode == "compact":
+                view, edits = session.view()
+                if edits or len([m for m in view if m.role != "system"]) != len(conv.items):
+                    send = json.dumps(wire.rebuild(obj, conv.items, view), ensure_ascii=False).encode()
+                    note["edits"] = edits
+            session.sent(turn, note, send, send is body)
+        return await self._forward(request, wire, send, session, turn if session else 0)
+
+    def _error(self, wire: ModuleType | None, status: int, message: str) -> web.Response:
+        from breakwater.proxy import anthropic
+
+        body = (wire or anthropic).error_body(message)
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    async def _forward(self, request: web.Request, wire: ModuleType | None, body: bytes, session, turn: int):
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        url = upstream_url(self.upstream, request.path, request.query_string)
+        secrets = _secrets(request.headers)
+        try:
+            resp = await self.client.request(request.method, url, data=body, headers=headers, allow_redirects=False)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            status = 504 if isinstance(exc, asyncio.TimeoutError) else 502
+            why = _redact(f"breakwater proxy: the upstream {self.upstream} did not answer "
+                          f"({type(exc).__name__}: {exc})", secrets)
+            if session is not None:
+                session.finish(turn, status, None, why)
+            return self._error(wire, status, why)
+        out = web.StreamResponse(status=resp.status, reason=resp.reason,
+                                 headers={k: v for k, v in resp.headers.items() if k.lower() not in REPLY_DROP})
+        sse = "text/event-stream" in resp.headers.get("content-type", "")
+        reader = wire.StreamReader() if (session is not None and sse) else None
+        split = SSE() if reader is not None else None
+        kept = bytearray()
+        cut = None
+        try:
+            await out.prepare(request)
+            async for chunk in resp.content.iter_any():
+                await out.write(chunk)
+                if split is not None:
+                    for event, data in split.feed(chunk):
+                        reader.feed(event, data)
+                elif session is not None and len(kept) < MAX_KEPT_REPLY:
+                    kept += chunk
+            await out.write_eof()
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+            cut = _redact(f"the reply was cut: {type(exc).__name__}: {exc}", secrets)
+        finally:
+            resp.release()
+        if session is not None:
+            if resp.status >= 400:
+                session.finish(turn, resp.status, None, _redact(bytes(kept[:4000]).decode("utf-8", "replace"), secrets))
+            elif cut is not None:
+                session.finish(turn, 599, None, cut)
+            else:
+                session.finish(turn, resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))))
+        return out
+
+
+async def serve(proxy: Proxy, host: str, port: int, ready=None) -> None:
+    """Run until cancelled; `ready(port)` once listening (the port the system chose for 0)."""
+    runner = web.AppRunner(proxy.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+    if ready is not None:
+        ready(bound)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def say(text: str) -> None:
+    print(f"breakwater proxy: {text}", file=sys.stderr, flush=True)

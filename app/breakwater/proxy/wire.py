@@ -1,0 +1,159 @@
+"""What every provider wire gives the proxy, whatever its shape: the conversation a request carries (as
+our Message shape, each message with where it came from in the request so it can be put back), the
+reply a response carries, and the provider's usage figures.
+
+A wire is one module (anthropic.py, chat.py, responses.py) listed in `breakwater.proxy.WIRES`; each
+defines `PATH`, `read_request`, `rebuild`, `read_reply`, `StreamReader` and `error_body`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from breakwater.core.log.message import Message, ToolCall
+
+MAX_REPLY_TEXT = 1 << 20   # the reply text kept for the log; the agent gets every byte whatever its length
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The provider's figures for one request, in one unit across wires: `input` is the input not read
+    from the cache (Anthropic's `input_tokens`; OpenAI's prompt tokens less the cached ones)."""
+
+    input: int | None = None
+    cache_write: int | None = None
+    cache_read: int | None = None
+    output: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict)   # the provider's usage object, as it sent it
+
+    @property
+    def prompt(self) -> int | None:
+        """The whole request as billed: input, cache writes and cache reads."""
+        parts = [v for v in (self.input, self.cache_write, self.cache_read) if v is not None]
+        return sum(parts) if parts else None
+
+    def record(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.prompt, "completion_tokens": self.output, "input_tokens": self.input,
+                "cache_write_tokens": self.cache_write, "cache_read_tokens": self.cache_read,
+                "provider_usage": self.raw}
+
+
+@dataclass(slots=True)
+class Item:
+    """One message of the conversation a request carries, and where it came from in the request
+    (wire-specific: what `rebuild` needs to put it back as it was)."""
+
+    message: Message            # its id is the log's once the session knows it
+    origin: Any
+
+
+@dataclass(slots=True)
+class Conversation:
+    """A request read: its system text, its messages (the system excluded), its model, and the
+    session id the agent sent with it, if any."""
+
+    system: str
+    items: list[Item]
+    model: str
+    stream: bool
+    agent_session: str | None = None
+    tools: Any = None
+
+
+@dataclass(slots=True)
+class Reply:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    model: str | None = None
+    stop: str | None = None
+
+
+def fingerprint(msg: Message) -> str:
+    """What identifies a message when the agent sends its history again: role, text, tool call ids and
+    names (not the argument text, which an agent may serialize anew), the call answered."""
+    h = hashlib.blake2b(digest_size=12)
+    h.update(msg.role.encode())
+    h.update(b"\0" + msg.content.encode("utf-8", "surrogatepass"))
+    for c in msg.tool_calls:
+        h.update(b"\1" + c.id.encode("utf-8", "surrogatepass") + b"\2" + c.name.encode("utf-8", "surrogatepass"))
+    h.update(b"\3" + (msg.tool_call_id or "").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def arguments_text(value: Any) -> str:
+    """A tool call's arguments as one JSON text, the same however the wire carried them (an object on
+    Anthropic's, a string on OpenAI's)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def part_text(content: Any) -> str:
+    """The text of a content that is a string or a list of typed parts (images as `[image]`)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+                elif part.get("type") in ("image", "image_url", "input_image", "document", "input_file"):
+                    out.append(f"[{part.get('type')}]")
+                elif isinstance(part.get("content"), (str, list)):   # a nested tool_result
+                    out.append(part_text(part["content"]))
+        return "\n".join(out)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def capped(text: str) -> str:
+    return text if len(text) <= MAX_REPLY_TEXT else text[:MAX_REPLY_TEXT] + "\n…[reply cut for the log]"
+
+
+class SSE:
+    """Server-sent events split from the bytes of a stream as they come: (event name, data text)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._event: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        out = []
+        self._buf += chunk
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                break
+            line = self._buf[:nl].rstrip(b"\r").decode("utf-8", "replace")
+            self._buf = self._buf[nl + 1:]
+            if not line:
+                if self._data or self._event:
+                    out.append((self._event, "\n".join(self._data)))
+                self._event, self._data = None, []
+            elif line.startswith(":"):
+                continue
+            else:
+                name, _, value = line.partition(":")
+                value = value[1:] if value.startswith(" ") else value
+                if name == "event":
+                    self._event = value
+                elif name == "data":
+                    self._data.append(value)
+        return out
+
+
+def loads(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
