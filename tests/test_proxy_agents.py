@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.proxy_run import AGENTS, agent_missing, files_under, kept_bytes, request_notes, running_proxy, \
     session_records
-from support.scripted_provider import OVERLOADED_ANTHROPIC, ScriptedProvider, Step
+from support.scripted_provider import OVERLOADED_ANTHROPIC, SERVER_ERROR_OPENAI, ScriptedProvider, Step
 
 KEY = "sk-ant-test-PROXYKEY-0123456789abcdef"
 BIG_LINES = 6000          # `seq` output: 34 KB, past every snip threshold
@@ -54,9 +54,19 @@ def _check_sent_is_received(log: Path, provider: ScriptedProvider) -> list[dict]
         assert kept_bytes(log, note["sent"]) == got.body
     answered = [u for i, u in sorted(provider.usages.items()) if provider.received[i].offers_tools]
     usage = [r for r in session_records(log) if r["type"] == "usage"]
-    assert [(u["input_tokens"], u["cache_write_tokens"], u["cache_read_tokens"], u["completion_tokens"]) for u in usage] \
-        == [(a["input"], a["cache_write"], a["cache_read"], a["output"]) for a in answered]
+    assert [u["provider_usage"] for u in usage] == answered
     return notes
+
+
+def _compacted(log: Path, notes: list[dict], messages: str) -> None:
+    """Some requests went out compacted (the log says how), each with the agent's frame untouched and
+    fewer bytes of history than the agent sent."""
+    compacted = [n for n in notes if n["sent"] != n["received"]]
+    assert compacted and all(n["edits"] for n in compacted)
+    for n in compacted:
+        received, sent = json.loads(kept_bytes(log, n["received"])), json.loads(kept_bytes(log, n["sent"]))
+        assert {k: v for k, v in sent.items() if k != messages} == {k: v for k, v in received.items() if k != messages}
+        assert len(json.dumps(sent[messages])) < len(json.dumps(received[messages]))
 
 
 def _no_key_written(root: Path, key: str) -> None:
@@ -114,11 +124,115 @@ def test_claude_code_compacted(tmp_path):
         result = _claude(url, tmp_path)
     assert result["result"] == "All done."
     log = _the_session(sessions)
+    _compacted(log, _check_sent_is_received(log, provider), "messages")
+    _no_key_written(tmp_path, KEY)
+
+
+# -- pi (OpenAI Chat Completions) ------------------------------------------------------------------------------
+PI_STEPS = [
+    Step("bash", {"command": f"seq 1 {BIG_LINES}"}),
+    Step("bash", {"command": "cat missing.txt"}, fail=SERVER_ERROR_OPENAI),
+    Step("bash", {"command": "echo done > result.txt"}),
+    Step(None, text="All done."),
+]
+
+
+def _pi(proxy: str, root: Path) -> str:
+    ws = _workspace(root)
+    env = _env(root)
+    agent_dir = Path(env["HOME"]) / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {"scripted": {
+        "baseUrl": f"{proxy}/v1", "api": "openai-completions", "apiKey": KEY,
+        "compat": {"supportsDeveloperRole": False}, "models": [{"id": "scripted-model"}]}}}))
+    out = subprocess.run([str(AGENTS / "pi"), "--provider", "scripted", "--model", "scripted-model", "-p",
+                          "count to six thousand, then write result.txt"],
+                         cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
+    assert (ws / "result.txt").read_text().strip() == "done"
+    return out.stdout
+
+
+@pytest.mark.skipif(agent_missing("pi") is not None, reason=agent_missing("pi") or "")
+def test_pi_observed(tmp_path):
+    with ScriptedProvider(PI_STEPS) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        answer = _pi(url, tmp_path)
+    assert "All done." in answer
+    log = _the_session(sessions)
     notes = _check_sent_is_received(log, provider)
-    compacted = [n for n in notes if n["sent"] != n["received"]]
-    assert compacted and all(n["edits"] for n in compacted)
-    for n in compacted:
-        received, sent = json.loads(kept_bytes(log, n["received"])), json.loads(kept_bytes(log, n["sent"]))
-        assert sent["system"] == received["system"] and sent["tools"] == received["tools"]
-        assert len(json.dumps(sent["messages"])) < len(json.dumps(received["messages"]))
+    assert all(n["sent"] == n["received"] for n in notes)
+    records = session_records(log)
+    assert [r["status"] for r in records if r["type"] == "error"] == [500]
+    assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in provider.main_requests())
+    _no_key_written(tmp_path, KEY)
+
+
+@pytest.mark.skipif(agent_missing("pi") is not None, reason=agent_missing("pi") or "")
+def test_pi_compacted(tmp_path):
+    policy = tmp_path / "small.toml"
+    policy.write_text('preset = "breakwater"\nwindow = 5000\n')
+    with ScriptedProvider(PI_STEPS) as provider, \
+            running_proxy(provider.url, tmp_path, "--policy", str(policy)) as (url, sessions):
+        answer = _pi(url, tmp_path)
+    assert "All done." in answer
+    log = _the_session(sessions)
+    _compacted(log, _check_sent_is_received(log, provider), "messages")
+    _no_key_written(tmp_path, KEY)
+
+
+# -- Codex (OpenAI Responses) ------------------------------------------------------------------------------------
+CODEX_STEPS = [
+    Step("exec_command", {"cmd": f"seq 1 {BIG_LINES}"}),
+    Step("exec_command", {"cmd": "cat missing.txt"}, fail=SERVER_ERROR_OPENAI),
+    Step("exec_command", {"cmd": "echo done > result.txt"}),
+    Step(None, text="All done."),
+]
+
+
+def _codex(proxy: str, root: Path) -> str:
+    ws = _workspace(root)
+    home = Path(_env(root)["HOME"]) / ".codex"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(f'''model = "scripted-model"
+model_provider = "scripted"
+[model_providers.scripted]
+name = "scripted"
+base_url = "{proxy}/v1"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+''')
+    out = subprocess.run([str(AGENTS / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                          "count to six thousand, then write result.txt"], cwd=ws, stdin=subprocess.DEVNULL,
+                         env=_env(root, CODEX_HOME=str(home), SCRIPTED_API_KEY=KEY), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
+    assert (ws / "result.txt").read_text().strip() == "done"
+    return out.stdout
+
+
+@pytest.mark.skipif(agent_missing("codex") is not None, reason=agent_missing("codex") or "")
+def test_codex_observed(tmp_path):
+    with ScriptedProvider(CODEX_STEPS) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        answer = _codex(url, tmp_path)
+    assert "All done." in answer
+    log = _the_session(sessions)
+    notes = _check_sent_is_received(log, provider)
+    assert all(n["sent"] == n["received"] for n in notes)
+    records = session_records(log)
+    assert 500 in [r["status"] for r in records if r["type"] == "error"]
+    assert records[0]["agent_session"] and records[0]["client"].startswith("codex_exec/0.171.0")
+    assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in provider.main_requests())
+    _no_key_written(tmp_path, KEY)
+
+
+@pytest.mark.skipif(agent_missing("codex") is not None, reason=agent_missing("codex") or "")
+def test_codex_compacted(tmp_path):
+    policy = tmp_path / "small.toml"
+    policy.write_text('preset = "breakwater"\nwindow = 16000\n')
+    with ScriptedProvider(CODEX_STEPS) as provider, \
+            running_proxy(provider.url, tmp_path, "--policy", str(policy)) as (url, sessions):
+        answer = _codex(url, tmp_path)
+    assert "All done." in answer
+    log = _the_session(sessions)
+    _compacted(log, _check_sent_is_received(log, provider), "input")
     _no_key_written(tmp_path, KEY)

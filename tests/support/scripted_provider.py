@@ -66,7 +66,7 @@ class ScriptedProvider:
     def __init__(self, steps: list[Step]):
         self.steps = steps
         self.received: list[Received] = []
-        self.usages: dict[int, dict[str, int]] = {}    # index in `received` -> the usage answered
+        self.usages: dict[int, dict[str, Any]] = {}    # index in `received` -> the usage object answered
         self.failed: set[int] = set()
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,8 +132,9 @@ class ScriptedProvider:
 
     async def _answer(self, request, path: str, req: dict[str, Any], step: Step, k: int = 0):
         wire = "anthropic" if path.endswith("/messages") else "chat" if path.endswith("/chat/completions") else "responses"
-        usage = self.usages[len(self.received) - 1] = usage_for(self.received[-1].body)
-        events = getattr(self, f"_{wire}")(req, step, f"call_{k}_{len(self.received)}", usage)
+        at = len(self.received) - 1
+        events = getattr(self, f"_{wire}")(req, step, f"call_{k}_{len(self.received)}", usage_for(self.received[-1].body))
+        self.usages[at] = events["whole"]["usage"]
         if req.get("stream"):
             out = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
             await out.prepare(request)
@@ -177,6 +178,58 @@ class ScriptedProvider:
         stream.append(("message_stop", {"type": "message_stop"}))
         return {"whole": whole, "stream": stream}
 
+    def _chat(self, req, step: Step, call_id: str, u: dict[str, int]) -> dict[str, Any]:
+        usage = {"prompt_tokens": u["input"] + u["cache_read"] + u["cache_write"], "completion_tokens": u["output"],
+                 "total_tokens": u["input"] + u["cache_read"] + u["cache_write"] + u["output"],
+                 "prompt_tokens_details": {"cached_tokens": u["cache_read"], "cache_write_tokens": u["cache_write"]}}
+        text = step.text or "Working on it."
+        calls = [{"id": f"call_{call_id}", "type": "function",
+                  "function": {"name": step.tool, "arguments": json.dumps(step.args)}}] if step.tool else []
+        stop = "tool_calls" if calls else "stop"
+        base = {"id": f"chatcmpl-{call_id}", "object": "chat.completion", "created": 1, "model": req.get("model")}
+        whole = {**base, "choices": [{"index": 0, "finish_reason": stop, "message": {
+            "role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}}], "usage": usage}
+        chunk = {**base, "object": "chat.completion.chunk"}
+        stream: list[tuple[str | None, Any]] = [
+            (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text[:5]}}]}),
+            (None, {**chunk, "choices": [{"index": 0, "delta": {"content": text[5:]}}]})]
+        for k, c in enumerate(calls):
+            args = c["function"]["arguments"]
+            stream.append((None, {**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": k, "id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": args[:6]}}]}}]}))
+            stream.append((None, {**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": k, "function": {"arguments": args[6:]}}]}}]}))
+        stream.append((None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": stop}]}))
+        stream.append((None, {**chunk, "choices": [], "usage": usage}))
+        stream.append((None, "[DONE]"))
+        return {"whole": whole, "stream": stream}
+
+    def _responses(self, req, step: Step, call_id: str, u: dict[str, int]) -> dict[str, Any]:
+        prompt = u["input"] + u["cache_read"] + u["cache_write"]
+        usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": u["cache_read"]},
+                 "output_tokens": u["output"], "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": prompt + u["output"]}
+        text = step.text or "Working on it."
+        output: list[dict[str, Any]] = [{"type": "message", "id": f"msg_{call_id}", "status": "completed", "role": "assistant",
+                                         "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+        if step.tool:
+            output.append({"type": "function_call", "id": f"fc_{call_id}", "status": "completed", "call_id": f"call_{call_id}",
+                           "name": step.tool, "arguments": json.dumps(step.args)})
+        response = {"id": f"resp_{call_id}", "object": "response", "created_at": 1, "status": "completed",
+                    "model": req.get("model"), "output": output, "usage": usage}
+        stream: list[tuple[str, Any]] = [("response.created", {"type": "response.created", "sequence_number": 0,
+                                                              "response": {**response, "status": "in_progress", "output": [], "usage": None}})]
+        for k, item in enumerate(output):
+            stream.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": k,
+                                                          "item": {**item, "status": "in_progress"}}))
+            if item["type"] == "message":
+                for piece in (text[:5], text[5:]):
+                    stream.append(("response.output_text.delta", {"type": "response.output_text.delta", "output_index": k,
+                                                                  "item_id": item["id"], "content_index": 0, "delta": piece}))
+            stream.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": k, "item": item}))
+        stream.append(("response.completed", {"type": "response.completed", "response": response}))
+        return {"whole": response, "stream": stream}
+
 
 def _offers_tools(r: Received) -> bool:
     try:
@@ -188,3 +241,8 @@ def _offers_tools(r: Received) -> bool:
 CONTEXT_LENGTH_ANTHROPIC = (400, {"type": "error", "error": {
     "type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}})
 OVERLOADED_ANTHROPIC = (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+CONTEXT_LENGTH_OPENAI = (400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, "
+                                                 "your messages resulted in 131000 tokens.", "type": "invalid_request_error",
+                                      "param": "messages", "code": "context_length_exceeded"}})
+SERVER_ERROR_OPENAI = (500, {"error": {"message": "The server had an error while processing your request.",
+                                       "type": "server_error", "param": None, "code": None}})

@@ -3,6 +3,6 @@ conversation as a session and, unless observing, sending each request as the pip
 
 The wires it speaks, one module each (a new wire is a module and a line here)."""
 
-from breakwater.proxy import anthropic
+from breakwater.proxy import anthropic, chat, responses
 
-WIRES = (anthropic,)
+WIRES = (anthropic, chat, responses)
