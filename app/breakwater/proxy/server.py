@@ -17,13 +17,13 @@ import json
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 from aiohttp import web
 
 from breakwater.proxy import WIRES
-from breakwater.proxy.sessions import Settings, Tracker
+from breakwater.proxy.sessions import ProxySession, Settings, Tracker
 from breakwater.proxy.wire import SSE, loads
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -31,6 +31,13 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 REPLY_DROP = HOP_BY_HOP | {"content-encoding"}
 MAX_KEPT_REPLY = 64 << 20      # of a reply that is not a stream, what is kept to read it (all of it goes through)
 SECRET_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    session: ProxySession
+    turn: int
+    send: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,7 @@ class Proxy:
         self.limits = limits
         self.tracker = Tracker(settings)
         self.client: aiohttp.ClientSession | None = None
+        self.failed = False
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.limits.max_request)
@@ -111,20 +119,41 @@ class Proxy:
             return self._error(wire, 413, f"the request is over the proxy's limit of {self.limits.max_request:,} "
                                           f"bytes (breakwater proxy --max-request-mb)")
         wire = wire_for(request.path) if request.method == "POST" else None
-        obj = loads(body) if wire is not None else None
-        session = None
-        send = body
-        if isinstance(obj, dict):
+        if wire is None:
+            return await self._forward(request, None, body, lambda: None)
+        if self.settings.mode == "compact":
+            recorded = self._record(request, wire, body)       # it decides what is sent
+            send = recorded.send if recorded is not None else body
+            return await self._forward(request, wire, send, lambda: recorded)
+        # observing, the bytes go first: recording them waits until the reply has gone through
+        return await self._forward(request, wire, body, lambda: self._record(request, wire, body))
+
+    def _record(self, request: web.Request, wire: ModuleType, body: bytes) -> Recorded | None:
+        """The request entered in its session (None: not JSON, or the recording failed, which is said
+        once and never stops the request)."""
+        obj = loads(body)
+        if not isinstance(obj, dict):
+            return None
+        try:
             conv = wire.read_request(obj, request.headers)
             session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
             turn, note = session.take(conv, fps, held, body, request.path)
+            send = body
             if self.settings.mode == "compact":
                 view, edits = session.view()
                 if edits or len([m for m in view if m.role != "system"]) != len(conv.items):
                     send = json.dumps(wire.rebuild(obj, conv.items, view), ensure_ascii=False).encode()
                     note["edits"] = edits
             session.sent(turn, note, send, send is body)
-        return await self._forward(request, wire, send, session, turn if session else 0)
+            return Recorded(session, turn, send)
+        except Exception as exc:  # noqa: BLE001 - a recording that fails (a full disk) must not fail the agent
+            self._recording_failed(exc)
+            return None
+
+    def _recording_failed(self, exc: Exception) -> None:
+        if not self.failed:
+            self.failed = True
+            say(f"recording failed, requests are forwarded unrecorded from here on: {type(exc).__name__}: {exc}")
 
     def _error(self, wire: ModuleType | None, status: int, message: str) -> web.Response:
         from breakwater.proxy import anthropic
@@ -132,7 +161,10 @@ class Proxy:
         body = (wire or anthropic).error_body(message)
         return web.Response(status=status, body=body, content_type="application/json")
 
-    async def _forward(self, request: web.Request, wire: ModuleType | None, body: bytes, session, turn: int):
+    async def _forward(self, request: web.Request, wire: ModuleType | None, body: bytes,
+                       recorded: Callable[[], Recorded | None]) -> web.StreamResponse:
+        """Send `body` upstream and the reply back as it comes; `recorded()` (the request's place in its
+        session, or None) is asked once the reply is through, when observing, or before, when compacting."""
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         url = upstream_url(self.upstream, request.path, request.query_string)
         secrets = _secrets(request.headers)
@@ -142,13 +174,12 @@ class Proxy:
             status = 504 if isinstance(exc, asyncio.TimeoutError) else 502
             why = _redact(f"breakwater proxy: the upstream {self.upstream} did not answer "
                           f"({type(exc).__name__}: {exc})", secrets)
-            if session is not None:
-                session.finish(turn, status, None, why)
+            self._finish(recorded(), status, None, why)
             return self._error(wire, status, why)
         out = web.StreamResponse(status=resp.status, reason=resp.reason,
                                  headers={k: v for k, v in resp.headers.items() if k.lower() not in REPLY_DROP})
         sse = "text/event-stream" in resp.headers.get("content-type", "")
-        reader = wire.StreamReader() if (session is not None and sse) else None
+        reader = wire.StreamReader() if (wire is not None and sse) else None
         split = SSE() if reader is not None else None
         kept = bytearray()
         cut = None
@@ -159,21 +190,30 @@ class Proxy:
                 if split is not None:
                     for event, data in split.feed(chunk):
                         reader.feed(event, data)
-                elif session is not None and len(kept) < MAX_KEPT_REPLY:
+                elif wire is not None and len(kept) < MAX_KEPT_REPLY:
                     kept += chunk
             await out.write_eof()
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
             cut = _redact(f"the reply was cut: {type(exc).__name__}: {exc}", secrets)
         finally:
             resp.release()
-        if session is not None:
-            if resp.status >= 400:
-                session.finish(turn, resp.status, None, _redact(bytes(kept[:4000]).decode("utf-8", "replace"), secrets))
-            elif cut is not None:
-                session.finish(turn, 599, None, cut)
-            else:
-                session.finish(turn, resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))))
+        if wire is None:
+            return out
+        if resp.status >= 400:
+            self._finish(recorded(), resp.status, None, _redact(bytes(kept[:4000]).decode("utf-8", "replace"), secrets))
+        elif cut is not None:
+            self._finish(recorded(), 599, None, cut)
+        else:
+            self._finish(recorded(), resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))))
         return out
+
+    def _finish(self, recorded: Recorded | None, status: int, reply, error: str | None = None) -> None:
+        if recorded is None:
+            return
+        try:
+            recorded.session.finish(recorded.turn, status, reply, error)
+        except Exception as exc:  # noqa: BLE001 - as in _record
+            self._recording_failed(exc)
 
 
 async def serve(proxy: Proxy, host: str, port: int, ready=None) -> None:
