@@ -49,7 +49,7 @@ def _bodies(n: int) -> list[bytes]:
 def _timed(conn: http.client.HTTPConnection, body: bytes) -> tuple[float, float]:
     """(seconds to the first byte of the reply's body, to its last)."""
     start = time.perf_counter()
-    conn.request("POST", "/v1/messages", body, {"content-type": "application/json", "x-api-key": "sk-bench-0123456789"})
+    conn.request("POST", os.environ.get("BENCH_PROXY_PATH", "/v1/messages"), body, {"content-type": "application/json", "x-api-key": "sk-bench-0123456789"})
     resp = resp_ = conn.getresponse()
     first = resp_.read1(1)
     t_first = time.perf_counter() - start

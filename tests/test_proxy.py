@@ -20,6 +20,8 @@ from support.scripted_provider import CONTEXT_LENGTH_ANTHROPIC, CONTEXT_LENGTH_O
 
 from breakwater.core.log.message import Message
 from breakwater.core.overlay import OverlayFile, overlay_path
+from breakwater.formats.follow import Follower
+from breakwater.formats.sessions import find_sessions
 from breakwater.proxy import anthropic, chat, responses
 from breakwater.proxy.wire import fingerprint
 
@@ -73,6 +75,27 @@ def test_streams_pass_through_chunk_by_chunk_and_the_usage_is_logged(tmp_path):
     assert [r["role"] for r in records if r["type"] == "message"] == ["user", "assistant", "tool", "assistant"]
     usage = [r for r in records if r["type"] == "usage"]
     assert usage[0]["provider_usage"] == provider.usages[0] and usage[0]["prompt_tokens"] == chunks[-1].usage.prompt_tokens
+
+
+def test_browse_lists_a_proxied_session_and_follow_reads_it(tmp_path, monkeypatch):
+    """Recorded where `browse` looks (no --sessions): listed, and read by the follower `replay --follow` uses."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    steps = [Step(None, text="hello")]
+    with ScriptedProvider(steps) as provider:
+        proc = subprocess.Popen([sys.executable, "-m", "breakwater", "proxy", "--port", "0", "--observe", "--upstream",
+                                 provider.url], stderr=subprocess.PIPE, text=True)
+        try:
+            port = proc.stderr.readline().split("127.0.0.1:")[1].split(" ")[0]
+            status, _ = _post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                              {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS})
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert status == 200
+    found = [s for s in find_sessions(home=tmp_path / "home", workspace=tmp_path) if s.agent == "Breakwater proxy"]
+    assert len(found) == 1 and found[0].model == "gpt-4o" and found[0].last_tokens == provider.usages[0]["prompt_tokens"]
+    log = Follower(found[0].path).read()
+    assert [m.role for m in log.messages] == ["user", "assistant"] and log.messages[-1].content == "hello"
 
 
 def test_a_dead_upstream_is_a_502_in_the_wire_s_shape(tmp_path):

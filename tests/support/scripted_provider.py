@@ -2,7 +2,7 @@
 Chat Completions, OpenAI Responses), streaming or not, for the proxy's tests and the real agents.
 
 The main conversation (a request that offers tools) is played from a script of steps: each step is a
-tool call (or the final answer), chosen by how many tool results the request already carries; side
+tool call (or the final answer), one per main request answered; side
 requests (no tools: a title, a topic check) get a short text. A step may fail once first with a given
 status and body (an overload, a context-length error), which the agent's own retry goes through.
 Every request is kept as received: path, headers, body bytes.
@@ -35,6 +35,7 @@ class Step:
     args: dict[str, Any] = field(default_factory=dict)
     text: str = ""
     fail: tuple[int, dict[str, Any]] | None = None    # answered once before the step is played
+    delay: float = 0.0                # seconds the reply's stream pauses after its first event (a model thinking)
 
 
 @dataclass
@@ -52,22 +53,13 @@ class Received:
         return _offers_tools(self)
 
 
-def _count_results(path: str, body: dict[str, Any]) -> int:
-    if path.endswith("/messages"):
-        return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
-                   for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
-    if path.endswith("/chat/completions"):
-        return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
-    return sum(1 for it in body.get("input", []) if isinstance(it, dict)
-               and it.get("type") in ("function_call_output", "custom_tool_call_output"))
-
-
 class ScriptedProvider:
     def __init__(self, steps: list[Step]):
         self.steps = steps
         self.received: list[Received] = []
         self.usages: dict[int, dict[str, Any]] = {}    # index in `received` -> the usage object answered
         self.failed: set[int] = set()
+        self.played = 0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -122,12 +114,15 @@ class ScriptedProvider:
             return web.json_response({"error": {"message": "not JSON"}}, status=400)
         if not _offers_tools(self.received[-1]):
             return await self._answer(request, path, req, Step(None, text="ok"))
-        k = _count_results(path, req)
+        # the step is the number of main requests answered so far, not read from the request: a compacted
+        # request may carry fewer tool results than the conversation has had
+        k = self.played
         step = self.steps[min(k, len(self.steps) - 1)]
         if step.fail is not None and k not in self.failed:
             self.failed.add(k)
             status, payload = step.fail
             return web.json_response(payload, status=status)
+        self.played += 1
         return await self._answer(request, path, req, step, k)
 
     async def _answer(self, request, path: str, req: dict[str, Any], step: Step, k: int = 0):
@@ -138,10 +133,10 @@ class ScriptedProvider:
         if req.get("stream"):
             out = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
             await out.prepare(request)
-            for name, data in events["stream"]:
+            for k, (name, data) in enumerate(events["stream"]):
                 line = (f"event: {name}\n" if name else "") + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
                 await out.write(line.encode())
-                await asyncio.sleep(0)
+                await asyncio.sleep(step.delay if k == 0 else 0)
             await out.write_eof()
             return out
         return web.json_response(events["whole"])

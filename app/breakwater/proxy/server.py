@@ -178,6 +178,9 @@ class Proxy:
             return self._error(wire, status, why)
         out = web.StreamResponse(status=resp.status, reason=resp.reason,
                                  headers={k: v for k, v in resp.headers.items() if k.lower() not in REPLY_DROP})
+        if resp.content_length is not None:
+            # framed as the provider framed it: pi's client (undici) failed its retry after a 500 sent chunked
+            out.content_length = resp.content_length
         sse = "text/event-stream" in resp.headers.get("content-type", "")
         reader = wire.StreamReader() if (wire is not None and sse) else None
         split = SSE() if reader is not None else None
@@ -200,11 +203,12 @@ class Proxy:
         if wire is None:
             return out
         if resp.status >= 400:
-            self._finish(recorded(), resp.status, None, _redact(bytes(kept[:4000]).decode("utf-8", "replace"), secrets))
+            done = (resp.status, None, _redact(bytes(kept[:4000]).decode("utf-8", "replace"), secrets))
         elif cut is not None:
-            self._finish(recorded(), 599, None, cut)
+            done = (599, None, cut)
         else:
-            self._finish(recorded(), resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))))
+            done = (resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))), None)
+        self._finish(recorded(), *done)
         return out
 
     def _finish(self, recorded: Recorded | None, status: int, reply, error: str | None = None) -> None:
