@@ -16,6 +16,7 @@ from typing import Any
 from breakwater.core.log.message import Message, ToolCall
 
 MAX_REPLY_TEXT = 1 << 20   # the reply text kept for the log; the agent gets every byte whatever its length
+MAX_EVENT = 64 << 20       # bytes of one server-sent event read for the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,10 @@ class SSE:
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         out = []
+        if len(self._buf) + len(chunk) > MAX_EVENT:
+            # one event this long is not a reply we can read: the bytes still reach the agent, unread here
+            self._buf, self._event, self._data = b"", None, []
+            return out
         self._buf += chunk
         while True:
             nl = self._buf.find(b"\n")
