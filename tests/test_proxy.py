@@ -98,6 +98,22 @@ def test_browse_lists_a_proxied_session_and_follow_reads_it(tmp_path, monkeypatc
     assert [m.role for m in log.messages] == ["user", "assistant"] and log.messages[-1].content == "hello"
 
 
+def test_a_history_the_agent_rewrote_is_a_session_that_names_the_one_it_continues(tmp_path):
+    body = {"model": "claude-x", "max_tokens": 9, "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+            "metadata": {"user_id": json.dumps({"session_id": "agent-session-1"})}}
+    steps = [Step(None, text="one"), Step(None, text="two"), Step(None, text="three")]
+    with ScriptedProvider(steps) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        first = [{"role": "user", "content": "hi"}]
+        _post(f"{url}/v1/messages", {**body, "messages": first})
+        _post(f"{url}/v1/messages", {**body, "messages": first + [
+            {"role": "assistant", "content": "one"}, {"role": "user", "content": "more"}]})
+        _post(f"{url}/v1/messages", {**body, "messages": [{"role": "user", "content": "summary of it all; go on"}]})
+    heads = sorted((session_records(p)[0] for p in sessions.glob("*.jsonl")), key=lambda h: "continues" in h)
+    assert len(heads) == 2 and heads[1]["continues"] == heads[0]["id"]
+    assert all(h["agent_session"] == "agent-session-1" for h in heads)
+    assert provider.played == 3
+
+
 def test_a_dead_upstream_is_a_502_in_the_wire_s_shape(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

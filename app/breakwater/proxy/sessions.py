@@ -4,7 +4,8 @@ that `browse` lists and `replay --follow` follows.
 A request belongs to the session whose history it extends: its messages start with the messages the
 session has logged (the earlier requests' and the replies'), matched by `fingerprint`; where the agent
 names its own session (Claude Code's metadata, Codex's header) only that one's sessions are candidates.
-Anything else starts a session of its own.
+Anything else starts a session of its own (one of the agent's own session id that does not extend an
+earlier request, as when Claude Code compacts its history itself, names the session it `continues`).
 
 The log holds, per request: the new messages of the agent's history (so the pipeline folds them as it
 folds any session), a `note` of kind `request` naming the bytes the agent sent and the bytes sent
@@ -56,7 +57,8 @@ def _file_name(session_id: str) -> str:
 
 
 class ProxySession:
-    def __init__(self, settings: Settings, wire: ModuleType, conv: Conversation, client: str):
+    def __init__(self, settings: Settings, wire: ModuleType, conv: Conversation, client: str,
+                 continues: str | None = None):
         self.settings = settings
         self.wire = wire.NAME
         self.agent_session = conv.agent_session
@@ -65,6 +67,8 @@ class ProxySession:
         header: dict[str, Any] = {"id": self.id, "agent": "proxy", "client": client, "wire": wire.NAME,
                                   "model": conv.model, "upstream": settings.upstream, "mode": settings.mode,
                                   "agent_session": conv.agent_session}
+        if continues:
+            header["continues"] = continues
         window, source = resolve_window({"model": conv.model}, None, None)
         if window and not settings.fixed_window and source != "policy" and window != policy.window:
             policy = policy.with_changes(window=window)
@@ -224,7 +228,11 @@ class Tracker:
             if n > held and (n > 0 or (conv.agent_session and not s.known)):
                 best, held = s, n
         if best is None:
-            best, held = ProxySession(self.settings, wire, conv, client), 0
+            # the agent rewrote its history (its own compaction, an edit): a session of its own, naming the one
+            # it continues
+            earlier = next((s.id for s in reversed(self.sessions) if conv.agent_session
+                            and s.agent_session == conv.agent_session and s.wire == wire.NAME), None)
+            best, held = ProxySession(self.settings, wire, conv, client, continues=earlier), 0
             self.sessions.append(best)
             if len(self.sessions) > MAX_SESSIONS:
                 oldest = min(self.sessions, key=lambda s: s.used)
