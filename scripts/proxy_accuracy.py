@@ -22,14 +22,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.proxy_run import running_proxy  # noqa: E402
-from support.scripted_provider import ScriptedProvider, usage_for  # noqa: E402
-from test_proxy_agents import CLAUDE_STEPS, CODEX_STEPS, PI_STEPS, _claude, _codex, _pi  # noqa: E402
+from support.scripted_provider import ScriptedProvider, Step, usage_for  # noqa: E402
+from test_proxy_agents import _claude, _codex, _pi  # noqa: E402
 
 from breakwater.core.log.tokens import heuristic_text  # noqa: E402
 
-AGENTS = (("Claude Code 2.1.197", CLAUDE_STEPS, _claude, ".claude/projects/*/*.jsonl"),
-          ("Codex 0.171.0", CODEX_STEPS, _codex, ".codex/sessions/*/*/*/rollout-*.jsonl"),
-          ("pi 0.73.1", PI_STEPS, _pi, ".pi/agent/sessions/*/*.jsonl"))
+COMMANDS = [f"seq 1 {n}" for n in (3000, 40, 800, 5000, 10, 1200, 300, 2500)] + ["cat missing.txt", "echo done > result.txt"]
+
+
+def _steps(tool: str, arg: str) -> list[Step]:
+    """Ten tool calls of outputs large and small, one failing, then the answer."""
+    return [Step(tool, {arg: c}) for c in COMMANDS] + [Step(None, text="All done.")]
+
+
+AGENTS = (("Claude Code 2.1.197", _steps("Bash", "command"), _claude, ".claude/projects/*/*.jsonl"),
+          ("Codex 0.171.0", _steps("exec_command", "cmd"), _codex, ".codex/sessions/*/*/*/rollout-*.jsonl"),
+          ("pi 0.73.1", _steps("bash", "command"), _pi, ".pi/agent/sessions/*/*.jsonl"))
 
 
 def _predicted(transcript: Path) -> list[int]:
@@ -50,16 +58,18 @@ def main() -> None:
             answered = [r for i, r in enumerate(provider.received) if r.offers_tools and i in provider.usages]
         print(f"\n{name}: {len(answered)} requests received, {len(predicted)} turns in its transcript")
         print(f"{'turn':>4} {'predicted':>10} {'billed':>8} {'error':>7} {'whole request (heuristic)':>26}")
-        errors = []
+        errors, whole_err = [], []
         for k, (pred, req) in enumerate(zip(predicted, answered), 1):
             billed = sum(v for key, v in usage_for(req.body).items() if key != "output")
             err = (pred - billed) / billed
             if k > 1:
                 errors.append(abs(err))
+            whole_err.append(abs(heuristic_text(req.body.decode()) - billed) / billed)
             print(f"{k:>4} {pred:>10,} {billed:>8,} {err:>+7.1%} {heuristic_text(req.body.decode()):>26,}")
         if errors:
             print(f"from request 2 on: median |error| {statistics.median(errors):.1%}, "
-                  f"max {max(errors):.1%} ({len(errors)} requests)")
+                  f"p90 {sorted(errors)[int(len(errors) * 0.9)]:.1%}, max {max(errors):.1%} ({len(errors)} requests); "
+                  f"the whole request as the proxy saw it, every request: median {statistics.median(whole_err):.2%}")
 
 
 if __name__ == "__main__":
