@@ -248,3 +248,30 @@ def test_a_summary_replaces_what_it_covers_and_the_wire_still_alternates():
     out = anthropic.rebuild(ANTHROPIC_BODY, conv.items, [summary, view[-1]])
     assert [m["role"] for m in out["messages"]] == ["user"]
     assert out["messages"][0]["content"][0]["text"].startswith("[Summary")
+
+
+def test_deep_compaction_summarized_by_the_configured_summary_model(tmp_path, monkeypatch):
+    """--summary-model: the summary comes from the model at Breakwater's own endpoint (not the upstream,
+    not with the agent's key), the compaction is logged with it, and the request upstream carries it."""
+    from agent_support import VALID_SUMMARY
+
+    big = "\n".join(f"row {i}: value {i * 7}" for i in range(300))
+    steps = [Step("bash", {"command": "cat data.csv"})] * 8 + [Step(None, text="done")]
+    policy = tmp_path / "tiny.toml"
+    policy.write_text('preset = "breakwater"\nwindow = 6000\nsnip = false\nmask = false\nmicrocompact = false\n')
+    with ScriptedProvider([Step(None)], side_text=VALID_SUMMARY) as summaries, ScriptedProvider(steps) as provider:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{summaries.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-summary-0123456789")
+        with running_proxy(provider.url, tmp_path, "--policy", str(policy), "--summary-model", "small-model") as (url, sessions):
+            history = [{"role": "user", "content": "sum the data"}]
+            for k in range(8):
+                status, body = _post(f"{url}/v1/chat/completions", {"model": "m", "messages": history, "tools": TOOLS},
+                                     {"authorization": f"Bearer {KEY}"})
+                assert status == 200
+                msg = json.loads(body)["choices"][0]["message"]
+                history += [msg, {"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": f"{k}\n{big}"}]
+    log = next(sessions.glob("*.jsonl"))
+    compactions = [r for r in session_records(log) if r["type"] == "compaction"]
+    assert compactions and compactions[0]["summarizer"] == "llm:small-model" and "Finish the scripted task" in compactions[0]["summary"]
+    assert summaries.received and all(KEY not in r.headers.get("Authorization", "") for r in summaries.received)
+    assert any("Finish the scripted task" in r.body.decode() for r in provider.main_requests())

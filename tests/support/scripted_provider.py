@@ -54,8 +54,9 @@ class Received:
 
 
 class ScriptedProvider:
-    def __init__(self, steps: list[Step]):
+    def __init__(self, steps: list[Step], side_text: str = "ok"):
         self.steps = steps
+        self.side_text = side_text      # the answer to a request that offers no tools
         self.received: list[Received] = []
         self.usages: dict[int, dict[str, Any]] = {}    # index in `received` -> the usage object answered
         self.failed: set[int] = set()
@@ -113,7 +114,7 @@ class ScriptedProvider:
         except ValueError:
             return web.json_response({"error": {"message": "not JSON"}}, status=400)
         if not _offers_tools(self.received[-1]):
-            return await self._answer(request, path, req, Step(None, text="ok"))
+            return await self._answer(request, path, req, Step(None, text=self.side_text))
         # the step is the number of main requests answered so far, not read from the request: a compacted
         # request may carry fewer tool results than the conversation has had
         k = self.played

@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--policy", metavar="FILE.toml", help="compact under this policy file")
     p.add_argument("--sessions", metavar="DIR", type=Path,
                    help="where the session logs go (default: the folder `breakwater browse` lists them from)")
+    p.add_argument("--summary-model", metavar="M",
+                   help="summarize deep compactions with this model, at the endpoint Breakwater's own agent uses "
+                        "($OPENAI_BASE_URL / $OPENAI_API_KEY, else the config file); default: the offline summary")
     p.add_argument("--max-request-mb", type=int, default=64, help="largest request body accepted (default 64)")
     p.add_argument("--read-timeout", type=float, default=600.0,
                    help="seconds the upstream may be silent within a reply (default 600)")
@@ -51,8 +54,12 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     if not 1 <= args.max_request_mb <= 4096 or args.read_timeout <= 0:
         return fail("--max-request-mb must be 1..4096 and --read-timeout positive")
     folder = (args.sessions or proxy_sessions_dir()).expanduser()
+    try:
+        summarizer = _summarizer(args.summary_model, policy) if args.summary_model else None
+    except ValueError as exc:
+        return fail(str(exc))
     settings = Settings(folder, "observe" if args.observe else "compact", policy, upstream,
-                        fixed_window=bool(args.policy))
+                        fixed_window=bool(args.policy), summarizer=summarizer)
     limits = Limits(max_request=args.max_request_mb << 20, read_s=args.read_timeout)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {args.host}, not 127.0.0.1: anyone who reaches this port uses the keys "
@@ -77,3 +84,25 @@ def cmd_proxy(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
     return 0
+
+
+def _summarizer(model: str, policy):
+    """The summary model's summarizer, at the endpoint of Breakwater's own configuration (its key is that
+    configuration's, never one an agent sent through the proxy)."""
+    import openai
+
+    from breakwater.agent.config import ConfigError, load_config
+    from breakwater.agent.redact import Redactor
+    from breakwater.agent.summarizer import LLMSummarizer
+
+    try:
+        config = load_config({"summary_model": model})
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+    if not config.base_url:
+        raise ValueError("--summary-model needs an endpoint: set OPENAI_BASE_URL (or base_url in the config file)")
+    client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key or "none", max_retries=0,
+                           timeout=config.request_timeout_s)
+    return LLMSummarizer(client, model, window=policy.window, max_tokens=config.summary_max_tokens,
+                         temperature=config.summary_temperature, retry_cap_s=min(10.0, config.retry_cap_s),
+                         redact=Redactor(config.api_key))

@@ -122,15 +122,46 @@ class Proxy:
         if wire is None:
             return await self._forward(request, None, body, lambda: None)
         if self.settings.mode == "compact":
-            recorded = self._record(request, wire, body)       # it decides what is sent
-            send = recorded.send if recorded is not None else body
-            return await self._forward(request, wire, send, lambda: recorded)
+            recorded = await self._record_compacted(request, wire, body)    # it decides what is sent
+            if recorded is None:
+                return await self._forward(request, wire, body, lambda: None)
+            try:
+                return await self._forward(request, wire, recorded.send, lambda: recorded)
+            finally:
+                recorded.session.lock.release()
         # observing, the bytes go first: recording them waits until the reply has gone through
         return await self._forward(request, wire, body, lambda: self._record(request, wire, body))
 
+    async def _record_compacted(self, request: web.Request, wire: ModuleType, body: bytes) -> Recorded | None:
+        """As `_record`, the request's view planned in a thread (a summary model may be asked), the
+        session held until the reply is recorded."""
+        obj = loads(body)
+        if not isinstance(obj, dict):
+            return None
+        try:
+            conv = wire.read_request(obj, request.headers)
+            session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
+            await session.lock.acquire()
+        except Exception as exc:  # noqa: BLE001 - as in _record
+            self._recording_failed(exc)
+            return None
+        try:
+            turn, note = session.take(conv, fps, held, body, request.path)
+            view, edits = await asyncio.to_thread(session.view)
+            send = body
+            if edits or len([m for m in view if m.role != "system"]) != len(conv.items):
+                send = json.dumps(wire.rebuild(obj, conv.items, view), ensure_ascii=False).encode()
+                note["edits"] = edits
+            session.sent(turn, note, send, send is body)
+            return Recorded(session, turn, send)
+        except Exception as exc:  # noqa: BLE001 - as in _record
+            session.lock.release()
+            self._recording_failed(exc)
+            return None
+
     def _record(self, request: web.Request, wire: ModuleType, body: bytes) -> Recorded | None:
-        """The request entered in its session (None: not JSON, or the recording failed, which is said
-        once and never stops the request)."""
+        """The request entered in its session as it was sent (None: not JSON, or the recording failed,
+        which is said once and never stops the request)."""
         obj = loads(body)
         if not isinstance(obj, dict):
             return None
@@ -138,14 +169,8 @@ class Proxy:
             conv = wire.read_request(obj, request.headers)
             session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
             turn, note = session.take(conv, fps, held, body, request.path)
-            send = body
-            if self.settings.mode == "compact":
-                view, edits = session.view()
-                if edits or len([m for m in view if m.role != "system"]) != len(conv.items):
-                    send = json.dumps(wire.rebuild(obj, conv.items, view), ensure_ascii=False).encode()
-                    note["edits"] = edits
-            session.sent(turn, note, send, send is body)
-            return Recorded(session, turn, send)
+            session.sent(turn, note, body, True)
+            return Recorded(session, turn, body)
         except Exception as exc:  # noqa: BLE001 - a recording that fails (a full disk) must not fail the agent
             self._recording_failed(exc)
             return None

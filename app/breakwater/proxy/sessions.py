@@ -20,6 +20,7 @@ pins, triggers, undos, manual compactions), and each request goes out as the pip
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ class Settings:
     policy: Policy
     upstream: str           # the provider's base URL, without credentials
     fixed_window: bool = False   # the policy's window stands (a policy file states one); else the model's
+    summarizer: Any = None       # deep compactions' summaries: None, the offline extractive one; else a model's
 
 
 def _file_name(session_id: str) -> str:
@@ -88,6 +90,7 @@ class ProxySession:
         self.used = time.monotonic()
         self.pipe: Pipeline | None = None
         self._overlay_stamp: tuple[int, int] | None = None
+        self.lock = asyncio.Lock()    # compacting: one request of the session at a time (its view is planned in a thread)
 
     # -- matching ---------------------------------------------------------------------------------
     def extends(self, fps: list[str]) -> int:
@@ -186,8 +189,13 @@ class ProxySession:
         folded again from the log with it, so a pin, trigger or undo counts from this request."""
         self._sync_overlay()
         view, comp = self.pipe.view()
+        take = getattr(self.settings.summarizer, "take_outcomes", None)
+        failed = [o for o in take() if not o.ok] if take is not None else []
         if comp is not None:
-            self.log.append(comp.to_event())
+            event = comp.to_event()
+            if failed:   # the model's summary was refused: the offline one stands, and the log says why
+                event = Event(event.type, event.id, {**event.data, "reason": failed[-1].reason})
+            self.log.append(event)
         return list(view.messages), view.edit_counts()
 
     def _sync_overlay(self) -> None:
@@ -203,7 +211,8 @@ class ProxySession:
         log = self.log
         if stamp is not None:
             log = apply_overlay(log, OverlayFile(path).events)
-        self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.log.header.get("model")), mode="exact")
+        self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.log.header.get("model")), mode="exact",
+                             summarizer=self.settings.summarizer)
         self.pipe.feed_all(log.entries)
 
     def close(self) -> None:
