@@ -69,6 +69,25 @@ def _compacted(log: Path, notes: list[dict], messages: str) -> None:
         assert len(json.dumps(sent[messages])) < len(json.dumps(received[messages]))
 
 
+def _observed(tmp_path: Path, steps: list[Step], run) -> tuple[object, list[dict], ScriptedProvider]:
+    """The agent run through the proxy observing: what it answered, its session's records (every request
+    forwarded as the agent sent it, byte for byte), and the provider."""
+    with ScriptedProvider(steps) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        answer = run(url, tmp_path)
+    log = _the_session(sessions)
+    assert all(n["sent"] == n["received"] for n in _check_sent_is_received(log, provider))
+    _no_key_written(tmp_path, KEY)
+    return answer, session_records(log), provider
+
+
+def _finished(argv: list[str], ws: Path, env: dict[str, str]) -> str:
+    """Run the agent to its end; it did its task (result.txt written) and exited 0. Its stdout."""
+    out = subprocess.run(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
+    assert (ws / "result.txt").read_text().strip() == "done"
+    return out.stdout
+
+
 def _no_key_written(root: Path, key: str) -> None:
     written = files_under(root / "sessions", root / "state", root / "cache", root / "proxy-home")
     assert written
@@ -87,24 +106,15 @@ CLAUDE_STEPS = [
 
 def _claude(proxy: str, root: Path) -> dict:
     ws = _workspace(root)
-    out = subprocess.run([str(AGENTS / "claude"), "-p", "count to six thousand, then write result.txt",
-                          "--output-format", "json", "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"],
-                         cwd=ws, env=_env(root, ANTHROPIC_BASE_URL=proxy, ANTHROPIC_API_KEY=KEY),
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
-    assert (ws / "result.txt").read_text().strip() == "done"
-    return json.loads(out.stdout)
+    return json.loads(_finished([str(AGENTS / "claude"), "-p", "count to six thousand, then write result.txt",
+                                 "--output-format", "json", "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"],
+                                ws, _env(root, ANTHROPIC_BASE_URL=proxy, ANTHROPIC_API_KEY=KEY)))
 
 
 @pytest.mark.skipif(agent_missing("claude") is not None, reason=agent_missing("claude") or "")
 def test_claude_code_observed(tmp_path):
-    with ScriptedProvider(CLAUDE_STEPS) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
-        result = _claude(url, tmp_path)
+    result, records, provider = _observed(tmp_path, CLAUDE_STEPS, _claude)
     assert result["result"] == "All done."
-    log = _the_session(sessions)
-    notes = _check_sent_is_received(log, provider)
-    assert all(n["sent"] == n["received"] for n in notes)
-    records = session_records(log)
     assert records[0]["client"].startswith("claude-cli/2.1.197") and records[0]["agent_session"] == result["session_id"]
     # the overload passed through (status and body) and Claude Code retried it
     assert [(r["status"], json.loads(r["message"])["error"]["type"]) for r in records if r["type"] == "error"] \
@@ -112,20 +122,6 @@ def test_claude_code_observed(tmp_path):
     tools = [r for r in records if r["type"] == "message" and r["role"] == "tool"]
     assert str(BIG_LINES) in tools[0]["content"] and "No such file" in tools[1]["content"]
     assert all(r.headers.get("x-api-key") == KEY for r in provider.main_requests())
-    _no_key_written(tmp_path, KEY)
-
-
-@pytest.mark.skipif(agent_missing("claude") is not None, reason=agent_missing("claude") or "")
-def test_claude_code_compacted(tmp_path):
-    policy = tmp_path / "small.toml"
-    policy.write_text('preset = "breakwater"\nwindow = 20000\n')
-    with ScriptedProvider(CLAUDE_STEPS) as provider, \
-            running_proxy(provider.url, tmp_path, "--policy", str(policy)) as (url, sessions):
-        result = _claude(url, tmp_path)
-    assert result["result"] == "All done."
-    log = _the_session(sessions)
-    _compacted(log, _check_sent_is_received(log, provider), "messages")
-    _no_key_written(tmp_path, KEY)
 
 
 # -- pi (OpenAI Chat Completions) ------------------------------------------------------------------------------
@@ -145,39 +141,17 @@ def _pi(proxy: str, root: Path) -> str:
     (agent_dir / "models.json").write_text(json.dumps({"providers": {"scripted": {
         "baseUrl": f"{proxy}/v1", "api": "openai-completions", "apiKey": KEY,
         "compat": {"supportsDeveloperRole": False}, "models": [{"id": "scripted-model"}]}}}))
-    out = subprocess.run([str(AGENTS / "pi"), "--provider", "scripted", "--model", "scripted-model", "-p",
-                          "count to six thousand, then write result.txt"],
-                         cwd=ws, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
-    assert (ws / "result.txt").read_text().strip() == "done"
-    return out.stdout
+    return _finished([str(AGENTS / "pi"), "--provider", "scripted", "--model", "scripted-model", "-p",
+                      "count to six thousand, then write result.txt"], ws, env)
 
 
 @pytest.mark.skipif(agent_missing("pi") is not None, reason=agent_missing("pi") or "")
 def test_pi_observed(tmp_path):
-    with ScriptedProvider(PI_STEPS) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
-        answer = _pi(url, tmp_path)
+    answer, records, provider = _observed(tmp_path, PI_STEPS, _pi)
     assert "All done." in answer
-    log = _the_session(sessions)
-    notes = _check_sent_is_received(log, provider)
-    assert all(n["sent"] == n["received"] for n in notes)
-    records = session_records(log)
-    assert [r["status"] for r in records if r["type"] == "error"] == [500]
+    assert [r["status"] for r in records if r["type"] == "error"] == [500]   # passed through; pi retried it
+    assert records[0]["client"].startswith("OpenAI/JS")
     assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in provider.main_requests())
-    _no_key_written(tmp_path, KEY)
-
-
-@pytest.mark.skipif(agent_missing("pi") is not None, reason=agent_missing("pi") or "")
-def test_pi_compacted(tmp_path):
-    policy = tmp_path / "small.toml"
-    policy.write_text('preset = "breakwater"\nwindow = 5000\n')
-    with ScriptedProvider(PI_STEPS) as provider, \
-            running_proxy(provider.url, tmp_path, "--policy", str(policy)) as (url, sessions):
-        answer = _pi(url, tmp_path)
-    assert "All done." in answer
-    log = _the_session(sessions)
-    _compacted(log, _check_sent_is_received(log, provider), "messages")
-    _no_key_written(tmp_path, KEY)
 
 
 # -- Codex (OpenAI Responses) ------------------------------------------------------------------------------------
@@ -201,38 +175,38 @@ base_url = "{proxy}/v1"
 wire_api = "responses"
 env_key = "SCRIPTED_API_KEY"
 ''')
-    out = subprocess.run([str(AGENTS / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                          "count to six thousand, then write result.txt"], cwd=ws, stdin=subprocess.DEVNULL,
-                         env=_env(root, CODEX_HOME=str(home), SCRIPTED_API_KEY=KEY), capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:] + out.stdout[-2000:]
-    assert (ws / "result.txt").read_text().strip() == "done"
-    return out.stdout
+    return _finished([str(AGENTS / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+                      "count to six thousand, then write result.txt"], ws, _env(root, CODEX_HOME=str(home), SCRIPTED_API_KEY=KEY))
 
 
 @pytest.mark.skipif(agent_missing("codex") is not None, reason=agent_missing("codex") or "")
 def test_codex_observed(tmp_path):
-    with ScriptedProvider(CODEX_STEPS) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
-        answer = _codex(url, tmp_path)
+    answer, records, provider = _observed(tmp_path, CODEX_STEPS, _codex)
     assert "All done." in answer
-    log = _the_session(sessions)
-    notes = _check_sent_is_received(log, provider)
-    assert all(n["sent"] == n["received"] for n in notes)
-    records = session_records(log)
     assert 500 in [r["status"] for r in records if r["type"] == "error"]
     assert records[0]["agent_session"] and records[0]["client"].startswith("codex_exec/0.171.0")
     assert all(r.headers.get("Authorization") == f"Bearer {KEY}" for r in provider.main_requests())
-    _no_key_written(tmp_path, KEY)
 
 
-@pytest.mark.skipif(agent_missing("codex") is not None, reason=agent_missing("codex") or "")
-def test_codex_compacted(tmp_path):
+# -- each agent compacted ----------------------------------------------------------------------------------------
+COMPACTED = {   # agent: (its script, how it runs, the window that makes its scripted session compact, the wire's list)
+    "claude": (CLAUDE_STEPS, _claude, 20_000, "messages"),
+    "pi": (PI_STEPS, _pi, 5_000, "messages"),
+    "codex": (CODEX_STEPS, _codex, 16_000, "input"),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(COMPACTED))
+def test_compacted(agent, tmp_path):
+    if agent_missing(agent):
+        pytest.skip(agent_missing(agent))
+    steps, run, window, messages = COMPACTED[agent]
     policy = tmp_path / "small.toml"
-    policy.write_text('preset = "breakwater"\nwindow = 16000\n')
-    with ScriptedProvider(CODEX_STEPS) as provider, \
+    policy.write_text(f'preset = "breakwater"\nwindow = {window}\n')
+    with ScriptedProvider(steps) as provider, \
             running_proxy(provider.url, tmp_path, "--policy", str(policy)) as (url, sessions):
-        answer = _codex(url, tmp_path)
-    assert "All done." in answer
+        answer = run(url, tmp_path)
+    assert "All done." in json.dumps(answer)        # the agent still finished its task
     log = _the_session(sessions)
-    _compacted(log, _check_sent_is_received(log, provider), "input")
+    _compacted(log, _check_sent_is_received(log, provider), messages)
     _no_key_written(tmp_path, KEY)

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
 
 NAME = "anthropic"
 PATH = "/v1/messages"
@@ -78,7 +78,6 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
     was goes back block for block; an edited one keeps its blocks' kinds and ids with the new text; a
     summary is a new user text block. Neighbours of one role become one message, as the wire wants."""
     wire = body.get("messages") or []
-    by_id = {it.message.id: it for it in items}
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[Any]) -> None:
@@ -89,10 +88,7 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
         else:
             out.append({"role": role, "content": list(blocks)})
 
-    for vm in view:
-        if vm.role == "system":
-            continue
-        it = by_id.get(vm.id)
+    for vm, it in placed(view, items):
         if it is None:
             add("assistant" if vm.role == "assistant" else "user", [{"type": "text", "text": vm.content}])
             continue

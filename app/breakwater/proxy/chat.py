@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -51,11 +51,7 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
     the new text (an assistant's tool calls kept), a summary as a new user message."""
     wire = body.get("messages") or []
     out = [wm for wm in wire if isinstance(wm, dict) and wm.get("role") in _FRAME]
-    by_id = {it.message.id: it for it in items}
-    for vm in view:
-        if vm.role == "system":
-            continue
-        it = by_id.get(vm.id)
+    for vm, it in placed(view, items):
         if it is None:
             out.append({"role": "assistant" if vm.role == "assistant" else "user", "content": vm.content})
         elif vm.content == it.message.content and vm.tool_calls == it.message.tool_calls:

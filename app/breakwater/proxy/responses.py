@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -85,11 +85,7 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
     if not isinstance(raw, list):
         raw = [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else []
     out = [it for it in raw if _is_frame(it)]
-    by_id = {it.message.id: it for it in items}
-    for vm in view:
-        if vm.role == "system":
-            continue
-        it = by_id.get(vm.id)
+    for vm, it in placed(view, items):
         if it is None:
             out.append({"type": "message", "role": "assistant" if vm.role == "assistant" else "user",
                         "content": [{"type": "output_text" if vm.role == "assistant" else "input_text", "text": vm.content}]})

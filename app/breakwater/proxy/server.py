@@ -135,16 +135,11 @@ class Proxy:
     async def _record_compacted(self, request: web.Request, wire: ModuleType, body: bytes) -> Recorded | None:
         """As `_record`, the request's view planned in a thread (a summary model may be asked), the
         session held until the reply is recorded."""
-        obj = loads(body)
-        if not isinstance(obj, dict):
+        entry = self._entry(request, wire, body)
+        if entry is None:
             return None
-        try:
-            conv = wire.read_request(obj, request.headers)
-            session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
-            await session.lock.acquire()
-        except Exception as exc:  # noqa: BLE001 - as in _record
-            self._recording_failed(exc)
-            return None
+        obj, conv, session, fps, held = entry
+        await session.lock.acquire()
         try:
             turn, note = session.take(conv, fps, held, body, request.path)
             view, edits = await asyncio.to_thread(session.view)
@@ -162,16 +157,28 @@ class Proxy:
     def _record(self, request: web.Request, wire: ModuleType, body: bytes) -> Recorded | None:
         """The request entered in its session as it was sent (None: not JSON, or the recording failed,
         which is said once and never stops the request)."""
+        entry = self._entry(request, wire, body)
+        if entry is None:
+            return None
+        _, conv, session, fps, held = entry
+        try:
+            turn, note = session.take(conv, fps, held, body, request.path)
+            session.sent(turn, note, body, True)
+            return Recorded(session, turn, body)
+        except Exception as exc:  # noqa: BLE001 - a recording that fails (a full disk) must not fail the agent
+            self._recording_failed(exc)
+            return None
+
+    def _entry(self, request: web.Request, wire: ModuleType, body: bytes):
+        """(the request read, its conversation, its session, its fingerprints, how much of it the session
+        holds); None when it is not JSON or cannot be placed."""
         obj = loads(body)
         if not isinstance(obj, dict):
             return None
         try:
             conv = wire.read_request(obj, request.headers)
-            session, fps, held = self.tracker.session_for(wire, conv, _client_name(request.headers))
-            turn, note = session.take(conv, fps, held, body, request.path)
-            session.sent(turn, note, body, True)
-            return Recorded(session, turn, body)
-        except Exception as exc:  # noqa: BLE001 - a recording that fails (a full disk) must not fail the agent
+            return (obj, conv, *self.tracker.session_for(wire, conv, _client_name(request.headers)))
+        except Exception as exc:  # noqa: BLE001 - as in _record
             self._recording_failed(exc)
             return None
 

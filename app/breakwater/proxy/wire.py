@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.message import content_text as part_text  # the wires' contents are text or typed parts
 
 MAX_REPLY_TEXT = 1 << 20   # the reply text kept for the log; the agent gets every byte whatever its length
 MAX_EVENT = 64 << 20       # bytes of one server-sent event read for the log
@@ -73,6 +74,15 @@ class Reply:
     stop: str | None = None
 
 
+def placed(view: list[Message], items: list[Item]):
+    """(each message of the view but the system, the request's item it came from or None): a wire's
+    `rebuild` puts each back from its item, or writes it anew (a summary)."""
+    by_id = {it.message.id: it for it in items}
+    for vm in view:
+        if vm.role != "system":
+            yield vm, by_id.get(vm.id)
+
+
 def fingerprint(msg: Message) -> str:
     """What identifies a message when the agent sends its history again: role, text, tool call ids and
     names (not the argument text, which an agent may serialize anew), the call answered."""
@@ -91,29 +101,6 @@ def arguments_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def part_text(content: Any) -> str:
-    """The text of a content that is a string or a list of typed parts (images as `[image]`)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out = []
-        for part in content:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    out.append(text)
-                elif part.get("type") in ("image", "image_url", "input_image", "document", "input_file"):
-                    out.append(f"[{part.get('type')}]")
-                elif isinstance(part.get("content"), (str, list)):   # a nested tool_result
-                    out.append(part_text(part["content"]))
-        return "\n".join(out)
-    return json.dumps(content, ensure_ascii=False)
 
 
 def capped(text: str) -> str:
