@@ -29,7 +29,7 @@ from breakwater.proxy.wire import SSE, loads
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
 REPLY_DROP = HOP_BY_HOP | {"content-encoding"}
-MAX_KEPT_REPLY = 64 << 20      # of a reply that is not a stream, what is kept to read it (all of it goes through)
+MAX_KEPT_REPLY = 64 << 20      # of a reply, what is kept to read it for the log (all of it goes through)
 SECRET_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key")
 
 
@@ -213,19 +213,13 @@ class Proxy:
         if resp.content_length is not None:
             # framed as the provider framed it: pi's client (undici) failed its retry after a 500 sent chunked
             out.content_length = resp.content_length
-        sse = "text/event-stream" in resp.headers.get("content-type", "")
-        reader = wire.StreamReader() if (wire is not None and sse) else None
-        split = SSE() if reader is not None else None
-        kept = bytearray()
+        kept = bytearray()    # read once the reply has gone through: nothing but copying on its way
         cut = None
         try:
             await out.prepare(request)
             async for chunk in resp.content.iter_any():
                 await out.write(chunk)
-                if split is not None:
-                    for event, data in split.feed(chunk):
-                        reader.feed(event, data)
-                elif wire is not None and len(kept) < MAX_KEPT_REPLY:
+                if wire is not None and len(kept) < MAX_KEPT_REPLY:
                     kept += chunk
             await out.write_eof()
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
@@ -239,9 +233,18 @@ class Proxy:
         elif cut is not None:
             done = (599, None, cut)
         else:
-            done = (resp.status, reader.reply() if reader is not None else wire.read_reply(loads(bytes(kept))), None)
+            done = (resp.status, self._reply(wire, kept, "text/event-stream" in resp.headers.get("content-type", "")), None)
         self._finish(recorded(), *done)
         return out
+
+    @staticmethod
+    def _reply(wire: ModuleType, kept: bytearray, stream: bool):
+        if not stream:
+            return wire.read_reply(loads(bytes(kept)))
+        reader = wire.StreamReader()
+        for event, data in SSE().feed(bytes(kept)):
+            reader.feed(event, data)
+        return reader.reply()
 
     def _finish(self, recorded: Recorded | None, status: int, reply, error: str | None = None) -> None:
         if recorded is None:
