@@ -3,7 +3,7 @@ its reply, and to the first streamed byte, straight to a local upstream and thro
 (the same connection kept alive on each side, as an agent's client keeps it).
 
 Fresh processes: the upstream (the tests' scripted provider, answering a streamed Anthropic reply at
-once) and the proxy are started by this script. The requests are a Claude Code-sized conversation (a
+once) and the proxy are each started in a process of their own by this script. The requests are a Claude Code-sized conversation (a
 60 KB frame of system and tools, a history that grows by a tool exchange of 2 KB each request), so the
 proxy's recording (the request parsed, the session matched, the new messages and the bytes kept) is
 the real work. Prints figures; asserts nothing.
@@ -46,6 +46,12 @@ def _bodies(n: int) -> list[bytes]:
     return out
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _timed(conn: http.client.HTTPConnection, body: bytes) -> tuple[float, float]:
     """(seconds to the first byte of the reply's body, to its last)."""
     start = time.perf_counter()
@@ -61,45 +67,66 @@ def _timed(conn: http.client.HTTPConnection, body: bytes) -> tuple[float, float]
 
 def main() -> None:
     measure("--observe")
+    measure("--observe", pace=0.02)
     measure("--preset", "breakwater")
 
 
-def measure(*mode: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp, ScriptedProvider(STEPS) as upstream:
+def serve_upstream() -> None:
+    """The upstream in a process of its own (in a thread of this one it would share the client's GIL)."""
+    with ScriptedProvider(STEPS) as upstream:
+        print(upstream.port, flush=True)
+        sys.stdin.read()
+
+
+def measure(*mode: str, pace: float = 0.0) -> None:
+    """`pace`: seconds between one reply and the next request (an agent runs its tools there; 0: back to
+    back, so the proxy's recording of the last reply, done after it went through, is still running)."""
+    upstream = subprocess.Popen([sys.executable, __file__, "--upstream"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+    up_port = int(upstream.stdout.readline())
+    with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, XDG_STATE_HOME=f"{tmp}/state", HOME=tmp)
         proxy = subprocess.Popen([sys.executable, "-m", "breakwater", "proxy", *mode, "--port", "0", "--upstream",
-                                  upstream.url, "--sessions", f"{tmp}/sessions"], env=env, stderr=subprocess.PIPE, text=True)
+                                  f"http://127.0.0.1:{up_port}", "--sessions", f"{tmp}/sessions"], env=env,
+                                 stderr=subprocess.PIPE, text=True)
         try:
             port = int(re.search(r":(\d+) ->", proxy.stderr.readline()).group(1))
-            direct = http.client.HTTPConnection("127.0.0.1", upstream.port)
+            direct = http.client.HTTPConnection("127.0.0.1", up_port)
             proxied = http.client.HTTPConnection("127.0.0.1", port)
             bodies = _bodies(REQUESTS)
             for b in bodies[:5]:   # warm both paths (imports, connections)
                 _timed(direct, b)
             d_first, d_last, p_first, p_last = [], [], [], []
+            cpu = _cpu_seconds(proxy.pid)
             for k, b in enumerate(bodies):
                 order = (direct, proxied) if k % 2 else (proxied, direct)
                 for conn in order:
+                    time.sleep(pace)
                     f, last = _timed(conn, b)
                     (d_first if conn is direct else p_first).append(f)
                     (d_last if conn is direct else p_last).append(last)
+            cpu = _cpu_seconds(proxy.pid) - cpu
         finally:
             proxy.terminate()
             proxy.wait(10)
+            upstream.stdin.close()
+            upstream.wait(10)
     size = statistics.median(len(b) for b in bodies) / 1024
     added = [p - d for p, d in zip(p_last, d_last)]
     added_first = [p - d for p, d in zip(p_first, d_first)]
+    paced = f"{pace * 1000:.0f} ms between requests" if pace else "back to back"
     print(f"proxy {' '.join(mode)}, {REQUESTS} streamed Anthropic requests of a growing session (median {size:.0f} KB), "
-          f"load {os.getloadavg()[0]:.2f}")
+          f"{paced}, load {os.getloadavg()[0]:.2f}")
     print(f"  direct: median {statistics.median(d_last) * 1000:.2f} ms to the last byte, "
           f"{statistics.median(d_first) * 1000:.2f} ms to the first")
     print(f"  proxied: median {statistics.median(p_last) * 1000:.2f} ms to the last byte, "
           f"{statistics.median(p_first) * 1000:.2f} ms to the first")
     print(f"  added by the proxy: median {statistics.median(added) * 1000:.2f} ms per request "
           f"(p90 {sorted(added)[int(len(added) * 0.9)] * 1000:.2f} ms), to the first byte "
-          f"{statistics.median(added_first) * 1000:.2f} ms" + (" (target: <= 5 ms)" if "--observe" in mode else
+          f"{statistics.median(added_first) * 1000:.2f} ms; the proxy's CPU {cpu / REQUESTS * 1000:.1f} ms a request "
+          f"(its recording, after the reply, included)" + (" (target: <= 5 ms)" if "--observe" in mode else
                                                                " (compacting: the pipeline's turn, under the soft limit here)"))
 
 
 if __name__ == "__main__":
-    main()
+    serve_upstream() if sys.argv[1:] == ["--upstream"] else main()
