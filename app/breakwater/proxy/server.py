@@ -185,7 +185,8 @@ class Proxy:
     def _recording_failed(self, exc: Exception) -> None:
         if not self.failed:
             self.failed = True
-            say(f"recording failed, requests are forwarded unrecorded from here on: {type(exc).__name__}: {exc}")
+            say(f"recording a request failed; it went through as the agent sent it (said once; others that fail "
+                f"go the same way): {type(exc).__name__}: {exc}")
 
     def _error(self, wire: ModuleType | None, status: int, message: str) -> web.Response:
         from breakwater.proxy import anthropic
