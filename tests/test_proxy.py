@@ -114,6 +114,26 @@ def test_a_history_the_agent_rewrote_is_a_session_that_names_the_one_it_continue
     assert provider.played == 3
 
 
+def test_a_recording_that_fails_never_fails_the_request(tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the sessions would go")
+    with ScriptedProvider([Step(None, text="still answered")]) as provider:
+        proc = subprocess.Popen([sys.executable, "-m", "breakwater", "proxy", "--port", "0", "--upstream", provider.url,
+                                 "--sessions", str(blocked)], stderr=subprocess.PIPE, text=True)
+        try:
+            port = proc.stderr.readline().split("127.0.0.1:")[1].split(" ")[0]
+            status, body = _post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                 {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": TOOLS})
+            said = proc.stderr.readline()
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "still answered"
+    assert "recording a request failed; it went through as the agent sent it" in said
+    assert provider.received[0].body == json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                    "tools": TOOLS}).encode()
+
+
 def test_a_dead_upstream_is_a_502_in_the_wire_s_shape(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
