@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -220,10 +221,12 @@ def test_simulate_refuses_a_special_overlay_policy_or_transcript(tmp_path, speci
     said = special(tmp_path / "policy.toml")
     one_line(breakwater("simulate", str(SESSION), "--policy", str(tmp_path / "policy.toml"), home=tmp_path), said)
     said = special(tmp_path / "t.jsonl")
-    for command in (["simulate"], ["import"], ["tokens"], ["eval"]):
+    for command in (["simulate"], ["import"], ["tokens"]):
         out = breakwater(*command, str(tmp_path / "t.jsonl"), home=tmp_path)
         assert said in out.stderr and "Traceback" not in out.stderr, (command, out.stderr)
         assert out.returncode not in (0, 70), (command, out.stderr)
+    out = breakwater("eval", str(tmp_path / "t.jsonl"), home=tmp_path)   # its corpus lists regular files only
+    assert out.returncode not in (0, 70) and "no session files to evaluate" in out.stderr, out.stderr
 
 
 def test_a_special_config_file_is_refused_in_one_line(tmp_path, special):
@@ -355,3 +358,77 @@ def test_follow_of_a_special_file_from_the_start_is_one_line(tmp_path, special):
     said = special(tmp_path / "live.jsonl")
     out = breakwater("replay", str(tmp_path / "live.jsonl"), "--follow", home=tmp_path, timeout=60)
     one_line(out, said)
+
+
+# -- item 8: what a killed import leaves; tokens of a big text file --------------------------------------
+def test_import_removes_only_the_temporary_files_killed_imports_left(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "60"])
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me\n")
+    try:
+        left = {f".x.jsonl.{gone.pid}.0123456789ab.tmp": "killed import", ".y.jsonl.5a5a5a5a5a5a.tmp": "old, no pid"}
+        kept = {f".x.jsonl.{alive.pid}.0123456789ab.tmp": "running import", ".z.jsonl.bbbbbbbbbbbb.tmp": "fresh, no pid",
+                "notes.tmp": "not ours", f".w.jsonl.{gone.pid}.cccccccccccc.tmp": "another user's"}
+        for name, text in {**left, **kept}.items():
+            (out / name).write_text(text)
+        os.chown(out / f".w.jsonl.{gone.pid}.cccccccccccc.tmp", 65534, 65534)
+        os.utime(out / ".y.jsonl.5a5a5a5a5a5a.tmp", (time.time() - 3600,) * 2)
+        link = out / f".v.jsonl.{gone.pid}.dddddddddddd.tmp"
+        link.symlink_to(outside)   # never followed, never removed
+        done = breakwater("import", str(SESSION), "-o", str(out / "x.jsonl"), home=tmp_path)
+    finally:
+        alive.kill()
+        alive.wait()
+    assert done.returncode == 0, done.stderr
+    assert "removed 2 temporary files a killed import left in" in done.stderr
+    names = {p.name for p in out.iterdir()}
+    assert not names & set(left) and set(kept) <= names and link.is_symlink()
+    assert outside.read_text() == "keep me\n" and (out / "x.jsonl").exists()
+    assert not [n for n in names if n.startswith(".x.jsonl.") and n not in kept]   # its own temp renamed
+
+
+def test_tokens_of_a_big_text_counts_as_the_whole_text_in_chunks(tmp_path):
+    from breakwater.core.log.tokens import TokenCounter, heuristic_text
+
+    # ~9 MB: three chunks, a multibyte character astride each boundary, long runs without spaces
+    unit = "word " * 1000 + "é日本語\n" + "x" * 70_000 + "\n"
+    text = unit * (9_000_000 // len(unit.encode()))
+    path = tmp_path / "notes.txt"
+    path.write_text(text)
+    out = breakwater("tokens", str(path), "--json", home=tmp_path, env={"BREAKWATER_CACHE_DIR": str(tmp_path / "c")})
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["kind"] == "text" and got["heuristic"] == heuristic_text(text)
+    assert got["exact"] == TokenCounter("o200k_base").exact_text(text)
+
+
+def test_tokens_shows_progress_on_a_terminal_only(tmp_path):
+    import pty
+
+    path = tmp_path / "notes.txt"
+    path.write_text("some words here\n" * 1_000_000)
+    main, side = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BREAKWATER_")}
+    env.update(HOME=str(tmp_path), BREAKWATER_CACHE_DIR=str(tmp_path / "c"), TERM="xterm", COLUMNS="100")
+    proc = subprocess.Popen([sys.executable, "-m", "breakwater", "tokens", str(path)], stdout=subprocess.PIPE,
+                            stderr=side, env=env, preexec_fn=limited)
+    os.close(side)
+    stdout, _ = proc.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 0 and b"16,000,000 chars" in stdout
+    assert b"counting" in seen and b"MB" in seen
+    plain = breakwater("tokens", str(path), home=tmp_path, env={"BREAKWATER_CACHE_DIR": str(tmp_path / "c")})
+    assert plain.stderr == ""

@@ -51,7 +51,7 @@ class Follower:
         self._stamp: tuple[int, ...] | None = None
         self._file: tuple[int, int] | None = None   # (device, inode) of the file last read
         self._size = 0              # the bytes it held then
-        self._state = ""            # REFUSED or GONE while the name holds nothing to read
+        self._state = ""            # GONE, or what was said of what is at the name, while nothing is read
         self._changes: list[FileChange] = []
         self._scratch: tempfile.TemporaryDirectory | None = None
 
@@ -84,9 +84,10 @@ class Follower:
         except RefusedFile as exc:
             if self._file is None:
                 raise SessionLogError(str(exc)) from None
-            if self._state != REFUSED:
-                self._state = REFUSED
-                self._say(REFUSED, f"{exc}; following stopped until it is a regular file again")
+            said = f"{exc}; following stopped until it is a regular file again"
+            if self._state != said:   # once for each thing put there: a FIFO after a device is said again
+                self._state = said
+                self._say(REFUSED, said)
             return None
         except OSError:
             return None   # removed between the stat and the open: the next change says what is there
