@@ -4,8 +4,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench test-model clean screenshot snapshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install_deb.sh
 	@scripts/install_bwrap.sh
+	@scripts/install_chromium.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,cluster]'
@@ -15,6 +16,7 @@ run: $(STAMP)  ## the workbench on the bundled long-refactor session (no key, no
 	$(VENV)/bin/breakwater
 
 test: $(STAMP)
+	@scripts/install_agents.sh   # the real agents the proxy's tests run (npm ci once, then a stamp)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
