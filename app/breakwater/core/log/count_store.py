@@ -7,7 +7,7 @@ within a namespace naming the encoding, the counting engine and its version, and
 cut into pieces (core/log/tokens.py `PIECE_CHARS`): a count is only ever found by the counter that would
 have worked it out.
 
-The store is stdlib `sqlite3` in WAL mode under the cache folder (`$BREAKWATER_CACHE_DIR`, else
+The store is stdlib `sqlite3` in WAL mode in the cache folder (core/log/tokens.py `cache_root`: `$BREAKWATER_CACHE_DIR`, else
 `$XDG_CACHE_HOME/breakwater`, else `~/.cache/breakwater`): readers never wait, and the processes that
 count (the workbench, a follow, an eval pool, a Dask worker) each add what they counted in one short
 transaction now and then; one that finds the database busy past a timeout keeps its counts for the next
@@ -38,12 +38,6 @@ BUSY_MS = 2000                 # how long a writer waits for another before it g
 # row found that is older than this many writes is marked seen again, so that eviction keeps it (one
 # UPDATE per row now and then, not one per reopen)
 REFRESH_GENERATIONS = 64
-
-
-def store_path() -> Path:
-    from breakwater.core.log.tokens import cache_root
-
-    return cache_root() / "counts.sqlite3"
 
 
 def max_rows() -> int:
@@ -250,11 +244,10 @@ _stores: dict[tuple[str, str], CountStore] = {}
 _stores_lock = threading.Lock()
 
 
-def shared(namespace: str) -> CountStore | None:
-    """The process's store for `namespace` under the cache folder, or None when turned off."""
+def shared(namespace: str, path: Path) -> CountStore | None:
+    """The process's store for `namespace` in the file at `path`, or None when turned off."""
     if os.environ.get("BREAKWATER_COUNT_CACHE", "").lower() in ("off", "0", "no"):
         return None
-    path = store_path()
     with _stores_lock:
         store = _stores.get((str(path), namespace))
         if store is None:

@@ -335,7 +335,7 @@ class TokenCounter:
         if store and encoding is not None:
             from breakwater.core.log import count_store   # sqlite3 and xxhash: only for a counter that counts
 
-            self._store = count_store.shared(store_namespace(encoding))
+            self._store = count_store.shared(store_namespace(encoding), cache_root() / "counts.sqlite3")
         self.exact_encoded_chars = 0  # how much text was counted exactly, by the tokenizer or found stored
         self.tokenized_chars = 0      # how much of it went through the tokenizer (for benchmarks)
 
