@@ -213,3 +213,13 @@ def test_turned_off_it_writes_nothing(cache, monkeypatch):
     counter.exact_text("hello " * 100)
     counter.flush()
     assert not (cache / "counts.sqlite3").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_costs_a_recount_not_an_error(cache, monkeypatch):
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text("a file where the folder should be")
+    fresh = TokenCounter("o200k_base", store=False)
+    counter = reopened("o200k_base")
+    assert [counter.exact_text(t) for t in TEXTS] == [fresh.exact_text(t) for t in TEXTS]
+    counter.flush()
+    assert counter._store.broken

@@ -147,7 +147,10 @@ class CountStore:
 
     def _rebuild(self) -> None:
         """The file was found damaged in use: start a new one (counts not written yet are kept)."""
-        self._discard()
+        try:
+            self._discard()
+        except OSError:   # it cannot even be moved aside: counts are worked out each time from here on
+            self.broken = True
         self._connection()
 
     # -- counts ---------------------------------------------------------------------------------------
