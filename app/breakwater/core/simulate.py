@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
 from breakwater.core.log.accounting import Calibration, request_cost
-from breakwater.core.log.edits import View
+from breakwater.core.log.edits import View, above_window
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
@@ -89,6 +89,8 @@ class TurnStats:
     cost_sent: float | None = None
     # without compaction each request extends the last one: all of it but the log's growth since is cached
     raw_cached: int = 0
+    # the API's figure (api_tokens) is above the window this request is planned under (issue 37.9)
+    api_above_window: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
@@ -97,6 +99,7 @@ class TurnStats:
                "stable_prefix_tokens": self.stable_prefix_tokens, "stage": self.level, "edits": dict(self.edits)}
         if self.api_tokens is not None:
             out["api_tokens"] = self.api_tokens
+            out["api_above_window"] = self.api_above_window
         if self.compaction:
             out["compaction"] = self.compaction
             out["compaction_source"] = self.compaction_source
@@ -320,6 +323,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
                               source if comp else None)
+            stats.api_above_window = above_window(plan.api_tokens, pipe.policy.window)
             if sim.prices is not None and raw_h is not None:
                 stats.raw_cached = max(0, plan.raw_tokens - pipe.calibration.scale(pipe.raw_tokens - raw_h))
             raw_h = pipe.raw_tokens

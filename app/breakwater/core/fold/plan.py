@@ -46,3 +46,4 @@ class Plan:
     # the lowest sanitized index changed since the previous request (what followers of the requests,
     # fidelity's tracker, must look at again besides what a stage boundary moved over)
     changed_from: int = 0
+    api_turn: int | None = None   # the request api_tokens belongs to (View.api_turn)

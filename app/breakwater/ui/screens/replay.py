@@ -463,7 +463,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def action_context(self) -> None:
         line = self.query_one(ContextLine)
         if line.categories is not None and self.detail is not None:
-            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn))
+            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn,
+                                               self.query_one(Gauges).figures()))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()
