@@ -155,3 +155,31 @@ async def test_undo_of_a_pin_unpins(tmp_path):
         await until(pilot, lambda: masked not in lst.pins and screen.detail is not None
                     and any(e.message_id == masked and e.kind == "masked" for e in screen.detail.view.edits))
     assert [e.type for e in OverlayFile(overlay_path(path)).events] == ["pin", "undo"]
+
+
+async def test_undo_takes_back_an_edit_of_this_turn_and_the_title_counts_those_in_effect(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=105)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 105)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        await pilot.press("M")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 1)
+        await ready(pilot, 105)
+        assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]
+        await pilot.press("u")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 2)
+        await ready(pilot, 105)
+        assert "edit applied" not in screen_text(app).splitlines()[0]   # an undo is no edit: none in effect
+        await pilot.press("M")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 3)
+        # at turn 70 the mask made at turn 105 is not this request's to undo
+        screen._go(70)
+        await ready(pilot, 70)
+        screen.query_one(MessageList).focus()
+        await pilot.press("u")
+        await until(pilot, lambda: any("Nothing to undo at or before turn 70" in str(n.message)
+                                       for n in app._notifications))
+        assert len(OverlayFile(overlay_path(path)).events) == 3
+        assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]

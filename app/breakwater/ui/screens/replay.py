@@ -163,7 +163,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
         self._show_overlay_note()
-        if self.overlay is not None and self.overlay.events:
+        if self.overlay is not None and edits_note(self.overlay):
             self.notify(f"{edits_note(self.overlay)[2:]} from {self.overlay.path} (ctrl+p: Overlay… to list or "
                         f"clear them)", title="Your edits of this recording", timeout=8)
         self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
@@ -497,7 +497,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         o = self.overlay
         if o is None or not o.events:
             return []
-        return [(f"Overlay: show the {edits_note(o)[2:]}", f"Kept in {o.path}", "show_overlay"),
+        return [(f"Overlay: show the {edits_note(o)[2:] or plural(len(o.events), 'overlay line') + ' (no edit in effect)'}",
+                 f"Kept in {o.path}", "show_overlay"),
                 ("Overlay: clear every edit", f"Show the recording as recorded ({o.path} is emptied)",
                  f"clear_overlay({ALL!r})"),
                 *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
