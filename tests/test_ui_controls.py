@@ -183,3 +183,49 @@ async def test_undo_takes_back_an_edit_of_this_turn_and_the_title_counts_those_i
                                        for n in app._notifications))
         assert len(OverlayFile(overlay_path(path)).events) == 3
         assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]
+
+
+async def test_d_with_nothing_left_to_summarize_offers_nothing_and_says_why(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    nothing = "Nothing to compact at turn 30"
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 30)
+        screen = app.screen
+        # D, accept, again: each takes what the last left, until nothing is left to summarize
+        for accepted in range(6):
+            screen.query_one(MessageList).focus()
+            await pilot.press("D")
+            await until(pilot, lambda: any(nothing in str(n.message) or "Nothing before" in str(n.message)
+                                           for n in app._notifications)
+                        or isinstance(app.screen, SummaryReviewScreen))
+            if not isinstance(app.screen, SummaryReviewScreen):
+                break
+            assert app.screen.proposal.covered, "offered a summary that replaces no message"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == accepted + 1)
+            await ready(pilot, 30)
+        assert any(nothing in str(n.message) or "Nothing before" in str(n.message) for n in app._notifications)
+
+
+async def test_a_summary_that_would_replace_no_message_is_not_offered(tmp_path, monkeypatch):
+    """The state the issue met (a compaction whose request is the one already sent: "Replaces 0
+    messages (—) 33,330 → 33,330"), made here by handing D the request on screen as its result."""
+    from breakwater.core.overlay import manual_compaction
+    from breakwater.ui.screens import replay as replay_screen
+
+    path = recording(tmp_path)
+    app = open_app(path, turn=40)
+
+    def same_request(log, policy, turn, counter, model):
+        comp, _ = manual_compaction(log, policy, turn, counter, model)
+        return comp, app.screen.detail.view
+    monkeypatch.setattr(replay_screen, "manual_compaction", same_request)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 40)
+        app.screen.query_one(MessageList).focus()
+        await pilot.press("D")
+        await until(pilot, lambda: any("Nothing to compact at turn 40" in str(n.message) for n in app._notifications)
+                    or isinstance(app.screen, SummaryReviewScreen))
+        assert not isinstance(app.screen, SummaryReviewScreen)
+    assert not overlay_path(path).exists()

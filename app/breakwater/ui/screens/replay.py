@@ -563,6 +563,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
+        if not proposal.covered:
+            # a summary that replaces nothing saves nothing: offering it (and recording it on Accept)
+            # said "0 messages, 33,330 → 33,330" and then nothing at all
+            self.notify(f"Nothing to compact at turn {turn}: every message this summary would replace is "
+                        f"already summarized or kept as the recent turns the policy keeps whole.",
+                        severity="warning", timeout=6)
+            return
         at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":
