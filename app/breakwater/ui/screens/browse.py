@@ -96,8 +96,8 @@ def row(s: FoundSession, now: float, messages: int | None = None, hits: list[int
                     style="dim" if not s.last_tokens else "")
     if wide:
         text.append(f"{s.agent:<11}  ", style="italic")
-    if s.parent:
-        text.append(f"↳ subagent of {name(s.parent)[:12]}  ", style="italic dim")
+    if s.parent:   # narrow, the title matters more than the parent's id
+        text.append(f"↳ subagent of {name(s.parent)[:12]}  " if wide else "↳ subagent: ", style="italic dim")
     text.append(name(s.title) if s.title else name(s.path.name), style="" if s.title else "dim")
     return text
 
