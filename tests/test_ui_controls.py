@@ -229,3 +229,37 @@ async def test_a_summary_that_would_replace_no_message_is_not_offered(tmp_path, 
                     or isinstance(app.screen, SummaryReviewScreen))
         assert not isinstance(app.screen, SummaryReviewScreen)
     assert not overlay_path(path).exists()
+
+
+async def test_a_compaction_made_with_d_is_said_to_be_yours_not_the_transcripts(tmp_path):
+    from breakwater.ui.widgets.timeline import Timeline
+
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 30)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        await pilot.press("D")
+        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: screen.replay.recorded_origins() == {"by you": 1})
+        await until(pilot, lambda: "1 by you" in screen_text(app))
+        assert "recorded in the transcript" not in screen_text(app)
+        assert screen.query_one(Timeline).origins == {"by you": 1}
+
+
+def test_a_window_learnt_from_the_provider_is_said_to_come_from_it():
+    from breakwater.core.log.session_log import Event, SessionLog
+    from breakwater.core.replay import Replay
+
+    log = read_session(sample_path("long-refactor.jsonl"))
+    at = len(log.entries) // 2
+    learnt = Event("config", "e-learnt", {"window": 20_000, "was": 32_000,
+                                          "reason": "the provider's context-length error: maximum 20000"})
+    log = SessionLog(log.header, [*log.entries[:at], learnt, *log.entries[at:]])
+    replay = Replay(log, preset("breakwater").with_changes(window=32_000), "heuristic")
+    replay.run()
+    last = replay.detail(replay.turns)
+    assert last.view.window == 20_000 and last.window_source == "the provider's error"
+    assert replay.detail(1).window_source == "policy"

@@ -256,6 +256,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return  # a run for a policy the panel has since changed, or of the log before it grew
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
+        self.query_one(Timeline).origins = self.replay.recorded_origins()
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns, progress=None, first_look=False)
         self._fidelity_due = True   # once the request is drawn: the measurement would slow its repaint
@@ -285,7 +286,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(MessageList).set_detail(detail)
         self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
         self.query_one(ContextLine).show(for_turn(self.replay, detail))
-        self.query_one(ReplayControls).update_state(pending=False)
+        p = self.replay.policy
+        # the window this request is planned under, and where it came from (a live session may have
+        # learnt a smaller one from the provider: the policy's figure is then not the one in use)
+        self.query_one(ReplayControls).update_state(
+            pending=False, policy_line=f"preset {p.preset} · window {detail.view.window:,}"
+                                      f"{'' if detail.view.window == p.window else ' (' + detail.window_source + ')'}"
+                                      f" · counter {self.replay.counter}")
         self._show_selected()
         if self._fidelity_due:
             # it replays every request of the session: started once the user has looked a moment,
