@@ -29,6 +29,12 @@ class Follower:
         self._read_to = -1          # bytes of the file the last session was read from
         self._stamp: tuple[int, int] | None = None
         self._scratch: tempfile.TemporaryDirectory | None = None
+        self._asked = fmt
+        self._ino: int | None = None
+        # what happened to the file between reads, for the screen to say (issue 37.5): "replaced"
+        # (another file now has its name: mv, an editor's save) or "truncated" (shorter than read).
+        # Kept small here until the core's event for it lands (harden-files); the reader drains it.
+        self.changes: list[str] = []
 
     def _format(self) -> str:
         if self.fmt == "auto":
@@ -42,6 +48,13 @@ class Follower:
             st = os.stat(self.path)
         except OSError:
             return None
+        if self._ino is not None and st.st_ino != self._ino:
+            self.changes.append("replaced")
+            self._read_to, self.fmt = -1, self._asked   # another file: read whole, its format again
+        elif st.st_size < self._read_to:
+            self.changes.append("truncated")
+            self._read_to = -1
+        self._ino = st.st_ino
         stamp = (st.st_size, st.st_mtime_ns)
         if stamp == self._stamp:
             return None
