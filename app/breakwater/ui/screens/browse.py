@@ -373,18 +373,20 @@ class BrowseScreen(Screen):
             return
         self.opened_at = time.perf_counter()
         s = self.sessions[int(option.id)]
+        hits = (self.hits or {}).get(int(option.id))
+        turn = hits[0] if hits and not follow else None   # a search's result opens at its first hit
         need = s.size * LOAD_FACTOR
         free = available_memory()
         if free is not None and need > free:
             text = (f"{s.path.name} is {size_text(s.size)}: opening it takes about {size_text(need)} of memory, "
                     f"and this machine has {size_text(free)} free. It may swap or be killed.")
             self.app.push_screen(ConfirmLargeScreen(visible(text)),
-                                 lambda yes: self._open(s.path, follow, s.size) if yes else None)
+                                 lambda yes: self._open(s.path, follow, s.size, turn) if yes else None)
             return
-        self._open(s.path, follow, s.size)
+        self._open(s.path, follow, s.size, turn)
 
     @work(exclusive=True, group="open")
-    async def _open(self, path: Path, follow: bool, size: int = 0) -> None:
+    async def _open(self, path: Path, follow: bool, size: int = 0, turn: int | None = None) -> None:
         shown_name = name(path.name)
         started = time.monotonic()
         big = f" ({size_text(size)})" if size >= SAY_SIZE_FROM else ""
@@ -409,4 +411,6 @@ class BrowseScreen(Screen):
             ticker.stop()
             self.loading = None
             self._set_title()
-        self.app.open_session(log, policy, args.window_source, follower)
+        if turn is not None and not 1 <= turn <= log.turn_count() + 1:
+            turn = None
+        self.app.open_session(log, policy, args.window_source, follower, turn)
