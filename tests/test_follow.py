@@ -191,4 +191,6 @@ async def test_a_replaced_or_truncated_file_is_said_on_screen(tmp_path):
         other.write_bytes(b"".join(lines[:20]))
         other.replace(dst)                                  # another file under its name (mv)
         await until(pilot, lambda: any("replaced" in str(n.title) for n in app._notifications), 10)
-        await until(pilot, lambda: "the file was replaced" in screen_text(app), 10)
+        # and the status line says it, before the rest of its line
+        await until(pilot, lambda: any(line.lstrip().startswith(f"{dst.name} was replaced by another file")
+                                       for line in screen_text(app).splitlines()), 10)

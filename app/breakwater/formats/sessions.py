@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from breakwater.core.log.regular_file import open_regular
+
 EDGE = 65536   # bytes read at each end of a file
 
 
@@ -38,10 +40,8 @@ class FoundSession:
 
 def _edges(path: Path, size: int) -> tuple[list[str] | None, list[str]]:
     """The whole lines in the first and the last EDGE bytes (one list when the file is small); None
-    for the first when the file is no transcript (`is_transcript`). Opened without blocking: a FIFO
-    named .jsonl is never waited on (it is not a regular file and was left out before)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
+    for the first when the file is no transcript (`is_transcript`)."""
+    with os.fdopen(open_regular(path), "rb") as fh:   # a FIFO or a device put there since: refused, not read
         head = fh.read(EDGE)
         if not is_transcript(head):
             return None, []
@@ -49,7 +49,7 @@ def _edges(path: Path, size: int) -> tuple[list[str] | None, list[str]]:
             lines = head.decode("utf-8", "replace").splitlines()
             return lines, lines
         fh.seek(max(EDGE, size - EDGE))
-        tail = fh.read()
+        tail = fh.read(EDGE)
     head_lines = head.decode("utf-8", "replace").splitlines()[:-1]   # the last one is cut
     tail_lines = tail.decode("utf-8", "replace").splitlines()[1:]    # so is the first
     return head_lines, tail_lines

@@ -22,7 +22,7 @@ from breakwater.core.log.json_lines import SessionLogError
 from breakwater.core.log.visible import visible
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.core.log.session_log import SessionLog
-from breakwater.formats.follow import Follower, OwnCompaction, own_compaction
+from breakwater.formats.follow import REPLACED, Follower, OwnCompaction, own_compaction
 from breakwater.ui.screens.replay import ReplayScreen
 from breakwater.ui.widgets.message_list import MessageList
 
@@ -80,14 +80,12 @@ class FollowScreen(ReplayScreen):
         except SessionLogError as exc:
             self.notify(visible(str(exc)), title="The transcript could not be read", severity="error", timeout=10)
             return
-        changed = self.follower.changes[:]
-        self.follower.changes.clear()
-        for what in changed:
-            self.said_change = f"the file was {what}: reading it anew"
-            self.notify(f"{visible(self.follower.path.name)} was {what} while followed: what is shown is read "
-                        f"from the file as it is now.", title=f"Transcript {what}", severity="warning", timeout=10)
+        changed = self.follower.changes()   # replaced, truncated, refused, gone (formats/follow.py)
+        for change in changed:
+            self.said_change = visible(change.message)
+            self.notify(visible(change.message), title=f"Transcript {change.kind}", severity="warning", timeout=10)
         if log is not None and (changed or len(log.entries) != len(self.replay.log.entries)):
-            self._grew(log, fresh="replaced" in changed)
+            self._grew(log, fresh=any(c.kind == REPLACED for c in changed))
         self._status()
 
     def _grew(self, log: SessionLog, fresh: bool = False) -> None:
