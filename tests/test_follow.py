@@ -152,17 +152,21 @@ def test_following_a_file_not_written_yet_waits_for_its_first_whole_line(tmp_pat
     assert log.issues == [] and log.entries and said == [True]
 
 
-@pytest.mark.asyncio
-@pytest.mark.parametrize("size", [(100, 30), (120, 40)])
-async def test_what_your_policy_does_stays_on_screen_when_narrow(tmp_path, size):
+def followed(dst, lines: int | None = None):
+    """The workbench following `dst`, which holds the subagent transcript's first `lines` lines: (app, log)."""
     import argparse
 
-    dst = tmp_path / SUBAGENT.name
-    dst.write_bytes(SUBAGENT.read_bytes())
+    dst.write_bytes(b"".join(SUBAGENT.read_bytes().splitlines(keepends=True)[:lines]))
     follower = Follower(dst)
     log = follower.read()
     policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
-    app = make_app(log, policy, counter="heuristic", settings=UISettings(), follower=follower)
+    return make_app(log, policy, counter="heuristic", settings=UISettings(), follower=follower), log
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(100, 30), (120, 40)])
+async def test_what_your_policy_does_stays_on_screen_when_narrow(tmp_path, size):
+    app, _ = followed(tmp_path / SUBAGENT.name)
     async with app.run_test(size=size) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.detail is not None and "your policy (" in screen_text(app))
@@ -172,15 +176,9 @@ async def test_what_your_policy_does_stays_on_screen_when_narrow(tmp_path, size)
 
 @pytest.mark.asyncio
 async def test_a_replaced_or_truncated_file_is_said_on_screen(tmp_path):
-    import argparse
-
     lines = SUBAGENT.read_bytes().splitlines(keepends=True)
     dst = tmp_path / SUBAGENT.name
-    dst.write_bytes(b"".join(lines[:40]))
-    follower = Follower(dst)
-    log = follower.read()
-    policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
-    app = make_app(log, policy, counter="heuristic", settings=UISettings(), follower=follower)
+    app, log = followed(dst, 40)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         await until(pilot, lambda: screen.detail is not None)

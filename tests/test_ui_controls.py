@@ -36,6 +36,16 @@ def open_app(path, turn=None):
                     settings=UISettings(), overlay=overlay)
 
 
+async def d_review(pilot, turn):
+    """At `turn`, D from the list: the replay screen, once the summary's review is open."""
+    await ready(pilot, turn)
+    screen = pilot.app.screen
+    screen.query_one(MessageList).focus()
+    await pilot.press("D")
+    await until(pilot, lambda: isinstance(pilot.app.screen, SummaryReviewScreen))
+    return screen
+
+
 async def pin_a_masked_message(pilot, turn):
     """At `turn`, select the first message the request masks and press P: (screen, list, its id)."""
     await ready(pilot, turn)
@@ -101,11 +111,7 @@ async def test_a_deep_compaction_is_previewed_edited_and_recorded_in_the_overlay
     path = recording(tmp_path)
     app = open_app(path, turn=30)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 30)
-        screen = app.screen
-        screen.query_one(MessageList).focus()
-        await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        screen = await d_review(pilot, 30)
         assert "Replaces" in screen_text(app)
         app.screen.query_one("#review-text").text = "## Original goal\n- kept by hand"
         await pilot.press("ctrl+s")
@@ -237,11 +243,7 @@ async def test_a_compaction_made_with_d_is_said_to_be_yours_not_the_transcripts(
     path = recording(tmp_path)
     app = open_app(path, turn=30)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 30)
-        screen = app.screen
-        screen.query_one(MessageList).focus()
-        await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        screen = await d_review(pilot, 30)
         await pilot.press("ctrl+s")
         await until(pilot, lambda: screen.replay.recorded_origins() == {"by you": 1})
         await until(pilot, lambda: "1 by you" in screen_text(app))
