@@ -88,7 +88,7 @@ class Scorer:
                 for j, bit in where[t]:
                     if j == i:
                         found.setdefault(bit.bit_length() - 1, []).extend(at[t])
-            if found and satisfied(probes[i], found):
+            if found and satisfied(probes[i], found, norm):
                 out.append(i)
         return frozenset(out) or _NONE
 
