@@ -178,3 +178,127 @@ def test_decoys_keep_no_fact():
     assert len(facts) == 5
     for decoy in DECOYS:
         assert carried(facts, decoy) == set(), decoy
+
+
+# -- item 11: the facts of real transcripts ----------------------------------------------------------
+CCL = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
+SWE_TEXT = FIXTURES / "more-real" / "swe-agent" / "marshmallow-1867__default_text_actions.traj"
+ZH = Path(__file__).resolve().parents[1] / "sample_sessions" / "mixed-zh-en.jsonl"
+
+
+def edited_copy(src: Path, dest: Path, edit) -> Path:
+    """A copy of a real JSONL transcript with `edit(obj) -> [obj, ...]` applied to each line."""
+    out = []
+    for line in src.read_text().splitlines():
+        out += [json.dumps(o) for o in edit(json.loads(line))]
+    dest.write_text("\n".join(out) + "\n")
+    return dest
+
+
+def test_a_claude_code_goal_is_the_users_task_not_a_hooks_status_line(tmp_path):
+    first = []
+
+    def hook_first(obj):
+        if obj.get("type") == "user" and not first:
+            first.append(obj)
+            hook = {"type": "attachment", "uuid": "hook-1", "parentUuid": obj.get("parentUuid"),
+                    "sessionId": obj.get("sessionId"), "timestamp": obj.get("timestamp"),
+                    "attachment": {"type": "hook_additional_context", "hookName": "SessionStart:startup",
+                                   "content": "clmail 6.0.10 session registered"}}
+            return [hook, obj]
+        return [obj]
+
+    log = load_session(edited_copy(CCL, tmp_path / "hooked.jsonl", hook_first))
+    assert any((m.meta or {}).get("attachment") == "hook_additional_context" for m in log.messages)
+    probes = extract(log)
+    assert [p.text for p in probes if p.kind == "goal"] == [
+        "It's been a while - I see that I have pending changes, examine them, add and commit (i.e., including "
+        "unknown files)."]
+    assert not [p for p in probes if "clmail" in p.text]
+
+
+def test_a_git_log_subject_of_a_command_that_succeeded_is_no_error(tmp_path):
+    uses = {}
+
+    def subject(obj):
+        content = (obj.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else ():
+            if block.get("type") == "tool_use":
+                uses[block["id"]] = block["input"].get("command", "")
+            if block.get("type") == "tool_result" and uses.get(block["tool_use_id"], "").startswith("git log"):
+                block["content"] = "9f1c2ab fix(hooks): report hook_error: stop hook failed\n" + block["content"]
+        return [obj]
+
+    log = load_session(edited_copy(CCL, tmp_path / "gitlog.jsonl", subject))
+    assert any("hook_error" in m.content for m in log.messages if m.role == "tool")
+    errors = [p.text for p in extract(log) if p.kind == "error"]
+    assert not [e for e in errors if "hook_error" in e]
+    # the errors of the commands Claude Code says failed are still there
+    assert "FAILED tests/test_unit.py::TestDeepManifestGenerator::test_process_invalid_input_type" in errors
+
+
+# pasted as the terminal shows it: the markdown's bold marks gone
+PASTED = ("\n\nTests: All 40 tests pass with 100% branch coverage\n"
+          "Linting: `ruff check` passes with no issues\n"
+          "README Accuracy: The README correctly reflects what the code does:")
+
+
+def test_assistant_text_the_user_pasted_is_no_constraint(tmp_path):
+    def paste(obj):
+        msg = obj.get("message") or {}
+        if obj.get("type") == "user" and isinstance(msg.get("content"), str) and "status report" in msg["content"]:
+            msg["content"] += PASTED
+        return [obj]
+
+    log = load_session(edited_copy(CCL, tmp_path / "pasted.jsonl", paste))
+    assert any(PASTED.strip() in m.content for m in log.messages if m.role == "user")
+    rules = [p.text for p in extract(log) if p.kind == "constraint"]
+    assert "Please create an empty commit with that content." in rules     # the user's own words
+    assert not [r for r in rules if "40 tests" in r or "ruff check" in r or "README Accuracy" in r]
+
+
+def test_a_chinese_instruction_is_a_constraint():
+    rules = [p for p in extract(load_session(ZH)) if p.kind == "constraint"]
+    [note] = [p for p in rules if p.text.startswith("另外帮我写一段给他们的变更说明")]
+    assert carried([note], "- 约束：给 DBA 和 SRE 写一段简短的中文变更说明。") == {note.text}
+    assert carried([note], "- 变更已经上线。") == set()
+
+
+def test_a_negated_chinese_instruction_keeps_its_negation():
+    log = session(Message("u", "user", "把重试逻辑加到 client.py 里。不要修改数据库迁移文件。", turn=1),
+                  Message("a", "assistant", "好的。", turn=1))
+    [rule] = [p for p in extract(log) if p.kind == "constraint"]
+    assert rule.text == "不要修改数据库迁移文件。"
+    assert carried([rule], "- 禁止改数据库迁移文件") == {rule.text}
+    assert carried([rule], "- 已修改数据库迁移文件") == set()
+
+
+def test_a_swe_agent_run_with_text_actions_has_file_and_command_facts():
+    probes = extract(load_session(SWE_TEXT))
+    facts = {(p.kind, p.text) for p in probes}
+    assert {("file-read", "read setup.py"), ("file-read", "read src/marshmallow/fields.py"),
+            ("file-modified", "modified reproduce.py"),
+            ("file-modified", "modified /marshmallow-code__marshmallow/src/marshmallow/fields.py"),
+            ("command", "python reproduce.py"), ("command", "pip install -e .[dev]")} <= facts
+    # SWE-agent's own commands are no shell commands
+    assert not [p for p in probes if p.kind == "command" and p.text.split()[0] in
+                ("open", "goto", "edit", "create", "find_file", "search_dir", "submit", "str_replace_editor")]
+    [fields] = [p for p in probes if p.kind == "file-modified" and p.text.endswith("fields.py")]
+    assert carried([fields], "Edited src/marshmallow/fields.py: TimeDelta now rounds.") == {fields.text}
+    assert carried([fields], "Opened src/marshmallow/fields.py at line 1474.") == set()
+
+
+@pytest.mark.parametrize("action, effects", [
+    ("open src/app.py 120", [("src/app.py", "read")]),
+    ("create tests/test_new.py", [("tests/test_new.py", "modified")]),
+    ("str_replace_editor view /repo/src/app.py", [("/repo/src/app.py", "read")]),
+    ("str_replace_editor str_replace /repo/src/app.py --old_str a --new_str b", [("/repo/src/app.py", "modified")]),
+    ("goto 583", []), ("scroll_down", []), ("find_file \"fields.py\" src", []), ("search_dir \"TimeDelta\" src", []),
+    ("edit 10:12\n    return 1\nend_of_edit", []), ("submit", []),
+    ("sed -i 's/a/b/' src/app.py", [("src/app.py", "modified")]),
+])
+def test_swe_agent_commands_read_or_change_files_by_their_signatures(action, effects):
+    from breakwater.fidelity.probes import action_effects, text_action
+
+    assert text_action(f"DISCUSSION\nLet me look.\n```\n{action}\n```") == action
+    assert list(action_effects(action)) == effects

@@ -502,7 +502,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said
     if task is not None:
         # the framework's rules around the task statement ("DO NOT MODIFY: Tests"): those that say so
         for s in user_instructions(_prose(msg.content.replace(task, "\n")))[:MAX_INSTRUCTIONS_PER_MESSAGE]:
-            shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+            shaped = _text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
             if shaped:
                 col.add("goal", "constraint", s[:300], turn, msg.id, *shaped)
         return goal_seen
@@ -511,7 +511,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said
             break
         if s == goal or s.endswith(("?", "？")) or _code_like(s) or said.holds(s):
             continue
-        shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+        shaped = _text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
         if shaped and col.add("goal", "constraint", s[:300], turn, msg.id, *shaped,
                               weight=CORRECTION_WEIGHT if USER_CONSTRAINT.search(s) else 1):
             found += 1
