@@ -68,7 +68,8 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 # Chinese has no spaces: a run is cut at its function words and negations, and its key words are the
 # pairs of characters left (数据库迁移 -> 数据, 据库, 库迁, 迁移), as memory retrieval reads it
-_CJK_CUT = re.compile("|".join(NEGATIONS_CJK) + "|[的了吗呢吧啊呀么我你他她它们是在和与及或就都也还又着过被给让对从向这那个一请帮把之其所而"
+_CJK_CUT = re.compile("|".join(NEGATIONS_CJK) + "|谢谢|好的|明白|收到|辛苦"
+                      "|[的了吗呢吧啊呀么我你他她它们是在和与及或就都也还又着过被给让对从向这那个一请帮把之其所而"
                       f"]|[^{_CJK}]+")
 # a decision states a choice and why, not the next step narrated ("let's look at ...")
 _CHOICE = re.compile(r"(?i)\b(?:decided|decide|will use|instead|because|switch(?:ed)? to|rather than|plan is|chose|"
@@ -104,9 +105,10 @@ FAILURE_MARKERS = ("failed", "fails", "failing", "failure", "failures", "error",
                    "broken", "red", "assertionerror", "失败", "错误")
 
 
-# where a sentence ends: . ! ? after a word (not `pip install -e .`, not `...`) and before a blank, and
-# the Chinese stops; lines end at newlines. Each becomes a newline, the one break normalise keeps
-_SENTENCE_END = re.compile(r"(?<=[^\s.])[.!?](?=\s)|[。！？]")
+# where a sentence ends: . or ? after a word (not `pip install -e .`, not `...`) and before a blank,
+# and the Chinese stops; lines end at newlines. Each becomes a newline, the one break normalise
+# keeps. Not `!`: npm says `npm ERR! code ERESOLVE` in one line
+_SENTENCE_END = re.compile(r"(?<=[^\s.])[.?](?=\s)|[。？]")
 _BLANKS = re.compile(r"[^\S\n]+")
 _BREAKS = re.compile(r" ?\n[\s]*")
 

@@ -113,14 +113,17 @@ _HEAD_SKIP = ("cd", "source", "export")   # steps that only set up: their operan
 _TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
 
 
+_HEAD_NOISE = re.compile(r"\d?>>?&?\s*/dev/\S+|<<-?\s*['\"]?\w+['\"]?")
+
+
 def command_head(command: str) -> tuple[str, ...]:
     """The program and its main operand (a file, else the first two) of the command's first step that does
     something (`cd x &&` is not it): what identifies a command however it is quoted or paraphrased,
     lowered."""
     for step in re.split(r"&&|\|\||;|\n", command):
-        # a redirection (`2>/dev/null`) and an option (`-name`, `--all`) are no operand: the tokens are
-        # told apart before their dashes are stripped
-        tokens = _TOKEN.findall(_REDIRECT.sub(" ", step.split("|")[0]).casefold())
+        # a redirection to a device (`2>/dev/null`), a heredoc's marker and an option (`-name`, `--all`)
+        # are no operand: the tokens are told apart before their dashes are stripped
+        tokens = _TOKEN.findall(_HEAD_NOISE.sub(" ", step.split("|")[0]).casefold())
         words = [w for w in (t.strip(".-/") for t in tokens if not t.startswith("-")) if w]
         while words and (words[0] in _HEAD_SKIP or words[0] in ("sudo", "env", "time") or "=" in words[0]):
             words = words[2:] if words[0] in _HEAD_SKIP else words[1:]
