@@ -298,7 +298,7 @@ def test_a_swe_agent_run_with_text_actions_has_file_and_command_facts():
     ("sed -i 's/a/b/' src/app.py", [("src/app.py", "modified")]),
 ])
 def test_swe_agent_commands_read_or_change_files_by_their_signatures(action, effects):
-    from breakwater.fidelity.probes import action_effects, text_action
+    from breakwater.fidelity.text_actions import action_effects, text_action
 
     assert text_action(f"DISCUSSION\nLet me look.\n```\n{action}\n```") == action
     assert list(action_effects(action)) == effects

@@ -13,21 +13,23 @@ summarizer's own wording.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 import re
-from functools import lru_cache
-import unicodedata
+from bisect import bisect_left
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterator
 
 from breakwater.core.log.error_signature import Signature, error_signatures
-from breakwater.core.log.file_effects import (MODIFIED, READ, command_effects, command_head, file_effects,
-                                              in_place_edit)
+from breakwater.core.log.file_effects import MODIFIED, command_head, file_effects, in_place_edit
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, USER_CONSTRAINT, decision_lines, is_wrapper,
                                               sentences, task_statement, user_instructions, user_text)
+from breakwater.fidelity.terms import (CJK_CHAR, FAILURE_MARKERS, KEY_WORDS, NEGATIONS, NEGATIONS_CJK, PREFIX,
+                                       WORD_SHARE, text_parts, at_boundary, key_terms, negated, normalise, path_tail,
+                                       status_words)
+from breakwater.fidelity.text_actions import SWE_OWN, acted_replies, action_effects, editor_updated, text_action
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -37,40 +39,10 @@ PINNED_KINDS = ("goal", "constraint", "file-modified", "last-error", "pinned")
 MAX_ERRORS_PER_RESULT = 3
 MAX_DECISIONS_PER_MESSAGE = 3
 MAX_INSTRUCTIONS_PER_MESSAGE = 10
-KEY_WORDS = 8               # the key words of a sentence a matcher looks for, at most
-KEY_IDENTS = 3              # the identifiers and numbers it requires, at most
-WORD_SHARE = 0.6            # of the key words, at least this share must be there
 NEAR = {"goal": 600, "constraint": 300, "file-read": 0, "file-modified": 80, "command": 300, "error": 300,
         "decision": 300, "pinned": 0}
 CORRECTION_WEIGHT = 2       # an instruction with a word of correction or constraint counts twice
 
-# one regular expression: str.translate looks each character up in a dict, 50 ns a character, which
-# was most of eval's time on a session with non-ASCII text
-_PUNCT = re.compile("[" + re.escape("`*\"'“”‘’\\()[]{}<>,;:!?=|→…«»") + "]")
-_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
-_TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
-_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
-STOP = frozenset("""a about above after again all also am an and any are as at be because been before being
-below between both but by can could did do does doing done down during each few for from further had has have
-having he her here hers him his how i if in into is it its itself just let lets like me more most my myself
-now of off on once or other our ours out over own please same she should so some such than that the their them
-then there these they this those through to too under until up us very was we were what when where which while
-who whom why will with would you your yours want need make sure think see look going use using get got also
-may might must shall via per one two okay ok yes thanks thank hi hello""".split())
-NEGATIONS = ("no", "not", "never", "without", "avoid", "don t", "doesn t", "dont", "can t", "cannot", "shouldn t",
-             "mustn t", "won t", "isn t", "aren t", "off limits", "forbidden", "disallowed", "nothing", "none",
-             "instead of", "rather than", "except", "only", "stop")
-NEGATION_WORDS = frozenset(w for n in NEGATIONS for w in n.split())
-# the same in Chinese: a negated instruction keeps its negation ("不要修改…" is not "修改…")
-NEGATIONS_CJK = ("不要", "不能", "不得", "不许", "不准", "不可", "不用", "无需", "禁止", "避免", "别", "勿", "只能", "只改",
-                 "只用", "而不是")
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-# Chinese has no spaces: a run is cut at its function words and negations, and its key words are the
-# pairs of characters left (数据库迁移 -> 数据, 据库, 库迁, 迁移), as memory retrieval reads it
-_CJK_CUT = re.compile("|".join(NEGATIONS_CJK) + "|谢谢|好的|明白|收到|辛苦"
-                      "|[的了吗呢吧啊呀么我你他她它们是在和与及或就都也还又着过被给让对从向这那个一请帮把之其所而"
-                      f"]|[^{_CJK}]+")
 # a decision states a choice and why, not the next step narrated ("let's look at ...")
 _CHOICE = re.compile(r"(?i)\b(?:decided|decide|will use|instead|because|switch(?:ed)? to|rather than|plan is|chose|"
                      r"choose|going with|the fix is|the fix:|root cause)\b|决定|改用|选择|因为|打算")
@@ -81,47 +53,6 @@ CHANGE_WORDS = ("modified", "modifies", "modifying", "changed", "changing", "edi
                 "replaced",
                 "rewrote", "rewritten", "added", "removed", "deleted", "inserted", "sed -i", "str_replace",
                 "apply_patch", "tee", "refactored", "renamed", "(m)", "(new)", "(a)")
-
-
-def status_words(code: int) -> tuple[str, ...]:
-    """Every common way to say a command's exit status (`exit code 0`, `exited with status 1`,
-    `returned 0`, `→ exit 0`, `each exiting with code 0`), and for success or failure the words that
-    say so without the number: a summary's wording never decides whether it carries the fact."""
-    c = code
-    # "code N" and "status N" stand in every longer form: exit code, status code, with code, exit status
-    words = [f"exit {c}", f"exits {c}", f"exited {c}", f"exiting {c}", f"code {c}", f"status {c}", f"rc {c}",
-             f"returncode {c}", f"returned {c}", f"returns {c}", f"returning {c}", f"exited with {c}",
-             f"exits with {c}", f"exiting with {c}", f"returned with {c}", f"exit value {c}", f"return value {c}",
-             f"code of {c}", f"status of {c}"]
-    words += ["succeeded", "succeeds", "success", "successful", "successfully", "passed", "passes", "ok", "worked",
-              "cleanly", "without errors", "without error", "no errors"] if code == 0 \
-        else ["failed", "fails", "failing", "failure", "errored", "crashed", "non-zero", "nonzero", "raised"]
-    return tuple(dict.fromkeys(words))
-
-
-# what says a test or a build failed: a test id or a file:line alone is no failure (a test that failed
-# and later passed is named by its id both times)
-FAILURE_MARKERS = ("failed", "fails", "failing", "failure", "failures", "error", "errors", "errored", "broke",
-                   "broken", "red", "assertionerror", "失败", "错误")
-
-
-# where a sentence ends: . or ? after a word (not `pip install -e .`, not `...`) and before a blank,
-# and the Chinese stops; lines end at newlines. Each becomes a newline, the one break normalise
-# keeps. Not `!`: npm says `npm ERR! code ERESOLVE` in one line
-_SENTENCE_END = re.compile(r"(?<=[^\s.])[.?](?=\s)|[。？]")
-_BLANKS = re.compile(r"[^\S\n]+")
-_BREAKS = re.compile(r" ?\n[\s]*")
-
-
-def normalise(text: str) -> str:
-    """Case, width, quoting, markup and punctuation between words do not change a fact; where a
-    sentence or a line ends does (a newline: the parts of a fact are found in one, `satisfied`)."""
-    # NFKC leaves ASCII as it is, and its casefold is lower
-    text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-    # summaries quote tool calls as JSON, where newlines and quotes come escaped
-    text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " "))
-    text = _PUNCT.sub(" ", _SENTENCE_END.sub("\n", text))
-    return _BREAKS.sub("\n", _BLANKS.sub(" ", text)).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,25 +77,6 @@ class Probe:
     def terms(self) -> Iterator[str]:
         for part in self.parts:
             yield from part
-
-
-def _word(c: str) -> bool:
-    # a Chinese or Japanese character is a word of its own: its neighbours are boundaries
-    return (c.isalnum() and not _CJK_CHAR.match(c)) or c == "_"
-
-
-def at_boundary(text: str, start: int, end: int, prefix: bool = False) -> bool:
-    """Whether text[start:end] stands on token boundaries: not inside a word, a dotted name or a path
-    (a `prefix` may end inside a word)."""
-    if start > 0:
-        c = text[start - 1]
-        if _word(c) or (c in ".-" and start > 1 and _word(text[start - 2])):
-            return False
-    if end < len(text) and not prefix:
-        c = text[end]
-        if _word(c) or (c in "./-" and end + 1 < len(text) and _word(text[end + 1])):
-            return False
-    return True
 
 
 def satisfied(probe: Probe, found: dict[int, list[int]], norm: str = "") -> bool:
@@ -263,126 +175,6 @@ def message_text(msg: Message, lead: str | None = None) -> str:
     return "\n".join(parts)
 
 
-# -- text actions: the command in a reply's text, its output the next user message -----------------
-# SWE-agent's text-action parsers take the last fenced block of a reply, mini-swe-agent v1 its one
-# ```bash block; the environment answers in a user message (marked an observation by the importer)
-_LAST_FENCE = re.compile(r"```[^\n`]*\n(.*?)\n?```(?!.*```)", re.DOTALL)
-# SWE-agent's own commands (its tools' text signatures): they read or change a file, never run a shell
-SWE_READS = ("open", "filemap")
-SWE_CREATES = ("create",)
-SWE_OWN = frozenset(("open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "search_dir",
-                     "search_file", "find_file", "submit", "filemap", "str_replace_editor", "exit_forfeit", "skip"))
-_EDITOR_CHANGES = ("create", "str_replace", "insert", "undo_edit")
-_UPDATED = re.compile(r"^File updated\.", re.MULTILINE)
-_OPEN_FILE = re.compile(r"^\(Open file: ([^)\n]+)\)", re.MULTILINE)
-
-
-def text_action(text: str) -> str | None:
-    """The command a text-action reply gives (its last fenced block), if it gives one."""
-    if "```" not in text:
-        return None
-    m = _LAST_FENCE.search(text)
-    action = m.group(1).strip() if m else ""
-    return action or None
-
-
-def action_effects(action: str) -> tuple[tuple[str, str], ...]:
-    """(path, MODIFIED or READ) of the files a text action touches: SWE-agent's own commands by their
-    signatures (`open path`, `create path`, `str_replace_editor view|create|str_replace path`), any
-    other command as a shell command. `edit`/`insert` change the open file: the editor's answer
-    names it (`editor_updated`)."""
-    words = action.split()
-    name = words[0] if words else ""
-    if name in SWE_OWN:
-        if name in SWE_READS and len(words) > 1:
-            return ((words[1], READ),)
-        if name in SWE_CREATES and len(words) > 1:
-            return ((words[1], MODIFIED),)
-        if name == "str_replace_editor" and len(words) > 2:
-            return ((words[2], MODIFIED if words[1] in _EDITOR_CHANGES else READ),)
-        return ()
-    return command_effects(action)
-
-
-def editor_updated(msg: Message) -> str | None:
-    """The file SWE-agent's editor says it updated (`File updated.` after an edit, the open file named
-    below it), when a user message is that answer."""
-    if "File updated" not in msg.content or not _UPDATED.search(msg.content):
-        return None
-    m = _OPEN_FILE.search(msg.content)
-    return m.group(1).strip() if m and m.group(1).strip() != "n/a" else None
-
-
-# -- the terms that identify a fact ----------------------------------------------------------------
-def _tokens(text: str) -> list[str]:
-    return [t.strip(".-/") for t in _TOKEN.findall(normalise(text)) if t.strip(".-/")]
-
-
-def key_terms(text: str) -> tuple[list[str], list[str]]:
-    """(identifiers and numbers, key words) of a sentence: the first are what it names exactly (a
-    path, a dotted or snake_case name, a number, a CamelCase name), the second its content words."""
-    camel = {w.casefold() for w in re.findall(r"[\w.]+", text) if _CAMEL.search(w)}
-    idents, words = [], []
-    for t in _tokens(text):
-        if any(c.isdigit() for c in t) or any(c in t for c in "_./@#") or t in camel:
-            if len(t) >= 2 and t not in idents:
-                idents.append(t)
-        elif _CJK_CHAR.search(t):
-            words += [w for w in _cjk_words(t) if w not in words]
-        elif len(t) >= 3 and t not in STOP and t not in NEGATION_WORDS and not t.isdigit():
-            stem = stem_of(t)
-            if stem not in words:
-                words.append(stem)
-    return idents, words
-
-
-def _cjk_words(token: str) -> list[str]:
-    """The key words of a token holding Chinese: its words in other scripts (stems), and the pairs of
-    characters of its Chinese runs cut at function words and negations."""
-    out = [stem_of(w) for w in re.findall(rf"[^{_CJK}]+", token) if len(w) >= 3 and w not in STOP]
-    for run in _CJK_CUT.split(token):
-        out += [run[i:i + 2] for i in range(len(run) - 1)]
-    return out
-
-
-_SUFFIXES = ("ing", "ed", "es", "s", "e", "ly")
-PREFIX = "*"   # a term ending so is a stem: found at the start of a word, whatever ends it
-
-
-def stem_of(word: str) -> str:
-    """A key word as a stem (`touched` and `touch` -> `touch*`): a paraphrase inflects its words."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and word[:-len(suffix)].isalpha():
-            return word[:-len(suffix)] + PREFIX
-    return word + PREFIX if word.isalpha() else word
-
-
-def path_tail(path: str) -> str:
-    """The last two components of a path: what a summary names whether it writes it absolute or not."""
-    parts = [p for p in normalise(path).split("/") if p and p != "."]
-    return "/".join(parts[-2:])
-
-
-# an agent says the same sentence many times (a decision restated, an error seen again): its matcher is made once
-@lru_cache(maxsize=4096)
-def _text_parts(text: str, idents_max: int = KEY_IDENTS, extra: tuple[tuple[str, ...], ...] = ()
-                ) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
-    """(parts, must, need) of a sentence's matcher: its identifiers required, then `extra` parts
-    required, then its key words, of which WORD_SHARE must be there."""
-    idents, words = key_terms(text)
-    idents = sorted(idents[:8], key=len, reverse=True)[:idents_max]
-    words = words[:KEY_WORDS]
-    if not idents and len(words) < 2:
-        return None
-    parts = tuple((i,) for i in idents) + extra + tuple((w,) for w in words)
-    return parts, len(idents) + len(extra), math.ceil(WORD_SHARE * len(words))
-
-
-def negated(text: str) -> bool:
-    norm = f" {normalise(text)} "
-    return any(f" {w} " in norm for w in NEGATIONS) or "n t " in norm or any(w in norm for w in NEGATIONS_CJK)
-
-
 # -- extraction --------------------------------------------------------------------------------------
 class _Collector:
     def __init__(self) -> None:
@@ -413,7 +205,7 @@ def extract(log: SessionLog) -> list[Probe]:
     goal_seen = False
     said = _Said()
     calls = {c.id: c for m in log.messages for c in m.tool_calls}
-    acted = _text_actions(log.messages)   # reply id -> the command its text gives, answered by the next message
+    acted = acted_replies(log.messages)   # reply id -> the command its text gives, answered by the next message
     action: str | None = None
     heads_failed: dict[tuple[str, ...], list[int]] = {}   # command head -> error probes it left open
     pins: dict[str, int] = {}                   # message id -> index of its pinned probe
@@ -440,17 +232,6 @@ def extract(log: SessionLog) -> list[Probe]:
             _result(msg, call, turn, col, heads_failed)
     source = _sources(log, calls, {p.message_id for p in col.probes})
     return [p for p in col.probes if _carried_by_source(p, source)]
-
-
-def _text_actions(messages) -> dict[str, str]:
-    """The replies whose text gives a command that the next message answers as an observation."""
-    out = {}
-    for m, after in zip(messages, messages[1:]):
-        if m.role == "assistant" and not m.tool_calls and after.role == "user" and after.is_observation:
-            action = text_action(m.content)
-            if action:
-                out[m.id] = action
-    return out
 
 
 class _Said:
@@ -496,7 +277,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said
     goal = None
     if not goal_seen and (task is not None or msg.content.strip()):
         goal = next(_sentences(_prose(task if task is not None else user_text(msg.content))), None)
-        shaped = _text_parts(goal) if goal else None
+        shaped = text_parts(goal) if goal else None
         if shaped:
             col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
             goal_seen = True
@@ -504,7 +285,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said
     if task is not None:
         # the framework's rules around the task statement ("DO NOT MODIFY: Tests"): those that say so
         for s in user_instructions(_prose(msg.content.replace(task, "\n")))[:MAX_INSTRUCTIONS_PER_MESSAGE]:
-            shaped = _text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
+            shaped = text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
             if shaped:
                 col.add("goal", "constraint", s[:300], turn, msg.id, *shaped)
         return goal_seen
@@ -513,7 +294,7 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said
             break
         if s == goal or s.endswith(("?", "？")) or _code_like(s) or said.holds(s):
             continue
-        shaped = _text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
+        shaped = text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
         if shaped and col.add("goal", "constraint", s[:300], turn, msg.id, *shaped,
                               weight=CORRECTION_WEIGHT if USER_CONSTRAINT.search(s) else 1):
             found += 1
@@ -534,21 +315,21 @@ def _prose(text: str) -> str:
 def _code_like(sentence: str) -> bool:
     letters = sum(c.isalpha() or c.isspace() for c in sentence)
     # Chinese writes a sentence without spaces: its characters are its words
-    return letters < 0.7 * len(sentence) or (len(sentence.split()) < 3 and not _CJK_CHAR.search(sentence))
+    return letters < 0.7 * len(sentence) or (len(sentence.split()) < 3 and not CJK_CHAR.search(sentence))
 
 
 CJK_SENTENCE_CHARS = 6   # "不要修改迁移文件" says as much as a sentence twice as long in English
 
 
 def _sentences(text: str) -> Iterator[str]:
-    return sentences(text, CJK_SENTENCE_CHARS if _CJK_CHAR.search(text) else MIN_SENTENCE_CHARS)
+    return sentences(text, CJK_SENTENCE_CHARS if CJK_CHAR.search(text) else MIN_SENTENCE_CHARS)
 
 
 def _assistant(msg: Message, turn: int, col: _Collector, answered: set, action: str | None = None) -> None:
     text = msg.content.strip()
     if text:
         for s in [d for d in decision_lines(text) if _CHOICE.search(d)][:MAX_DECISIONS_PER_MESSAGE]:
-            shaped = _text_parts(s)
+            shaped = text_parts(s)
             if shaped:
                 col.add("decisions", "decision", s[:300], turn, msg.id, *shaped)
     for call in msg.tool_calls:
@@ -641,7 +422,7 @@ def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, 
     required; of its key words, WORD_SHARE."""
     head = normalise(sig.head)
     if sig.kind == "line":
-        return _text_parts(sig.detail)
+        return text_parts(sig.detail)
     quoted = [normalise(a or b) for a, b in _QUOTED.findall(sig.detail)]
     idents, words = key_terms(sig.detail) if sig.detail else ([], [])
     named = list(dict.fromkeys(q for q in [*quoted, *idents] if q and q != head))[:2]

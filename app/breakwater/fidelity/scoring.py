@@ -23,8 +23,8 @@ from ahocorasick_rs import AhoCorasick
 
 from breakwater.core.log.message import Message
 from breakwater.core.stages.summarize import SUMMARY_HEADER
-from breakwater.fidelity.probes import (PREFIX, Probe, at_boundary, lead_of, matches, message_text, normalise,
-                                       satisfied)
+from breakwater.fidelity.probes import Probe, lead_of, matches, message_text, satisfied
+from breakwater.fidelity.terms import PREFIX, at_boundary, normalise
 
 if TYPE_CHECKING:
     from breakwater.core.fold.pipeline import Pipeline, Plan
