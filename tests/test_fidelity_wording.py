@@ -11,29 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_fidelity_facts import MINI, REAL, call, carried, session
 
-from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.log.message import Message
 from breakwater.core.log.session_log import SessionLog
 from breakwater.fidelity.probes import extract
-from breakwater.fidelity.scoring import Scorer
 from breakwater.formats import load_session
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REAL = FIXTURES / "real"
-MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
-
-
-def call(cid: str, name: str, **args) -> ToolCall:
-    return ToolCall(cid, name, json.dumps(args))
-
-
-def session(*msgs: Message) -> SessionLog:
-    return SessionLog({"id": "t", "window": 128_000}, list(msgs))
-
-
-def carried(probes, text: str) -> set[str]:
-    scorer = Scorer(probes)
-    return {scorer.probes[i].text for i in scorer.carried([Message("s", "user", text)])}
+FIXTURES = REAL.parent
 
 
 # -- item 9: every common phrasing of an exit status and of a command list ----------------------------
