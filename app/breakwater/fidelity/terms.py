@@ -61,26 +61,28 @@ def status_words(code: int) -> tuple[str, ...]:
 # what says a test or a build failed: a test id or a file:line alone is no failure (a test that failed
 # and later passed is named by its id both times)
 FAILURE_MARKERS = ("failed", "fails", "failing", "failure", "failures", "error", "errors", "errored", "broke",
-                   "broken", "red", "assertionerror", "失败", "错误")
+                   "broken", "assertionerror", "失败", "错误")
 
 
 # where a sentence ends: . or ? after a word (not `pip install -e .`, not `...`) and before a blank,
-# and the Chinese stops; lines end at newlines. Each becomes a newline, the one break normalise
-# keeps. Not `!`: npm says `npm ERR! code ERESOLVE` in one line
-_SENTENCE_END = re.compile(r"(?<=[^\s.])[.?](?=\s)|[。？]")
-_BLANKS = re.compile(r"[^\S\n]+")
-_BREAKS = re.compile(r" ?\n[\s]*")
+# and the Chinese full stop; lines end at newlines. Each becomes a newline, the one break normalise
+# keeps. Not `!`: npm says `npm ERR! code ERESOLVE` in one line. The stop is matched first and what
+# stands before it looked behind at: a pattern starting with its character set is searched for by
+# that set, three times as fast as one starting with the look-behind
+_SENTENCE_END = re.compile(r"[.?](?<=[^\s.][.?])(?=\s)")
 
 
 def normalise(text: str) -> str:
     """Case, width, quoting, markup and punctuation between words do not change a fact; where a
     sentence or a line ends does (a newline: the parts of a fact are found in one, `satisfied`)."""
+    ascii_text = text.isascii()
     # NFKC leaves ASCII as it is, and its casefold is lower
-    text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+    text = text.lower() if ascii_text else unicodedata.normalize("NFKC", text).casefold().replace("。", "\n")
     # summaries quote tool calls as JSON, where newlines and quotes come escaped
     text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " "))
     text = _PUNCT.sub(" ", _SENTENCE_END.sub("\n", text))
-    return _BREAKS.sub("\n", _BLANKS.sub(" ", text)).strip()
+    # str.split and join per line: a regex collapsing the blanks but not the newlines took four times as long
+    return "\n".join(filter(None, (" ".join(line.split()) for line in text.split("\n"))))
 
 
 def _word(c: str) -> bool:
