@@ -235,24 +235,20 @@ def extract(log: SessionLog) -> list[Probe]:
 
 
 class _Said:
-    """What the assistant has said so far, normalised: a user message that repeats it pasted it."""
+    """The lines and sentences the assistant has said so far, normalised: a user sentence that is one
+    of them was pasted. A set, not the text searched: a session's user sentences times its replies'
+    text would grow with the square of a long session."""
 
     def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.text = ""
-        self.joined = 0
+        self.lines: set[str] = set()
 
     def add(self, text: str) -> None:
-        if text.strip():
-            self.parts.append(normalise(text))
+        if len(text) >= PASTED_CHARS:
+            self.lines.update(line for line in normalise(text).split("\n") if len(line) >= PASTED_CHARS)
 
     def holds(self, sentence: str) -> bool:
         norm = normalise(sentence)
-        if len(norm) < PASTED_CHARS:
-            return False
-        if self.joined < len(self.parts):
-            self.text, self.joined = "\n".join(self.parts), len(self.parts)
-        return norm in self.text
+        return len(norm) >= PASTED_CHARS and norm in self.lines
 
 
 PASTED_CHARS = 24   # a shorter sentence the user may well have written in the same words
