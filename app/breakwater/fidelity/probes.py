@@ -27,8 +27,8 @@ from breakwater.core.log.session_log import Event, SessionLog
 from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, USER_CONSTRAINT, decision_lines, is_wrapper,
                                               sentences, task_statement, user_instructions, user_text)
 from breakwater.fidelity.terms import (CJK_CHAR, FAILURE_MARKERS, KEY_WORDS, NEGATIONS, NEGATIONS_CJK, PREFIX,
-                                       WORD_SHARE, text_parts, at_boundary, key_terms, negated, normalise, path_tail,
-                                       status_words)
+                                       WORD_SHARE, at_boundary, key_terms, negated, normalise, path_tail, status_words,
+                                       text_parts)
 from breakwater.fidelity.text_actions import SWE_OWN, acted_replies, action_effects, editor_updated, text_action
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
@@ -164,8 +164,11 @@ def message_text(msg: Message, lead: str | None = None) -> str:
         if msg.role == "user":
             edited = editor_updated(msg)
             return f"edited {edited}\n{msg.content}" if edited else msg.content
+        # SWE-agent's `create p` names no change: said as one, as for a tool call (a shell command in
+        # a reply's code block is left as written: most such blocks show code, they run nothing)
         action = text_action(msg.content) if msg.role == "assistant" else None
-        changed = [f"modified {path}" for path, how in action_effects(action) if how == MODIFIED] if action else ()
+        changed = [f"modified {path}" for path, how in action_effects(action) if how == MODIFIED] \
+            if action and action.split()[0] in SWE_OWN else ()
         return "\n".join((msg.content, *changed)) if changed else msg.content
     parts = [msg.content]
     for c in msg.tool_calls:
