@@ -26,7 +26,7 @@ from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
-                                         totals_json)
+                                         fact_json, totals_json)
 from breakwater.fidelity.scoring import Scorer, Tracker
 
 
@@ -103,7 +103,7 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
 
 def summarize_run(run: FidelityRun) -> PresetSummary:
     return PresetSummary(run.billed_raw, run.billed_sent, len(run.compaction_turns), run.tally(), run.lost_turns(),
-                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated)
+                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated, run.fact_states())
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
@@ -127,6 +127,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     out.format = log.source_format or "native"
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
+    lines = {m.id: (m.meta or {}).get("source_line") for m in log.messages} if probes else {}
+    out.facts = [fact_json(p, lines.get(p.message_id)) for p in probes]
     named = list(zip(presets, policies))
     runs = _split_runs(log, named, counter, scorer, split) if split > 1 and len(named) > 1 and _can_fork() \
         else _runs(log, named, counter, scorer)

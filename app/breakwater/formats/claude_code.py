@@ -173,8 +173,10 @@ class _Session:
                     body = str(block.get("text") or "")
                 else:
                     body = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-                if block.get("is_error"):
-                    res_meta["is_error"] = True
+                if isinstance(block.get("is_error"), bool):
+                    # Claude Code says whether each call failed (a command's non-zero exit among them):
+                    # a result it says succeeded states no error, whatever its lines say
+                    res_meta["is_error"] = block["is_error"]
                 self.b.tool_result(block.get("tool_use_id"), body, line, res_meta)
             elif bkind == "text":
                 texts.append(str(block.get("text") or ""))
