@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
-from breakwater.core.log.accounting import Calibration, request_cost
+from breakwater.core.log.accounting import Calibration, prior_ratio, request_cost
 from breakwater.core.log.edits import View
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
@@ -248,7 +248,9 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
     """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
     loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    return Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe.meter.calibration.prior = prior_ratio(named_model(log.header, model))
+    return pipe
 
 
 def token_counter(log: SessionLog, counter: str = "exact", model: str | None = None) -> TokenCounter:
