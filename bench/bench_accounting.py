@@ -123,10 +123,12 @@ def main(argv: list[str] | None = None) -> None:
                 check = billed_check(log, counter)
                 if check is not None:
                     paths_errors[f"eval {counter}"] += check.input_signed
-            costs.append((path.name, sim))
+                    if counter == "exact":
+                        costs.append((fmt, path.name, check))
     if args.json:
-        print(json.dumps({f: {k: (spread([abs(e) for e in v]) | {"requests": len(v)}) for k, v in d.items()}
-                          for f, d in by_format.items()}, indent=1))
+        print(json.dumps({"tokens": {f: {k: (spread([abs(e) for e in v]) | {"requests": len(v)}) for k, v in d.items()}
+                                     for f, d in by_format.items()},
+                          "money": {f"{fmt}/{name}": c.to_json() for fmt, name, c in costs}}, indent=1))
         return
     print("billed vs predicted input tokens, |error| median / p90 / requests")
     print(f"{'format':<22} {'path':<16} {'median':>7} {'p90':>8} {'n':>5}")
@@ -134,9 +136,25 @@ def main(argv: list[str] | None = None) -> None:
         for name, errors in d.items():
             print(f"{fmt:<22} {name:<16} {row(errors)}")
     print()
-    print("cost of the recorded history, predicted vs recorded usage priced (USD)")
-    for name, sim in costs:
-        print(f"{name[:40]:<40} predicted {sim.cost_raw:10.4f}")
+    print("money: the recorded history (nothing compacted) predicted through the provider's cache, against its")
+    print("recorded usage priced with genai-prices (the requests after the first, as the tokens); per request:")
+    print("a hit's read |predicted - recorded| / recorded, writes |predicted - recorded| / billed; the read share")
+    print(f"{'session':<44} {'predicted':>10} {'recorded':>10} {'error':>8}  {'reads med/p90':>15}  {'writes med/p90':>15}"
+          f"  {'read share pred/rec':>19}")
+    for fmt, name, c in costs:
+        j = c.to_json()
+        cost = j.get("cost")
+        money = f"{cost['predicted']:10.4f} {cost['recorded']:10.4f} {100 * c.cost_errors[0]:+7.2f}%" if cost \
+            else f"{'-':>10} {'-':>10} {'-':>8}"
+        share = j.get("cache_read_share")
+        share = f"{100 * share['predicted']:8.2f}/{100 * share['recorded']:6.2f}%" if share else f"{'-':>19}"
+        print(f"{(fmt + '/' + name)[:44]:<44} {money}  {_pair(j['cache_reads'])}  {_pair(j['cache_writes'])}  {share}")
+
+
+def _pair(j: dict) -> str:
+    if not j["requests"]:
+        return f"{'-':>15}"
+    return f"{100 * j['median_abs_error']:6.2f}/{100 * j['p90_abs_error']:6.2f}%"
 
 
 if __name__ == "__main__":

@@ -366,6 +366,9 @@ class Pipeline:
         calibration = self.meter.calibration
         if plan.stable_prefix_tokens is None:
             plan.stable_prefix_tokens = self.prefix.tokens(plan, self.index.ledger, self.index.transform, calibration)
+        prev = self.prefix.previous
+        if prev is not None:   # what of the previous request this one changed: its cache is written again
+            plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
         # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
         # whatever the policy, the history compacted so far or the counter, by the line every
         # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
