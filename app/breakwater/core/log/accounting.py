@@ -171,13 +171,3 @@ def _bounded(ratio: float) -> float:
 
 def _k(tokens: float) -> str:
     return f"{tokens / 1000:.1f}k" if abs(tokens) >= 1000 else f"{tokens:.0f}"
-
-
-def request_cost(prices, tokens: int, cached: int) -> float:
-    """USD for one request's input at `prices` (core/log/models.py ModelInfo), cache-aware: the cached
-    prefix at the cache-read price, the rest at the cache-write price where the provider prices
-    writes (Anthropic: the new suffix is written for the next request), else at the input price."""
-    cached = max(0, min(cached, tokens))
-    read = prices.cache_read if prices.cache_read is not None else prices.input
-    rest = prices.cache_write if prices.cache_write is not None else prices.input
-    return (cached * read + (tokens - cached) * rest) / 1e6
