@@ -234,3 +234,61 @@ def test_eval_and_simulate_count_the_recorded_compactions_alike():
     for name in PRESETS:
         totals = simulate(log, preset(name), "exact").totals_json()
         assert evaluated.presets[name].compactions == totals["compactions"] == 1, name
+
+
+# -- item 5: what Codex resends that no message shows -------------------------------------------------
+def codex_rollout(path: Path, billed=None) -> list[int]:
+    """A rollout of 6 user turns of 4 tool calls each, every reply reasoning (encrypted) 2,500-4,000
+    tokens. `billed`: the input tokens of each request; returns the reasoning tokens each request
+    resends: those of the replies since the last user message (what the provider bills again)."""
+    ts = "2026-12-01T10:00:%02d.000Z"
+    lines = [{"timestamp": ts % 0, "type": "session_meta", "payload": {"id": "r1", "cwd": "/w", "cli_version": "0.60.0",
+                                                                        "base_instructions": {"text": "You are Codex."}}},
+             {"timestamp": ts % 0, "type": "turn_context", "payload": {"model": "gpt-5-codex", "cwd": "/w"}}]
+    resent, since, k = [], 0, 0
+    for user in range(6):
+        lines.append({"timestamp": ts % 1, "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": f"task {user}: fix module {user}"}]}})
+        since = 0
+        for step in range(4):
+            reasoning = 2_500 + 300 * ((user + step) % 6)
+            resent.append(since)
+            call = f"c{user}_{step}"
+            lines += [
+                {"timestamp": ts % 2, "type": "response_item", "payload": {
+                    "type": "reasoning", "summary": [], "encrypted_content": "gAAAAB" + "x" * 400}},
+                {"timestamp": ts % 2, "type": "response_item", "payload": {
+                    "type": "function_call", "name": "shell", "call_id": call,
+                    "arguments": json.dumps({"command": ["rg", "-n", f"symbol_{user}_{step}", "src/"]})}},
+                {"timestamp": ts % 3, "type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {
+                    "input_tokens": billed[k] if billed else 0, "cached_input_tokens": 0, "output_tokens": 60,
+                    "reasoning_output_tokens": reasoning}}}},
+                {"timestamp": ts % 4, "type": "response_item", "payload": {
+                    "type": "function_call_output", "call_id": call,
+                    "output": "\n".join(f"src/mod_{user}.py:{i}: def symbol_{user}_{step}_{i}(x): return x * {i}"
+                                        for i in range(40 + 10 * step))}},
+            ]
+            since += reasoning
+            k += 1
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    return resent
+
+
+def test_codex_resent_reasoning_is_counted(tmp_path):
+    """The provider bills a reply's encrypted reasoning again with each request of the same user turn:
+    billing jumped by thousands of tokens between requests whose messages grew by a few hundred. Here
+    the bill is 6,000 tokens unseen + the messages + the reasoning resent; the reader counted none of
+    the reasoning (the fit took part of it as overhead: 20-40% off on single requests)."""
+    path = tmp_path / "rollout.jsonl"
+    resent = codex_rollout(path)
+    visible = [t.sent_tokens for t in simulate(load_session(path), own_history_policy(), "heuristic").turns]
+    # what the reader's own pass counted carries the resent reasoning already: the messages are the rest
+    billed = [6_000 + round(1.0 * (v - r)) + r for v, r in zip(visible, resent)]
+    codex_rollout(path, billed)
+    log = load_session(path)
+    assert sum(1 for m in log.messages if m.meta and m.meta.get("resent_tokens")) == 24
+    for counter in ("exact", "heuristic"):
+        median, p90 = spread(errors(simulate(log, WIDE, counter).turns))
+        assert median <= 0.01 and p90 <= 0.03, (counter, median, p90)
+    check = billed_check(log)
+    assert check.to_json()["median_abs_error"] <= 0.01

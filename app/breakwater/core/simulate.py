@@ -204,6 +204,15 @@ class Simulation:
     def saved(self) -> int:
         return self.billed_raw - self.billed_sent
 
+    def cost_note(self) -> str | None:
+        """Why compaction cost more than it saved, when it did (issue 36): the cache re-writes it caused.
+        One sentence, for the timeline and A/B to show as it is."""
+        if self.prices is None or self.cost_sent <= self.cost_raw:
+            return None
+        return (f"compaction costs ${self.cost_sent - self.cost_raw:,.2f} more than it saves: each one changes the "
+                f"cached history, which the provider writes again ({self.cache_rewritten:,} tokens, "
+                f"${self.cache_rewrite_cost:,.2f} more than reading them)")
+
     def header_json(self) -> dict[str, Any]:
         p = self.policy
         prices = self.prices
@@ -221,6 +230,7 @@ class Simulation:
                 "calibration": self.calibration.to_json(),
                 **({} if self.prices is None else {"cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
                                                    "cost_saved": round(self.cost_raw - self.cost_sent, 6)}),
+                **({} if self.cost_note() is None else {"cost_note": self.cost_note()}),
                 **({} if self.cache_rules is None else {"cache_rewritten": self.cache_rewritten,
                                                         "cache_rewrite_cost": round(self.cache_rewrite_cost, 6),
                                                         "cache_misses": self.cache_misses.to_json()}),
@@ -400,9 +410,11 @@ def through_cache(caches: tuple[CacheModel, CacheModel], stats: TurnStats, plan,
     turn, they are one request and cost the same (issue 36: no different cost where nothing was saved).
     Returns whether they were the same. `raw_h`: the whole log at the last request, by the heuristic."""
     raw, sent = caches
-    stats.cache_raw = raw.request(stats.raw_tokens, min(stats.raw_tokens, calibration.apply(raw_h)), at)
+    prefix = min(stats.raw_tokens, calibration.apply(raw_h))
+    stats.cache_raw = raw.request(stats.raw_tokens, prefix, at)
     now = stats.sent_tokens == stats.raw_tokens
-    if now and same:
+    if now and same:   # the same request: the same figures (the model of the requests sent follows it too)
+        sent.request(stats.raw_tokens, prefix, at)
         stats.cache = stats.cache_raw
     else:
         stats.cache = sent.request(stats.sent_tokens, stats.stable_prefix_tokens, at,

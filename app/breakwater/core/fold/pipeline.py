@@ -135,6 +135,11 @@ class Pipeline:
             return
         if entry.role == "assistant":
             self.turn += 1
+            resent = entry.meta.get("resent_tokens") if entry.meta else None
+            if isinstance(resent, int) and resent > 0:   # sent again with every request until the next user message
+                self.meter.calibration.resent += resent
+        elif entry.role == "user":
+            self.meter.calibration.resent = 0
         self.raw_tokens += self.index.arrive(entry)
         self.san.feed(entry)
 

@@ -19,6 +19,12 @@ of the transcript's size would pull it, so that three requests cannot make it 21
 recorded compaction (`restart`): the ratio is learnt from every segment of the history, each with
 an overhead of its own. Never a clamped running factor.
 
+Some of what a provider bills no message shows in a form we can count, though the transcript
+records how much it is: Codex resends its encrypted reasoning items with every request until the
+next user message, billed as input (their reasoning tokens, from the usage of the reply that made
+them). That is added to every whole request as it stands (`resent`), and taken out of the billed
+side of each pair before the fit.
+
 "Without compaction" and "with" are both counted by one `Calibration`, so their difference is
 the tokens a policy removed times the ratio: `saved = without − with`, never negative for a
 policy that only removes text.
@@ -74,8 +80,11 @@ class Calibration:
     _eh: int = 0
     _ex: int = 0
     _k: float = 1.0   # their quotient, as it stood when the request being planned began (`freeze`)
+    resent: int = 0   # tokens the next request resends that no message shows (Codex's reasoning)
+    _resent: int = 0  # as they stood when the request being planned began
 
     def observe(self, api_prompt_tokens: int, estimate: int) -> None:
+        api_prompt_tokens -= self._resent   # the request this usage is for resent them: not the line's
         if api_prompt_tokens <= 0 or estimate <= 0:
             return
         x, y = float(estimate), float(api_prompt_tokens)
@@ -131,6 +140,7 @@ class Calibration:
         """A request is being planned: its tokenizer counts convert by what was known before it, so that
         every count of one plan (and the view built from it) converts alike."""
         self._k = self._eh / self._ex if self._ex and self._eh else 1.0
+        self._resent = self.resent
 
     @property
     def overhead(self) -> int:
@@ -139,12 +149,12 @@ class Calibration:
 
     def apply(self, counted: int) -> int:
         """A whole request's provider tokens from its visible count (heuristic)."""
-        return round(self.ratio * counted + self.offset) if self.samples else counted
+        return (round(self.ratio * counted + self.offset) if self.samples else counted) + self._resent
 
     def apply_exact(self, tokenizer: int) -> int:
         """A whole request's provider tokens from its tokenizer count: the same line as `apply`, the
         count brought into the heuristic's unit first."""
-        return round(self.ratio * tokenizer * self._k + self.offset) if self.samples else tokenizer
+        return (round(self.ratio * tokenizer * self._k + self.offset) if self.samples else tokenizer) + self._resent
 
     def scale(self, counted: int) -> int:
         """A part of a request (no overhead of its own) in the provider's tokens."""
