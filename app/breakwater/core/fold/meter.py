@@ -34,13 +34,14 @@ class Meter:
         # one plan's heads, each counted once (a plan measures ~7 shapes, most with the same head):
         # [messages, bound, exact] by id(head); the history, working memory too, is summed by the index
         self._parts: dict[object, list] = {}
+        self._first = True   # the next measure is the plan's first: its request at no stage
 
     def copy(self, index: Index) -> Meter:
         """An independent copy counting from `index` (the index's copy)."""
         new = Meter.__new__(Meter)
         new.__dict__.update(policy=self.policy, index=index, counter=self.counter, mode=self.mode,
                             calibration=replace(self.calibration), _measured=self._measured.copy(),
-                            _parts={k: v[:] for k, v in self._parts.items()})
+                            _parts={k: v[:] for k, v in self._parts.items()}, _first=self._first)
         return new
 
     def retune(self, policy: Policy) -> None:
@@ -52,6 +53,7 @@ class Meter:
         """A new request is planned: what the last one counted may have changed."""
         self._measured = {}
         self._parts = {}
+        self._first = True
         self.calibration.freeze()
 
     def in_band(self, heuristic: int) -> bool:
@@ -98,6 +100,7 @@ class Meter:
         Returns the count, whether it is exact, and the plain heuristic figure."""
         index = self.index
         tokens = index.ledger.tokens
+        first, self._first = self._first, False
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
         # an empty part costs two bisections for nothing, and a request of a plan has one or two
         if boundary is not None and lower is not None and boundary < near_start:
@@ -128,7 +131,8 @@ class Meter:
         else:
             x = self._counted(heads, 2, self.counter.exact_message) + index.exact_sum(near, near_start, n)
             x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
-            self.calibration.exact(x, h)
+            if first:   # the request at no stage, which every path of a plan measures first: k is one figure
+                self.calibration.exact(x, h)   # whichever path planned (the short cuts measure fewer shapes)
             result = self.calibration.apply_exact(x), "exact", h   # the line `apply` draws, in the same unit
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result

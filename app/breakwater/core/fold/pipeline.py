@@ -135,6 +135,7 @@ class Pipeline:
             return
         if entry.role == "assistant":
             self.turn += 1
+            self.meter.calibration.sent()
             resent = entry.meta.get("resent_tokens") if entry.meta else None
             if isinstance(resent, int) and resent > 0:   # sent again with every request until the next user message
                 self.meter.calibration.resent += resent

@@ -82,6 +82,7 @@ class Calibration:
     # heuristic and tokenizer tokens of the requests a plan counted both ways (`exact`)
     _eh: int = 0
     _ex: int = 0
+    _pending: tuple[int, int] = (0, 0)   # the request being planned, counted both ways: in once it is sent
     _k: float = 1.0   # their quotient, as it stood when the request being planned began (`freeze`)
     resent: int = 0   # tokens the next request resends that no message shows (Codex's reasoning)
     _resent: int = 0  # as they stood when the request being planned began
@@ -135,9 +136,17 @@ class Calibration:
         self.offset_error = math.sqrt(s2 * (1 / n + mx * mx / (sxx + lam))) if b else 0.0
 
     def exact(self, tokenizer: int, heuristic: int) -> None:
-        """A request counted both ways (core/fold/meter.py): what converts the tokenizer's counts."""
-        self._ex += tokenizer
-        self._eh += heuristic
+        """The request being planned, counted both ways (core/fold/meter.py): what converts the tokenizer's
+        counts from the next request on (`sent`)."""
+        self._pending = (tokenizer, heuristic)
+
+    def sent(self) -> None:
+        """The request planned was sent (its reply arrived): its counts convert the next ones. Not before,
+        so that planning one request again (a snapshot's general path, the replay's) converts alike."""
+        x, h = self._pending
+        self._ex += x
+        self._eh += h
+        self._pending = (0, 0)
 
     def freeze(self) -> None:
         """A request is being planned: its tokenizer counts convert by what was known before it, so that
