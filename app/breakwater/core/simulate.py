@@ -318,6 +318,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     raw_h = 0     # the whole log at the last request, by the heuristic: the request without compaction then
     sent_at: Any = None   # the latest time a message before the next request states: when it was sent
     unsent: list[str] = []   # the log's compactions since the last request
+    after_user = False       # a user message since the last request (the cache misses more then)
 
     def hand_over() -> None:
         sim.add(pending, keep)
@@ -343,7 +344,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 if caches is not None and isinstance(billed, int):   # the provider's misses, as they happened
                     c = pending.cache
                     c = pending.cache_raw if c is None else c
-                    caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.gap)
+                    caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.after_user)
             continue
         if entry.role == "assistant":
             if pending is not None:
@@ -371,11 +372,14 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
                               source if comp else None)
             if caches is not None:
-                same = through_cache(caches, stats, plan, pipe.calibration, sent_at or entry_time(entry), same, raw_h)
+                same = through_cache(caches, stats, plan, pipe.calibration, sent_at or entry_time(entry), same, raw_h,
+                                     after_user)
+            after_user = False
             raw_h = pipe.raw_tokens
             pending = stats
         if caches is not None:
             sent_at = entry_time(entry) or sent_at
+            after_user = after_user or entry.role == "user"
         feed(entry)
     if pending is not None:
         hand_over()
@@ -402,7 +406,7 @@ def entry_time(msg: Message) -> float | None:
 
 
 def through_cache(caches: tuple[CacheModel, CacheModel], stats: TurnStats, plan, calibration: Calibration,
-                  at: float | None, same: bool, raw_h: int) -> bool:
+                  at: float | None, same: bool, raw_h: int, after_user: bool = False) -> bool:
     """The turn's requests against the cache (core/log/prompt_cache.py), sent at `at` (the time of the last
     message before it: a reply's own is when it ended, a long reply later than the request): without
     compaction each request extends the last one; with it, its cache-stable prefix is reused and what it
@@ -411,14 +415,14 @@ def through_cache(caches: tuple[CacheModel, CacheModel], stats: TurnStats, plan,
     Returns whether they were the same. `raw_h`: the whole log at the last request, by the heuristic."""
     raw, sent = caches
     prefix = min(stats.raw_tokens, calibration.apply(raw_h))
-    stats.cache_raw = raw.request(stats.raw_tokens, prefix, at)
+    stats.cache_raw = raw.request(stats.raw_tokens, prefix, at, after_user=after_user)
     now = stats.sent_tokens == stats.raw_tokens
     if now and same:   # the same request: the same figures (the model of the requests sent follows it too)
-        sent.request(stats.raw_tokens, prefix, at)
+        sent.request(stats.raw_tokens, prefix, at, after_user=after_user)
         stats.cache = stats.cache_raw
     else:
         stats.cache = sent.request(stats.sent_tokens, stats.stable_prefix_tokens, at,
-                                   calibration.scale(plan.rewritten_heuristic))
+                                   calibration.scale(plan.rewritten_heuristic), after_user)
     return now
 
 

@@ -12,20 +12,21 @@ rules are the provider's:
   cached price, nothing extra for a write (the rest is input); an entry lives 5-10 minutes unused,
   taken as 5.
 
-The time of a request is its reply's timestamp (the transcript's): a gap between two requests
-longer than the TTL re-writes the whole prefix. A transcript with no timestamps keeps its cache.
+The time of a request is the latest timestamp of the messages before it (its reply's ends after a
+long answer): a gap between two requests longer than the TTL (and a little grace: "a minimum
+lifetime") re-writes the whole prefix. A transcript with no timestamps keeps its cache.
 
-Caches also miss with no rule broken (on the pi fixture, 37 of 439 requests read nothing 20-200 s
-after the last one, each writing its whole prefix again at 1.25×: half the session's input cost).
+Caches also miss with no rule broken (on the pi fixture, 37 of 439 requests read nothing 20 s to
+4 min after the last one, each writing its whole prefix again at 1.25×: half the session's input cost).
 The miss rate is fitted from the transcript's own recorded cache reads, as the token accounting is
 from its billed tokens (`Misses`: a request predicted to read a cached prefix that read less than
-half of it missed), apart for requests less than a minute after the last one and the rest (pi:
-15 misses in 407 requests within a minute, 22 in 32 later, none past the TTL read), each with a
-prior weighing 10 requests while few are seen; each request reads its prefix with the probability
-of a hit: the expected read and write. A request with nothing of its
-own cached (the first, or one after the TTL) may still read the agent's system prompt and tools,
-which its other sessions keep warm (Claude Code: 12,610 tokens read on the first request and after
-a 7-minute gap): that warm prefix is taken from the recorded reads of such requests.
+half of it missed), apart for the first request after a user message and the requests of a tool
+loop: pi missed 36 of the 79 first ones and 1 of the 360 others, whatever the gap (20 s to 4 min),
+Claude Code none of either. Each has a prior weighing 10 requests while few are seen; each request
+reads its prefix with the probability of a hit: the expected read and write. A request with nothing
+of its own cached (the first, or one after the TTL) may still read the agent's system prompt and
+tools, which its other sessions keep warm (Claude Code: 12,610 tokens read on the first request and
+after a 69-minute gap): that warm prefix is the least such a request was recorded to read.
 
 A compaction changes the history the previous request cached: what this request must write again
 of the previous one (`rewritten`) is the cache re-write the compaction causes, priced as what it
@@ -101,12 +102,8 @@ class Prices:
 class Misses:
     """The share of requests whose cached prefix the provider did not read, fitted from recorded reads."""
 
-    PRIOR_RATES = (0.005, 0.02)   # within a minute of the last request, later
+    PRIOR_RATES = (0.005, 0.02)   # in a tool loop, the first request after a user message
     PRIOR_WEIGHT = 10.0
-    SHORT_GAP = 60.0
-    # the provider's misses come and go (pi: 3 of the first 200 requests within a minute, 13 of the
-    # next 207): each request seen weighs this much less at the next, a half-life of ~35 requests
-    DECAY = 0.98
 
     missed: list[float] = field(default_factory=lambda: [0.0, 0.0])
     seen: list[float] = field(default_factory=lambda: [0.0, 0.0])
@@ -115,15 +112,11 @@ class Misses:
     def copy(self) -> "Misses":
         return Misses(self.missed[:], self.seen[:], self.warm)
 
-    @classmethod
-    def bucket(cls, gap: float | None) -> int:
-        return 0 if gap is None or gap < cls.SHORT_GAP else 1
-
-    def rate(self, gap: float | None) -> float:
-        b = self.bucket(gap)
+    def rate(self, after_user: bool) -> float:
+        b = int(after_user)
         return (self.missed[b] + self.PRIOR_RATES[b] * self.PRIOR_WEIGHT) / (self.seen[b] + self.PRIOR_WEIGHT)
 
-    def observe(self, expected: int, recorded: int | None, cold: bool, gap: float | None = None) -> None:
+    def observe(self, expected: int, recorded: int | None, cold: bool, after_user: bool = False) -> None:
         """A request that could read `expected` tokens from the cache read `recorded`; `cold`: nothing
         of its own was cached."""
         if cold:   # the least a cold request read: the part other sessions keep warm, not a long gap's luck
@@ -132,13 +125,13 @@ class Misses:
             return
         if expected <= 0:
             return
-        b = self.bucket(gap)
-        self.seen[b] = self.seen[b] * self.DECAY + 1
-        self.missed[b] = self.missed[b] * self.DECAY + ((recorded or 0) < expected // 2)
+        b = int(after_user)
+        self.seen[b] += 1
+        self.missed[b] += (recorded or 0) < expected // 2
 
     def to_json(self) -> dict[str, Any]:
-        return {"rate_within_a_minute": round(self.rate(None), 4),
-                "rate_later": round(self.rate(self.SHORT_GAP), 4), "warm": self.warm}
+        return {"rate_in_a_tool_loop": round(self.rate(False), 4), "rate_after_a_user_message": round(self.rate(True), 4),
+                "warm": self.warm}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +148,7 @@ class RequestCache:
     expired: bool        # the previous request was longer than the TTL ago: nothing of it was read
     cold: bool           # nothing of this run's was cached (the first request, or expired)
     gap: float | None    # seconds since the previous request, when both have a time
+    after_user: bool     # the first request after a user message
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"read": self.read, "write": self.write}
@@ -190,10 +184,11 @@ class CacheModel:
         self._cached = False
         self._at: float | None = None
 
-    def request(self, tokens: int, prefix: int, at: float | None = None, rewritten: int = 0) -> RequestCache:
+    def request(self, tokens: int, prefix: int, at: float | None = None, rewritten: int = 0,
+                after_user: bool = False) -> RequestCache:
         """The request of `tokens` whose first `prefix` tokens are the previous request's (counted as this
         one is), sent at `at` (seconds); `rewritten`: the previous request's tokens after `prefix` that
-        this one changed."""
+        this one changed; `after_user`: a user message came since the last request."""
         rules = self.rules
         gap = at - self._at if self._at is not None and at is not None else None
         expired = self._cached and gap is not None and gap > rules.ttl + TTL_GRACE
@@ -201,7 +196,7 @@ class CacheModel:
         reusable = min(self.misses.warm if cold else prefix, tokens)
         if reusable < rules.minimum:
             reusable = 0
-        hit = 1.0 - self.misses.rate(gap)
+        hit = 1.0 - self.misses.rate(after_user)
         read = round(reusable * hit)
         write = tokens - read if rules.writes_billed else 0
         # what the change made it write: had the history not changed, a hit would have read it
@@ -214,7 +209,8 @@ class CacheModel:
         self._cached = True   # whether it was long enough to be cached, the next one's prefix says
         if at is not None:
             self._at = at
-        return RequestCache(tokens, read, reusable, write, again, cost, rewrite_cost or 0.0, expired, cold, gap)
+        return RequestCache(tokens, read, reusable, write, again, cost, rewrite_cost or 0.0, expired, cold, gap,
+                            after_user)
 
 
 def recorded_cost(prices: Prices, prompt: int, cached: int | None, written: int | None, rules: CacheRules) -> float:
