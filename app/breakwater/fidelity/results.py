@@ -216,18 +216,42 @@ class BilledCheck:
     replayed, each request after the first predicted from the usage recorded before it only."""
 
     input_errors: list[float] = field(default_factory=list)   # |predicted - billed| / billed, per request
-    cache_errors: list[float] = field(default_factory=list)   # the same for cache reads, where recorded
+    # per request (core/log/prompt_cache.py): |a hit's read - recorded| / recorded where the request read
+    # the cache; |predicted write - recorded| / billed; and the read tokens predicted, of the tokens
+    # predicted, recorded read, of the tokens billed
+    cache_errors: list[float] = field(default_factory=list)
     input_signed: list[float] = field(default_factory=list)   # (predicted - billed) / billed: the bias
+    cache_write_errors: list[float] = field(default_factory=list)
+    read_share: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    # the cost of the recorded history predicted against its recorded usage priced: (pred - rec) / rec,
+    # one per session, and the USD summed
+    cost_errors: list[float] = field(default_factory=list)
+    cost_predicted: float = 0.0
+    cost_recorded: float = 0.0
 
     def merge(self, other: "BilledCheck") -> None:
         self.input_errors += other.input_errors
         self.cache_errors += other.cache_errors
         self.input_signed += other.input_signed
+        self.cache_write_errors += other.cache_write_errors
+        self.read_share = [a + b for a, b in zip(self.read_share, other.read_share)]
+        self.cost_errors += other.cost_errors
+        self.cost_predicted += other.cost_predicted
+        self.cost_recorded += other.cost_recorded
 
     def to_json(self) -> dict[str, Any]:
-        return {"requests": len(self.input_errors), **spread(self.input_errors),
-                "bias": median(self.input_signed),
-                "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)}}
+        out = {"requests": len(self.input_errors), **spread(self.input_errors),
+               "bias": median(self.input_signed),
+               "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)},
+               "cache_writes": {"requests": len(self.cache_write_errors), **spread(self.cache_write_errors)}}
+        if self.read_share[1] and self.read_share[3]:
+            out["cache_read_share"] = {"predicted": round(self.read_share[0] / self.read_share[1], 4),
+                                       "recorded": round(self.read_share[2] / self.read_share[3], 4)}
+        if self.cost_errors:
+            out["cost"] = {"sessions": len(self.cost_errors), "predicted": round(self.cost_predicted, 6),
+                           "recorded": round(self.cost_recorded, 6),
+                           **spread([abs(e) for e in self.cost_errors]), "bias": median(self.cost_errors)}
+        return out
 
 
 def median(xs: list[float]) -> float | None:

@@ -46,6 +46,8 @@ def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
     extra = {"model": model} if isinstance(model, str) else {}
     if ints.get("cache_read_input_tokens"):
         extra["cached_tokens"] = ints["cache_read_input_tokens"]
+    if ints.get("cache_creation_input_tokens"):   # the cache model is checked against it (core/cache.py)
+        extra["cache_write_tokens"] = ints["cache_creation_input_tokens"]
     turn.set_usage(prompt, ints.get("output_tokens"), line, **extra)
 
 
