@@ -225,8 +225,8 @@ def test_hidden_files_are_unreadable_inside(tmp_path):
     secret.parent.mkdir()
     secret.write_text(f'api_key = "{KEY}"\n')
     (tmp_path / "link.toml").symlink_to(secret)
-    box = sandbox.resolve("bwrap", hide=[tmp_path / "link.toml", tmp_path / "missing.toml"])
-    assert box.hide == (tmp_path / "link.toml", secret)
+    box = sandbox.resolve("bwrap", hide=[tmp_path / "link.toml", tmp_path / "missing.toml"], read_paths=[tmp_path])
+    assert box.hide[:2] == (tmp_path / "link.toml", secret)
     r = run_bash(Workspace(tmp_path / "ws"), "cat config.toml; cat ../link.toml", sandbox=box)
     assert KEY not in r.content and r.content.count("Permission denied") == 2
 
@@ -284,7 +284,7 @@ def test_host_unix_sockets_are_unreachable_without_network(tmp_path, network):
         import threading
         t = threading.Thread(target=answer, daemon=True)
         t.start()
-        box = sandbox.resolve("bwrap", network=network)
+        box = sandbox.resolve("bwrap", network=network, read_paths=[folder])   # shown, so only the filter stops it
         r = run_bash(Workspace(ws), f"python3 client.py {path}; python3 -c 'import socket; "
                                     "a,b=socket.socketpair(); a.send(b\"p\"); print(\"pair\", b.recv(1))'",
                      sandbox=box)
@@ -354,7 +354,7 @@ def test_the_bounds_come_from_the_policy(tmp_path):
 
 
 @needs_bwrap
-def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
+def test_home_is_hidden_unless_the_policy_shows_it_and_the_config_stays_hidden(dirs):
     import shutil
 
     from breakwater.agent.config import load_config, resolve_sandbox
@@ -372,7 +372,7 @@ def test_the_usual_secrets_are_hidden_unless_the_policy_allows_them(dirs):
     config = load_config({"workspace": workspace}, env=env)
     look = f"cat {home}/.ssh/id_ed25519 {home}/.bashrc {home}/.netrc {home}/.config/breakwater/config.toml 2>&1"
     hidden = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env))
-    shown = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env, allow_secrets=True))
+    shown = run_bash(Workspace(workspace), look, sandbox=resolve_sandbox(config, env=env, show_home=True))
     for secret in ("PRIVATE KEY", "rc-secret", "netrc-secret", KEY):
         assert secret not in hidden.content, hidden.content
     shutil.rmtree(home)
@@ -406,3 +406,37 @@ def test_the_agent_folder_cannot_be_moved_away_and_replaced_by_a_link_inside(tmp
     assert "Device or resource busy" in r.content, r.content
     assert (ws / ".agent").is_dir() and not (ws / ".agent").is_symlink() and not (ws / ".agent-old").exists()
     assert (ws / ".agent" / "MEMORY.md").read_text() == "x\n" and not list(out.iterdir())   # notes stay writable
+
+
+# -- issue 35 item 8: the spill files of one session are bounded together ------------------------------
+def test_the_spill_files_of_a_session_are_bounded_together_and_the_result_says_so(tmp_path):
+    from dataclasses import replace
+
+    from breakwater.core.policy import Policy
+    from breakwater.tools.registry import ToolContext, execute_tool
+
+    policy = replace(Policy(), tool_max_spill_mb=2, tool_max_session_spill_mb=3)
+    ctx = ToolContext.from_policy(Workspace(tmp_path), "s", policy)
+    big = json_command("yes 0123456789abcdefghijklmnopqrstuvwxyz0123456789 | head -c 4M")
+    first, second, third = (execute_tool("bash", big, ctx, f"call{n}") for n in range(3))
+    sizes = [(tmp_path / r.meta["spill"]).stat().st_size if r.meta["spill"] else None for r in (first, second, third)]
+    assert sizes == [2 * MB, 1 * MB, None]
+    assert "it holds the first 2,097,152 bytes only (tool_max_spill_mb)" in first.content
+    assert ("it holds the first 1,048,576 bytes only (this session's spill files reached their bound, "
+            "tool_max_session_spill_mb = 3 MiB)") in second.content
+    assert ("[the lines cut from this result are not kept anywhere: this session's spill files reached their "
+            "bound, tool_max_session_spill_mb = 3 MiB; send long output to a file in the workspace") in third.content
+    assert "saved to" not in third.content          # no spill file is promised
+    small = execute_tool("bash", json_command("seq 1 5"), ctx, "call3")
+    assert small.content.startswith("1\n2\n3\n4\n5") and "not kept" not in small.content   # nothing was cut
+    # a context made later for the same session (tool bash --session-id, a resumed run) counts what is on disk
+    later = ToolContext.from_policy(Workspace(tmp_path), "s", policy)
+    assert later.spill_budget.used == 3 * MB
+    fresh = ToolContext.from_policy(Workspace(tmp_path), "other", policy)
+    assert fresh.spill_budget.used == 0
+
+
+def json_command(command: str) -> str:
+    import json
+
+    return json.dumps({"command": command})

@@ -1,6 +1,7 @@
 """The gauges never hide the verdict (37.8), flag a recorded request above the window in use
 (37.9) and say which request the API's figure is of (37.10); simulate --json carries the flag per
-turn, the same as the screen's (computed once, core/log/edits.py above_window)."""
+turn (`recorded_over_window`, trust-accounting's, on the request billed), the same comparison as the
+screen's (core/log/edits.py above_window)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,19 @@ async def test_a_recorded_request_above_the_window_is_flagged_and_its_turn_said(
 
 
 def test_simulate_json_carries_the_flag_per_turn_as_the_screen_does():
+    # one comparison (edits.above_window): simulate --json's recorded_over_window on the request the
+    # provider billed above the window, the gauge's flag on that figure when a later turn shows it
     out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(sample_path()), "--json",
                           "--window", str(WINDOW), "--counter", "heuristic"], capture_output=True, text=True,
                          timeout=120, check=True).stdout
-    doc = json.loads(out)
-    turns = doc["turns"] if isinstance(doc, dict) else doc
-    flagged = [t for t in turns if t.get("api_above_window")]
-    assert flagged and all(t["api_tokens"] > WINDOW for t in flagged)
-    assert all(t["api_above_window"] == (t["api_tokens"] > WINDOW) for t in turns if "api_tokens" in t)
+    turns = json.loads(out)["turns"]
+    assert any(t.get("recorded_over_window") for t in turns)
+    for t in turns:
+        assert bool(t.get("recorded_over_window")) == (t.get("billed_tokens") is not None
+                                                      and t["billed_tokens"] > WINDOW)
+    by_turn = {t["turn"]: t for t in turns}
+    for t in turns:   # the API figure a request shows is the one billed for the request it names
+        if "api_tokens" in t and t["turn"] - 1 in by_turn:
+            before = by_turn[t["turn"] - 1]
+            if before.get("billed_tokens") == t["api_tokens"]:
+                assert bool(before.get("recorded_over_window")) == (t["api_tokens"] > WINDOW)

@@ -50,6 +50,9 @@ class AgentConfig:
     summary_temperature: float = 0.1
     summary_max_tokens: int = 2048
     sandbox: str = DEFAULT_SANDBOX     # where bash runs: auto | bwrap | none (breakwater.tools.sandbox)
+    # folders (or files) the sandboxed bash may read besides the workspace, the system folders and the
+    # toolchains on PATH: a package cache, a read-only data folder (tools/allowlist.py)
+    tool_read_paths: tuple[str, ...] = ()
 
     @property
     def summarizer_model(self) -> str | None:
@@ -69,7 +72,7 @@ _FILE_KEYS: dict[str, tuple[type, ...]] = {
     "retry_base_s": (int, float), "retry_cap_s": (int, float), "request_timeout_s": (int, float),
     "request_deadline_s": (int, float), "progress_timeout_s": (int, float),
     "temperature": (int, float), "max_tokens": (int,), "summary_temperature": (int, float),
-    "summary_max_tokens": (int,), "sandbox": (str,),
+    "summary_max_tokens": (int,), "sandbox": (str,), "tool_read_paths": (list,),
 }
 
 
@@ -104,6 +107,10 @@ def read_file(path: Path, explicit: bool) -> dict[str, Any]:
         value = data[key]
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             raise ConfigError(f"config file {path}: {key} must be {kinds[0].__name__}, got {value!r}")
+        if key == "tool_read_paths":
+            if not all(isinstance(p, str) for p in value):
+                raise ConfigError(f"config file {path}: tool_read_paths must be a list of paths (strings)")
+            value = tuple(value)
         out[key] = value
     return out
 
@@ -119,7 +126,8 @@ def load_config(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] |
         merged["api_key"] = env["OPENAI_API_KEY"]
     for key, value in (flags or {}).items():
         if value is not None:
-            merged[key] = value
+            # the command line's read paths add to the file's: a cache named in the file stays shown
+            merged[key] = (*merged.get(key, ()), *value) if key == "tool_read_paths" else value
     known = {f.name for f in fields(AgentConfig)}
     unknown = sorted(set(merged) - known)
     if unknown:
@@ -155,6 +163,9 @@ def validate(cfg: AgentConfig) -> AgentConfig:
         raise ConfigError(f"summary_max_tokens must be at least 64, got {cfg.summary_max_tokens}")
     if cfg.max_tokens is not None and cfg.max_tokens < 1:
         raise ConfigError("max_tokens must be positive")
+    for entry in cfg.tool_read_paths:
+        if not (entry.startswith(("/", "~/")) or entry == "~"):
+            raise ConfigError(f"tool_read_paths: {entry!r} must be an absolute path (or start with ~/)")
     if cfg.sandbox not in SANDBOX_MODES:
         raise ConfigError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {cfg.sandbox!r}")
     if not cfg.workspace.is_dir():
@@ -162,12 +173,19 @@ def validate(cfg: AgentConfig) -> AgentConfig:
     return cfg
 
 
-def resolve_sandbox(cfg: AgentConfig, *, network: bool = False, allow_secrets: bool = False,
+def resolve_sandbox(cfg: AgentConfig, *, network: bool = False, show_home: bool = False,
                     env: Mapping[str, str] | None = None) -> tool_sandbox.Sandbox:
-    """The sandbox bash runs in under these settings, with the config file (it may hold the
-    key) hidden, and the usual secrets (~/.ssh, shell rc files...) unless `allow_secrets`;
-    SandboxError when `sandbox = bwrap` cannot be honoured here."""
+    """The sandbox bash runs in under these settings: the allowlist of tools/allowlist.py with the
+    config's `tool_read_paths`, $HOME whole (read-only) only if `show_home`, and the config file (it
+    may hold the key), its backups and the default config folder hidden wherever they would be shown.
+    SandboxError when `sandbox = bwrap` cannot be honoured here, or the workspace is $HOME."""
+    env = os.environ if env is None else env
     path, _ = config_path(env)
-    home = (env if env is not None else os.environ).get("HOME")
-    hidden = [path] if allow_secrets else [path, *tool_sandbox.secrets(home)]
-    return tool_sandbox.resolve(cfg.sandbox, hide=hidden, network=network)
+    home = env.get("HOME")
+    default_dir = Path(home or Path.home()) / ".config" / "breakwater"
+    box = tool_sandbox.resolve(cfg.sandbox, hide=[path, default_dir], network=network,
+                               read_paths=cfg.tool_read_paths, show_home=show_home, environ=env)
+    problem = box.refusal(Path(cfg.workspace).resolve())
+    if problem is not None:
+        raise tool_sandbox.SandboxError(problem)
+    return box

@@ -182,7 +182,7 @@ class AgentSession:
         self._tool_env, scrubbed = self.redact.tool_environment()
         try:
             self.sandbox = resolve_sandbox(cfg, network=self.policy.bash_network,
-                                           allow_secrets=self.policy.tool_allow_secrets)
+                                           show_home=self.policy.tool_allow_secrets)
         except SandboxError as exc:
             raise AgentError(str(exc)) from None
         self._client = openai.AsyncOpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0,
@@ -235,8 +235,8 @@ class AgentSession:
         system = system_prompt(self.static, session_context(self.session_id, str(root), self.model, history))
         self._append(Message(self.log.next_message_id(), "system", system, turn=0, meta={"ts": utc_now()}))
         self._note({"kind": "sandbox", "sandbox": self.sandbox.kind, "network": self.sandbox.network,
-                    "hidden": [str(p) for p in (*self.sandbox.hide, *self.sandbox.hide_dirs)], "notice": self.sandbox.notice,
-                    "undumpable": self.sandbox.undumpable})
+                    **(self.sandbox.shown(root) if self.sandbox.kind == "bwrap" else {}),
+                    "notice": self.sandbox.notice, "undumpable": self.sandbox.undumpable})
         if scrubbed:
             self._note({"kind": "environment", "removed": scrubbed,
                         "why": "they hold the API key; tools run without them"})
@@ -724,8 +724,7 @@ class AgentSession:
         return entry
 
     def _redacted(self, entry: Message | Event) -> Message | Event:
-        secret = self.redact.secret
-        if secret is None or secret not in json.dumps(entry.to_record(), ensure_ascii=False):
+        if not self.redact.found(json.dumps(entry.to_record(), ensure_ascii=False)):
             return entry
         if isinstance(entry, Event):
             return Event(entry.type, entry.id, json.loads(self.redact(json.dumps(dict(entry.data), ensure_ascii=False))))
@@ -755,10 +754,10 @@ class AgentSession:
             if fields.get("text"):
                 fields["text"] = self.redact(fields["text"])
             call = fields.get("call")
-            if call is not None and self.redact.secret in call.arguments:
+            if call is not None and self.redact.found(call.arguments):
                 fields["call"] = ToolCall(call.id, call.name, self.redact(call.arguments))
             result = fields.get("result")
-            if result is not None and self.redact.secret in result.content:
+            if result is not None and self.redact.found(result.content):
                 fields["result"] = ToolResult(self.redact(result.content), result.meta)
         self.on_event(AgentEvent(kind, turn, **fields))
 

@@ -18,7 +18,7 @@ from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.bash import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_S, run_bash
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult
-from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES
+from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES, SpillBudget, session_spill_bytes
 from breakwater.tools.workspace import Workspace, WorkspaceError
 from breakwater.tools.write_file import write_file
 
@@ -116,7 +116,8 @@ def _bash(args) -> int:
     from breakwater.agent.redact import Redactor
 
     try:
-        config = load_config({"workspace": ws.root, "sandbox": args.sandbox})
+        config = load_config({"workspace": ws.root, "sandbox": args.sandbox,
+                              "tool_read_paths": args.tool_read_paths})
         box = resolve_sandbox(config, network=args.network)
     except (ConfigError, sandbox.SandboxError) as exc:
         print(f"breakwater tool bash: {exc}", file=sys.stderr)
@@ -124,10 +125,12 @@ def _bash(args) -> int:
     sandbox.say_once(box, prefix="breakwater tool bash")
     env, _ = Redactor(config.api_key).tool_environment()
     policy = Policy()       # the same bounds as the agent's bash by default
+    budget = SpillBudget(policy.tool_max_session_spill_mb * MB, session_spill_bytes(ws, args.session_id))
     result = run_bash(ws, " ".join(command), timeout_s=args.timeout, max_lines=args.max_lines,
                       session_id=args.session_id, tool_call_id=args.tool_call_id or f"call_{uuid.uuid4().hex[:12]}",
                       max_line_bytes=args.max_line_bytes, max_bytes=args.max_bytes, env=env, sandbox=box,
-                      bounds=Bounds.from_policy(policy), max_spill_bytes=policy.tool_max_spill_mb * MB)
+                      bounds=Bounds.from_policy(policy), max_spill_bytes=policy.tool_max_spill_mb * MB,
+                      spill_budget=budget)
     return _show(result)
 
 

@@ -133,7 +133,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     flags = {"base_url": args.base_url, "model": args.model, "summary_model": args.summary_model,
              "workspace": args.workspace, "window": args.window, "auto_approve": args.auto_approve,
-             "preset": args.preset, "sandbox": args.sandbox}
+             "preset": args.preset, "sandbox": args.sandbox,
+             "tool_read_paths": args.tool_read_paths}
     try:
         config = load_config(flags)
         sandbox.say_once(resolve_sandbox(config), prefix="breakwater chat")

@@ -207,7 +207,15 @@ def _places(home: Path, workspace: Path) -> list[tuple[str, Path, str, Describe]
             ("Claude Code", home / ".claude" / "projects", "*/*/subagents/agent-*.jsonl", _claude),
             ("Codex", home / ".codex" / "sessions", "*/*/*/rollout-*.jsonl", _codex),
             ("pi", home / ".pi" / "agent" / "sessions", "*/*.jsonl", _pi),
-            ("Breakwater", workspace / ".agent" / "sessions", "*.jsonl", _native)]
+            ("Breakwater", workspace / ".agent" / "sessions", "*.jsonl", _native),
+            ("Breakwater proxy", proxy_sessions_dir(), "*.jsonl", _native)]
+
+
+def proxy_sessions_dir() -> Path:
+    """Where `breakwater proxy` records the conversations it sees (its --sessions, by default): beside
+    the overlays in Breakwater's state folder (core/overlay.py's `state_dir`, not imported: it brings the
+    whole pipeline, 0.13 s, into a listing)."""
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "breakwater" / "proxy"
 
 
 def find_sessions(home: Path | None = None, workspace: Path | None = None) -> list[FoundSession]:

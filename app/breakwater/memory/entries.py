@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from breakwater.core.log.visible import visible
+
 RULE = "---"
 HEADER_RE = re.compile(r"^\[Turn (-?\d+) \| ([^\]]*)\]$")
 POINTER_RE = re.compile(r"^- \[(overflow|archive)\] see (auto-[A-Za-z0-9-]+\.md)\b")
@@ -45,9 +47,29 @@ class Pointer:
     line: str
 
 
+# U+2028 and U+2029 end a line for str.splitlines (and for some editors and viewers) though not for
+# "\n"-splitting; visible() draws the other characters that do (CR, VT, FF, FS/GS/RS, NEL)
+_SEPARATORS = {0x2028: 0xFFFD, 0x2029: 0xFFFD}
+
+
+def one_line(text: str) -> str:
+    """`text` as one line of a memory file: nothing in it ends a line for any reader, nor acts on a
+    terminal. A file name with U+2028 in it (written by the model through write_file) split a
+    scribe bullet in two, and the second half read as a line of Breakwater's own (issue 35 item 8)."""
+    return visible(text).translate(_SEPARATORS)
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of a memory file as Breakwater wrote them: split at "\n" only (each line was made
+    with `one_line`), a "\r" before it dropped (a checkout may have turned "\n" into "\r\n")."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def clean_bullets(bullets: str) -> list[str]:
-    """The lines an entry may hold: no blank lines, no bare rules that would split the entry."""
-    return [ln.rstrip() for ln in bullets.splitlines() if ln.strip() and ln.strip() != RULE]
+    """The lines an entry may hold: each one line (`one_line`), no blank lines, no bare rules that
+    would split the entry."""
+    lines = (one_line(raw.rstrip()).rstrip() for raw in bullets.split("\n"))
+    return [ln for ln in lines if ln.strip() and ln.strip() != RULE]
 
 
 def format_header(turn: int, when: datetime) -> str:
@@ -74,7 +96,7 @@ def parse(text: str, source: str) -> list[Entry | Pointer]:
             items.append(Entry(header, tuple(lines), source))
             lines.clear()
 
-    for raw in text.splitlines():
+    for raw in lines_of(text):
         line = raw.rstrip()
         if line == RULE:
             flush()

@@ -159,7 +159,9 @@ def _walk(value: Any, key: str | None, out: list[str]) -> None:
             _walk(v, key, out)
     elif isinstance(value, str):
         single = value.strip()
-        if key in _PATH_KEYS and single and "\n" not in single and " " not in single:
+        # a path argument is taken whole only as one printable word: with a line separator in it
+        # (U+2028) it would carry a line of its own into the bullet
+        if key in _PATH_KEYS and single and single.isprintable() and not any(c.isspace() for c in single):
             out.append(single)
         else:
             out.extend(paths_in(value))

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from breakwater.core.log.beneath import OwnedDir
+from breakwater.memory.entries import lines_of, one_line
 from breakwater.memory.ledger import OTHER, PROJECT_LEDGER, SESSION_END, Ledger, digest
 from breakwater.memory.store import AGENT_DIR, MemoryLockTimeout
 
@@ -54,7 +55,8 @@ def estimate_tokens(text: str) -> int:
 
 def append_session(workspace: str | os.PathLike[str], session_id: str, summary: str, *,
                    now: datetime | None = None, lock_timeout: float = 60.0) -> Path:
-    summary = summary.strip()
+    # each line one line for every reader: read back by lines, a U+2028 in it made the entry another's
+    summary = "\n".join(one_line(line).rstrip() for line in summary.strip().split("\n")).strip()
     if not summary:
         raise ValueError("nothing to remember: the session summary is empty")
     now = now or datetime.now()
@@ -86,7 +88,7 @@ def read_sessions(workspace: str | os.PathLike[str]) -> list[SessionEntry]:
         entry = SessionEntry(header, "\n".join(body).strip())
         entries.append(SessionEntry(entry.header, entry.summary, known.get(digest(entry.text), OTHER)))
 
-    for line in text.splitlines():
+    for line in lines_of(text):
         if _SESSION_RE.match(line):
             if header is not None:
                 take()

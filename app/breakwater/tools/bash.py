@@ -20,7 +20,7 @@ from breakwater.tools.bounds import MB, Bounds, Confinement
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.rolling_buffer import CHUNK_SIZE, RollingOutputBuffer
 from breakwater.tools.sandbox import Sandbox
-from breakwater.tools.spill import Spill, spill_notice
+from breakwater.tools.spill import Spill, SpillBudget, spill_notice
 from breakwater.tools.workspace import Workspace, WorkspaceError, as_workspace
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -39,9 +39,10 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
              kill_grace_s: float = KILL_GRACE_S, env: Mapping[str, str] | None = None,
              max_bytes: int = DEFAULT_MAX_BYTES, sandbox: Sandbox | None = None,
              bounds: Bounds | None = None, max_timeout_s: float | None = None,
-             max_spill_bytes: int | None = None) -> ToolResult:
+             max_spill_bytes: int | None = None, spill_budget: SpillBudget | None = None) -> ToolResult:
     """Run `bash -c command` in the workspace (inside `sandbox` if given, within `bounds`); the result
-    is what the model sees, and says which bound the command ran into."""
+    is what the model sees, and says which bound the command ran into. The spill keeps at most
+    `max_spill_bytes` of the output, and no more than the session's `spill_budget` has left."""
     if not isinstance(command, str) or not command.strip():
         return error_result("bash", "command is empty")
     if "\x00" in command:
@@ -53,21 +54,35 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         timeout_s = max_timeout_s
     try:
         ws = as_workspace(workspace)
+        problem = sandbox.refusal(ws.root) if sandbox else None
+        if problem is not None:
+            return error_result("bash", f"bash was not run: {problem}")
         ws.prepare_agent_state()    # before the sandbox binds it read-only (issue 27 item 8)
-        spill = Spill.create_in(ws, session_id, tool_call_id)
-        try:
-            buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes,
-                                         max_spill_bytes=max_spill_bytes)
-        except ValueError:
-            spill.discard()
-            spill.close()
-            raise
-    except (WorkspaceError, ValueError) as exc:
+    except WorkspaceError as exc:
         return error_result("bash", str(exc))
     except UnsafePathError as exc:
         return error_result("bash", f"bash was not run: {exc.strerror}")
     except OSError as exc:
-        return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
+        return error_result("bash", f"cannot create the spill folder: {exc.strerror or exc}")
+    granted, bound = _spill_grant(max_spill_bytes, spill_budget)
+    try:
+        spill = Spill.create_in(ws, session_id, tool_call_id) if granted != 0 else None
+        try:
+            buffer = RollingOutputBuffer(max_lines, max_line_bytes, spill=spill, max_bytes=max_bytes,
+                                         max_spill_bytes=granted, spill_bound=bound)
+        except ValueError:
+            if spill is not None:
+                spill.discard()
+                spill.close()
+            raise
+    except (ValueError, OSError) as exc:
+        if spill_budget is not None and granted:
+            spill_budget.give_back(granted)
+        if isinstance(exc, UnsafePathError):
+            return error_result("bash", f"bash was not run: {exc.strerror}")
+        if isinstance(exc, OSError):
+            return error_result("bash", f"cannot create the spill file: {exc.strerror or exc}")
+        return error_result("bash", str(exc))
     started = time.monotonic()
     seccomp_fd = sandbox.filter_fd() if sandbox else None
     confinement = Confinement(bounds) if bounds is not None else None
@@ -99,6 +114,8 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
             _signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
         buffer.close()
+    if spill_budget is not None and granted:
+        spill_budget.give_back(granted - buffer.spilled_bytes)
     duration = time.monotonic() - started
     body = buffer.render() if buffer.total_bytes else "(no output)"
     hit = []
@@ -119,6 +136,9 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         trailer.append(f"[the command ran into {' and '.join(hit)}]")
     if buffer.spill_stopped and buffer.spill_path is not None:
         trailer.append(f"[the spill file is incomplete: {buffer.spill_stopped}]")
+    if granted == 0 and buffer.truncated:
+        trailer.append(f"[the lines cut from this result are not kept anywhere: {spill_budget.reached()}; "
+                       "send long output to a file in the workspace and read it in slices]")
     if abandoned:
         trailer.append("[the command exited but background processes still hold its output open; "
                        "their later output is not captured]")
@@ -144,6 +164,15 @@ def run_bash(workspace: Workspace | str | os.PathLike, command: str, timeout_s: 
         "spill_incomplete": buffer.spill_stopped,
     }
     return ToolResult(body + "\n\n" + "\n".join(trailer), meta)
+
+
+def _spill_grant(max_spill_bytes: int | None, budget: SpillBudget | None) -> tuple[int | None, str]:
+    """(what this call's spill may hold, None for no bound; the bound that sets it, for the notice)."""
+    if budget is None:
+        return max_spill_bytes, "tool_max_spill_mb"
+    want = budget.limit if max_spill_bytes is None else max_spill_bytes
+    granted = budget.take(want)
+    return granted, "tool_max_spill_mb" if granted == want else budget.reached()
 
 
 def _stream(proc: subprocess.Popen, buffer: RollingOutputBuffer, timeout_s: float,

@@ -17,7 +17,7 @@ from breakwater.tools.bounds import MB, Bounds
 from breakwater.tools.read_file import DEFAULT_MAX_LINES, read_file
 from breakwater.tools.result import ToolResult, error_result
 from breakwater.tools.sandbox import Sandbox
-from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES
+from breakwater.tools.spill import DEFAULT_HEX_BYTES, MAX_HEX_BYTES, SpillBudget, session_spill_bytes
 from breakwater.tools.write_file import write_file
 from breakwater.tools.workspace import Workspace
 
@@ -40,6 +40,7 @@ class ToolContext:
     bounds: Bounds | None = None            # what one bash call may take (None: no bounds but time)
     max_timeout_s: float | None = None      # the longest timeout a call may ask for
     max_spill_bytes: int | None = None
+    spill_budget: SpillBudget | None = None  # what the session's spill files may hold together
 
     @classmethod
     def from_policy(cls, workspace: Workspace, session_id: str, policy: Any,
@@ -49,7 +50,9 @@ class ToolContext:
                    max_line_bytes=policy.tool_max_line_bytes, max_bytes=policy.tool_max_bytes,
                    read_max_lines=policy.read_file_default_lines, bash_timeout_s=policy.bash_timeout_s,
                    env=env, sandbox=sandbox, bounds=Bounds.from_policy(policy),
-                   max_timeout_s=policy.tool_timeout_s, max_spill_bytes=policy.tool_max_spill_mb * MB)
+                   max_timeout_s=policy.tool_timeout_s, max_spill_bytes=policy.tool_max_spill_mb * MB,
+                   spill_budget=SpillBudget(policy.tool_max_session_spill_mb * MB,
+                                            session_spill_bytes(workspace, session_id)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,8 @@ def _run_bash(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> T
                     max_lines=ctx.max_lines, session_id=ctx.session_id, tool_call_id=tool_call_id,
                     max_line_bytes=ctx.max_line_bytes, read_max_lines=ctx.read_max_lines, env=ctx.env,
                     max_bytes=ctx.max_bytes, sandbox=ctx.sandbox, bounds=ctx.bounds,
-                    max_timeout_s=ctx.max_timeout_s, max_spill_bytes=ctx.max_spill_bytes)
+                    max_timeout_s=ctx.max_timeout_s, max_spill_bytes=ctx.max_spill_bytes,
+                    spill_budget=ctx.spill_budget)
 
 
 def _run_read_file(args: Mapping[str, Any], ctx: ToolContext, tool_call_id: str) -> ToolResult:

@@ -119,7 +119,7 @@ class RollingOutputBuffer:
 
     def __init__(self, max_lines: int, max_line_bytes: int = 4000, spill_path: str | os.PathLike | None = None,
                  keep_spill: str = KEEP_SPILL_TRUNCATED, *, max_bytes: int | None = None, spill: Spill | None = None,
-                 max_spill_bytes: int | None = None):
+                 max_spill_bytes: int | None = None, spill_bound: str = "tool_max_spill_mb"):
         if max_lines < 1:
             raise ValueError("max_lines must be at least 1")
         if max_line_bytes < 1:
@@ -156,6 +156,7 @@ class RollingOutputBuffer:
         # the spill keeps at most this much of the stream (a command could fill the disk through it);
         # `spill_stopped` says why it holds less than the whole stream: the bound, or a write that failed
         self.max_spill_bytes = max_spill_bytes
+        self.spill_bound = spill_bound      # what `max_spill_bytes` is, for the notice
         self.spill_stopped: str | None = None
         self._spilled = 0
         if self._spill_file is not None:
@@ -189,7 +190,7 @@ class RollingOutputBuffer:
     def _to_spill(self, raw: bytes) -> None:
         if self.max_spill_bytes is not None and self._spilled + len(raw) > self.max_spill_bytes:
             raw = raw[:self.max_spill_bytes - self._spilled]
-            self.spill_stopped = f"it holds the first {self.max_spill_bytes:,} bytes only (tool_max_spill_mb)"
+            self.spill_stopped = f"it holds the first {self.max_spill_bytes:,} bytes only ({self.spill_bound})"
         try:
             self._spill.write(raw)
         except OSError as exc:
@@ -237,6 +238,11 @@ class RollingOutputBuffer:
                     self.spill_stopped = self.spill_stopped or f"its end is missing: {exc.strerror or exc}"
                 self._spill = None
                 self._spill_file.close()
+
+    @property
+    def spilled_bytes(self) -> int:
+        """What the spill file holds (0 once it was removed: nothing was truncated)."""
+        return self._spilled if self._spill_kept or not self._closed else 0
 
     def __enter__(self) -> "RollingOutputBuffer":
         return self

@@ -1,12 +1,14 @@
-"""Where bash runs: inside bubblewrap where the machine allows it (SPEC §3, issue 8 item 1).
+"""Where bash runs: inside bubblewrap where the machine allows it (SPEC §3, issues 8, 27 and 35).
 
 Scrubbing the key from the child's environment is not enough: `/proc/$PPID/environ`
 still holds breakwater's original environment. Under bubblewrap the command gets
 
 - its own PID namespace, so no other process's `/proc` is visible (its parent is the
   sandbox's init, whose environment is the scrubbed one);
-- the workspace read-write, a fresh /tmp, everything else read-only;
-- the config file that may hold the key replaced by an unreadable node;
+- an allowlist of the machine (allowlist.py): the system folders, the toolchains on its PATH and
+  the user's `tool_read_paths` read-only, the workspace read-write, fresh /tmp and /var/tmp; $HOME
+  and the folders on the way to the workspace empty; nothing else. The config file that may hold
+  the key (and its backups) is an unreadable node wherever it would be shown;
 - no network unless the policy allows it, and no capabilities even when run as root;
 - `/proc/sys` and the other system-wide files of /proc read-only, which a root without
   capabilities could otherwise still write (core_pattern runs a program as root at a crash);
@@ -14,6 +16,9 @@ still holds breakwater's original environment. Under bubblewrap the command gets
   io_uring, which opens sockets without that call), since a socket file in any host folder
   answers a connect even on a read-only mount. A socket pair between the command's own
   processes still works.
+
+A workspace that is $HOME itself (or holds it) is refused under bubblewrap: it is bound read-write,
+so every credential in $HOME would be open to the model's commands.
 
 `sandbox = auto` uses bubblewrap when a trial run works (it may be missing, or user
 namespaces may be disabled) and otherwise says so once and falls back; `bwrap` insists;
@@ -26,16 +31,19 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import os
 import platform
 import struct
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Iterable, Mapping, TextIO
 
+from breakwater.tools import allowlist
 from breakwater.tools.workspace import AGENT_STATE
 
 MODES = ("auto", "bwrap", "none")
@@ -58,25 +66,55 @@ class Sandbox:
 
     kind: str
     bwrap: str | None = None
-    hide: tuple[Path, ...] = ()
+    hide: tuple[Path, ...] = ()             # files shown as an unreadable node (with their backups)
     network: bool = False
     notice: str | None = None
     undumpable: bool = field(default=False, compare=False)
-    hide_dirs: tuple[Path, ...] = ()        # shown empty inside
+    hide_dirs: tuple[Path, ...] = ()        # shown empty
+    read_only: tuple[Path, ...] = ()        # shown read-only besides the system folders
+    home: Path | None = None                # shown empty, bar what lies in it of the above
+
+    def refusal(self, workspace: Path) -> str | None:
+        """Why bash cannot run in `workspace` in this sandbox, or None."""
+        if self.kind != "bwrap":
+            return None
+        ws = Path(workspace)
+        if ws == Path("/"):
+            return "the workspace is / : the whole machine would be writable by the model's commands"
+        if self.home is not None and any(h.is_relative_to(ws) for h in (self.home, self.home.resolve())):
+            what = "is your home folder" if ws in (self.home, self.home.resolve()) else "holds your home folder"
+            return (f"the workspace {ws} {what} ($HOME): every credential in it would be open to the model's "
+                    "commands; use a project folder")
+        return None
+
+    def shown(self, workspace: Path) -> dict[str, list[str]]:
+        """What a command sees, for the session log and the user."""
+        system = [str(d) for d in allowlist.SYSTEM_DIRS if d.exists()]
+        return {"read-write": [str(workspace), "/tmp (private)", "/var/tmp (private)"],
+                "read-only": [*system, *(str(p) for p in self.read_only)],
+                "empty": [str(self.home)] if self.home is not None else [],
+                "hidden": [str(p) for p in (*self.hide, *self.hide_dirs)]}
 
     def command(self, argv: list[str], workspace: Path, seccomp_fd: int | None = None,
                 tmp_bytes: int | None = None) -> list[str]:
         """`argv` as it must be started to run in this sandbox with `workspace` as its directory;
         `seccomp_fd` (from `filter_fd`, passed to the child) carries the socket filter, `tmp_bytes`
-        bounds the sandbox's /tmp (a tmpfs: memory)."""
+        bounds the sandbox's /tmp and /var/tmp (tmpfs: memory). SandboxError if `refusal` says so."""
         if self.kind != "bwrap":
             return argv
+        problem = self.refusal(workspace)
+        if problem is not None:
+            raise SandboxError(problem)
         ws = str(workspace)
-        base = list(_BASE_ARGS)
-        if tmp_bytes is not None:
-            at = base.index("--tmpfs")
-            base[at:at] = ["--size", str(tmp_bytes)]
-        args = [self.bwrap, *base, "--bind", ws, ws]
+        size = ["--size", str(tmp_bytes)] if tmp_bytes is not None else []
+        # Order matters: the root is an empty tmpfs; later mounts go over earlier ones
+        args = [self.bwrap, *allowlist.system_args(), *_BASE_ARGS,
+                *size, "--tmpfs", "/tmp", *size, "--tmpfs", "/var/tmp"]
+        if self.home is not None:
+            args += ["--dir", str(self.home)]
+        for path in sorted(self.read_only, key=lambda p: len(p.parts)):
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--bind", ws, ws]
         # breakwater's own state in the workspace is read-only inside: a command cannot forge the
         # session log, replace a spill or hold a lock (issue 27 item 8); .agent itself is a mount
         # point (bound onto itself, writable), so it cannot be moved away and replaced by a link
@@ -85,14 +123,20 @@ class Sandbox:
             args += ["--ro-bind-try", f"{ws}/{rel}", f"{ws}/{rel}"]
         for lock in sorted(Path(ws, ".agent").glob("*.lock")):
             args += ["--ro-bind-try", str(lock), str(lock)]
-        # a folder that holds the workspace stays (the workspace would vanish under the tmpfs), and a
-        # file in a hidden folder is hidden with it
-        dirs = [d for d in self.hide_dirs if not workspace.is_relative_to(d)]
+        # a link is not mounted over (bwrap would follow it from its own root): its target, hidden
+        # too (`resolve` keeps both ends), is what a command reaching it through the link meets
+        shown = (*allowlist.SYSTEM_DIRS, *self.read_only, Path(ws))
+        dirs = [d for d in self.hide_dirs if _within(d, shown) and not Path(ws).is_relative_to(d)
+                and not d.is_symlink()]
         for path in dirs:
             args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-        for path in self.hide:
-            if not any(path.is_relative_to(d) for d in dirs):
+        # a config file's backups are looked for at each run: an editor may have left one since
+        files = {f for path in self.hide for f in (allowlist.named_after(path) if not _within(path, (Path("/etc"),))
+                                                     else [path])}
+        for path in sorted(files):
+            if _within(path, shown) and not path.is_symlink() and not any(path.is_relative_to(d) for d in dirs):
                 args += ["--ro-bind", "/dev/null", str(path)]
+        args += ["--remount-ro", "/"]       # the root tmpfs: no writes outside the workspace and the tmps
         if not self.network:
             args.append("--unshare-net")
             if seccomp_fd is not None:
@@ -110,14 +154,15 @@ class Sandbox:
         return fd
 
 
-# Order matters: /tmp is a fresh tmpfs, then the workspace (which may live under /tmp) is
-# bound over it, then the hidden files over that.
-_BASE_ARGS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+_BASE_ARGS = ("--dev", "/dev", "--proc", "/proc",
               *(arg for name in ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
                 for arg in ("--ro-bind-try", f"/proc/{name}", f"/proc/{name}")),
-              "--tmpfs", "/tmp",
               "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
               "--cap-drop", "ALL", "--die-with-parent")
+
+
+def _within(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path.is_relative_to(r) for r in roots)
 
 
 def _seccomp_program() -> bytes | None:
@@ -143,9 +188,13 @@ def _seccomp_program() -> bytes | None:
 _NO_UNIX_SOCKETS = _seccomp_program()
 
 
-def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (), network: bool = False) -> Sandbox:
+def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (), network: bool = False,
+            read_paths: Iterable[str | os.PathLike] = (), show_home: bool = False,
+            environ: Mapping[str, str] | None = None) -> Sandbox:
     """The sandbox for `mode`; SandboxError when `bwrap` is demanded and cannot run.
 
+    `environ` is the tools' environment: its HOME is shown empty and its PATH's toolchains
+    read-only, with `read_paths` (`tool_read_paths`); `show_home` shows HOME whole, read-only.
     Hidden paths that do not exist are skipped; a symlink is hidden at both ends.
     """
     if mode not in MODES:
@@ -153,14 +202,36 @@ def resolve(mode: str = DEFAULT_MODE, *, hide: Iterable[str | os.PathLike] = (),
     if mode != "none":
         bwrap, problem = _usable_bwrap()
         if bwrap is not None:
+            environ = os.environ if environ is None else environ
+            home = _home(environ)
             files, dirs = _existing(hide)
-            return Sandbox("bwrap", bwrap, files, network, hide_dirs=dirs)
+            etc_files, etc_dirs = _etc_secrets()
+            shown = [*allowlist.toolchains(environ.get("PATH"), home), *allowlist.read_paths(read_paths, home)]
+            if show_home and home is not None:
+                shown.append(home)
+            resolver = Path("/etc/resolv.conf").resolve()
+            if network and resolver.is_file() and not allowlist.shown_by_system(resolver):
+                shown.append(resolver)      # systemd-resolved's stub file in /run: names resolve
+            return Sandbox("bwrap", bwrap, (*files, *etc_files), network, hide_dirs=(*dirs, *etc_dirs),
+                           read_only=tuple(dict.fromkeys(shown)), home=home)
         if mode == "bwrap":
             raise SandboxError(f"sandbox = bwrap, but bubblewrap cannot run here: {problem}")
         notice = (f"bubblewrap is not usable here ({problem}); bash runs without a sandbox, and breakwater "
                   "made itself non-dumpable so tools cannot read its environment from /proc")
         return Sandbox("none", notice=notice, undumpable=make_undumpable())
     return Sandbox("none", undumpable=make_undumpable())
+
+
+def _home(environ: Mapping[str, str]) -> Path | None:
+    """The tools' $HOME, absolute; None when it is / (some service accounts): nothing to keep empty."""
+    raw = environ.get("HOME") or str(Path.home())
+    home = Path(os.path.normpath(os.path.abspath(raw)))
+    return None if home == Path("/") else home
+
+
+@functools.cache
+def _etc_secrets() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    return allowlist.etc_secrets()
 
 
 def say_once(sandbox: Sandbox, stream: TextIO | None = None, prefix: str = "breakwater") -> None:
@@ -186,7 +257,12 @@ def add_argument(parser: argparse.ArgumentParser, default: str | None = None) ->
     """`--sandbox auto|bwrap|none`, the same on every command that runs tools."""
     parser.add_argument("--sandbox", choices=MODES, default=default,
                         help="where bash runs: bubblewrap when it works here (auto, the default), "
-                             "bubblewrap or fail (bwrap), or directly (none)")
+                             "bubblewrap or fail (bwrap), or directly (none). In bubblewrap a command sees "
+                             "the workspace (read-write), the system folders and the toolchains on PATH "
+                             "(read-only), an empty $HOME and nothing else")
+    parser.add_argument("--read-path", dest="tool_read_paths", action="append", metavar="PATH",
+                        help="also show PATH to bash's commands, read-only (a package cache, a data folder); "
+                             "repeatable, added to the config file's tool_read_paths")
 
 
 def _usable_bwrap() -> tuple[str | None, str | None]:
@@ -195,7 +271,7 @@ def _usable_bwrap() -> tuple[str | None, str | None]:
     if exe is None:
         return None, "bwrap is not installed"
     if exe not in _probe_cache:
-        trial = Sandbox("bwrap", exe).command(["true"], Path("/"))
+        trial = Sandbox("bwrap", exe).command(["true"], Path(tempfile.gettempdir()))
         try:
             done = subprocess.run(trial, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -219,17 +295,3 @@ def _existing(paths: Iterable[str | os.PathLike]) -> tuple[tuple[Path, ...], tup
                 continue
             (dirs if each.is_dir() else files).append(each)
     return tuple(files), tuple(dirs)
-
-
-# What a command has no business reading: keys, tokens, credentials, shell start-up files (which
-# hold exported keys more often than not). Shown empty inside unless the policy allows them.
-SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.netrc", "~/.npmrc", "~/.pypirc", "~/.git-credentials",
-           "~/.gnupg", "~/.docker", "~/.kube", "~/.azure", "~/.bashrc", "~/.bash_profile", "~/.bash_login",
-           "~/.bash_history", "~/.profile", "~/.zshrc", "~/.zshenv", "~/.zprofile", "~/.zsh_history",
-           "~/.cshrc", "~/.tcshrc", "~/.kshrc", "~/.config/fish", "/etc/shadow", "/etc/gshadow")
-
-
-def secrets(home: str | os.PathLike | None = None) -> list[Path]:
-    """The usual secrets under `home` (default: this user's) and the system's."""
-    base = Path(home) if home is not None else Path.home()
-    return [base / p[2:] if p.startswith("~/") else Path(p) for p in SECRETS]

@@ -12,6 +12,8 @@ import errno
 import hashlib
 import os
 import re
+import stat
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
@@ -127,6 +129,62 @@ class Spill:
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
             self._dir_fd = -1
+
+
+def session_spill_bytes(workspace: Workspace, session_id: str) -> int:
+    """What the spill files of one session hold now (0 when it has none); no link is followed."""
+    dir_rel = spill_rel(session_id, "x").rsplit("/", 1)[0]
+    try:
+        path_fd = workspace.open_dir(dir_rel, create=False, follow=False)
+    except OSError:
+        return 0
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=path_fd)
+    except OSError:
+        return 0
+    finally:
+        os.close(path_fd)
+    total = 0
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+    finally:
+        os.close(fd)
+    return total
+
+
+class SpillBudget:
+    """What one session's spill files may hold together (policy `tool_max_session_spill_mb`): each
+    call is granted what is left, up to its own bound, and gives back what it did not keep. Calls
+    may run in parallel, so grants are taken under a lock, not read from the disk."""
+
+    def __init__(self, limit: int, used: int = 0):
+        self.limit = limit
+        self.used = used
+        self._lock = threading.Lock()
+
+    def take(self, want: int) -> int:
+        with self._lock:
+            granted = max(0, min(want, self.limit - self.used))
+            self.used += granted
+            return granted
+
+    def give_back(self, unused: int) -> None:
+        with self._lock:
+            self.used -= max(0, unused)
+
+    def reached(self) -> str:
+        return (f"this session's spill files reached their bound, tool_max_session_spill_mb = "
+                f"{self.limit / MIB:,.0f} MiB")
+
+
+MIB = 1 << 20
 
 
 def looks_binary(prefix: bytes) -> bool:

@@ -93,7 +93,11 @@ class Policy:
     tool_max_memory_mb: int = 4_096
     tool_max_file_mb: int = 1_024
     tool_max_spill_mb: int = 256
-    # ~/.ssh, ~/.aws, ~/.config, ~/.netrc, shell rc files... are hidden from bash unless this allows them
+    # what the spill files of one session hold together (issue 35 item 8): 8 calls at the bound above.
+    # Past it a call's spill is cut (the result says so) or, with nothing left, not kept at all
+    tool_max_session_spill_mb: int = 2_048
+    # bash's sandbox shows $HOME empty (bar the workspace and toolchains); this shows it whole, read-only
+    # (the config file, its backups and ~/.config/breakwater stay hidden)
     tool_allow_secrets: bool = False
 
     # tier 3 (memory)
@@ -215,7 +219,8 @@ def validate(p: Policy) -> Policy:
     if p.shape_keep_last_min < 1 or p.shape_keep_last_max < p.shape_keep_last_min:
         raise PolicyError(f"shape_keep_last_min must be >= 1 and <= shape_keep_last_max, got "
                           f"{p.shape_keep_last_min} and {p.shape_keep_last_max}")
-    for name in ("tool_timeout_s", "tool_max_procs", "tool_max_memory_mb", "tool_max_file_mb", "tool_max_spill_mb"):
+    for name in ("tool_timeout_s", "tool_max_procs", "tool_max_memory_mb", "tool_max_file_mb", "tool_max_spill_mb",
+                 "tool_max_session_spill_mb"):
         if getattr(p, name) < 1:
             raise PolicyError(f"{name} must be at least 1, got {getattr(p, name)}")
     if p.tool_max_bytes < 256:
