@@ -102,8 +102,12 @@ class SoftZone:
                 below = level
                 for lv in higher:
                     whole = at(lv, cut)
+                    if lv == 2 and p.clear_at_least_tokens and shape.sent - whole.sent < p.clear_at_least_tokens:
+                        continue   # masking all it may frees less than is worth a cache re-write: not done
                     if whole.sent <= soft:
-                        shape = self._oldest_first(at, lv, below, cut, n, whole)
+                        # every far observation at once (mask_all: Anthropic's clear_tool_uses), or
+                        # oldest first only as far as needed
+                        shape = whole if lv == 2 and p.mask_all else self._oldest_first(at, lv, below, cut, n, whole)
                         break
                     shape, below = whole, lv
 
