@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from breakwater.core.log.message import Message
+from breakwater.core.against_record import recorded_compactions, without
 from breakwater.core.policy import Policy, PolicyError, preset
+from breakwater.core.policy.agents import AGENT_OWN, AGENT_ROWS, agent_of
 from breakwater.core.log.session_log import Event, SessionLog, SessionLogError
 from breakwater.core.log.text_cache import forget_all
 from breakwater.core.fold.own_request import own_history_policy
@@ -32,7 +34,11 @@ from breakwater.fidelity.scoring import Scorer, Tracker
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     """The named preset at `window`, else the session's own window, else its model's (as `simulate`:
-    core/log/models.py), else the preset's."""
+    core/log/models.py), else the preset's. `AGENT_ROWS` name the session's own agent's."""
+    if name == AGENT_OWN and agent_of(log.header):
+        name = agent_of(log.header)
+    elif name in AGENT_ROWS:
+        return own_history_policy()
     policy = preset(name)
     w = resolve_window(log.header, None, window)[0]
     if isinstance(w, int) and not isinstance(w, bool) and w != policy.window:
@@ -148,7 +154,11 @@ def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, sc
     out: dict[str, PresetSummary | str] = {}
     for name, policy in named:
         try:
-            out[name] = summarize_run(replay(log, policy, counter, scorer))
+            # the agent's strategy makes the automatic compactions its agent recorded: those are taken
+            # out (manual ones, which the transcript marks, stay)
+            run_log = without(log, {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"}) \
+                if name == AGENT_OWN and agent_of(log.header) else log
+            out[name] = summarize_run(replay(run_log, policy, counter, scorer))
         except Exception as exc:  # one broken session must not end a run over thousands
             out[name] = f"{name}: {type(exc).__name__}: {exc}"
             break

@@ -109,6 +109,13 @@ AGENT_DESCRIPTIONS: dict[str, str] = {
 FORMAT_AGENT: dict[str, str] = {"claude-code": "claude-code", "codex": "codex", "pi": "pi", "openhands": "openhands"}
 
 
+# eval's rows of what each session's own agent does: as its transcript records it (its compactions,
+# none of ours), and as its agent's strategy replayed would do (its recorded compactions taken out, the
+# strategy makes its own); a session of an agent with no known strategy is its record on both rows
+AS_RECORDED, AGENT_OWN = "as-recorded", "agent"
+AGENT_ROWS = (AS_RECORDED, AGENT_OWN)
+
+
 def agent_of(header: dict) -> str | None:
     """The name of the preset of the agent that wrote a transcript (its header's imported format), or None."""
     imported = header.get("imported") if isinstance(header, dict) else None
@@ -116,4 +123,4 @@ def agent_of(header: dict) -> str | None:
     return FORMAT_AGENT.get(fmt) if isinstance(fmt, str) else None
 
 
-__all__ = ["AGENT_PRESETS", "AGENT_DESCRIPTIONS", "FORMAT_AGENT", "agent_of"]
+__all__ = ["AGENT_OWN", "AGENT_PRESETS", "AGENT_DESCRIPTIONS", "AGENT_ROWS", "AS_RECORDED", "FORMAT_AGENT", "agent_of"]
