@@ -11,8 +11,8 @@ import pytest
 from breakwater.core.against_record import check, recorded_compactions, without
 from breakwater.core.compare import counterpart
 from breakwater.core.log.message import Message
-from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset, preset_names
-from breakwater.core.policy.agents import AGENT_PRESETS, agent_of
+from breakwater.core.policy import AGENT_PRESETS, PRESETS, Policy, PolicyError, load_toml, preset, preset_names
+from breakwater.core.policy.agents import agent_of
 from breakwater.core.policy.toml_file import dumps
 from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import load_session
@@ -23,6 +23,7 @@ AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent_compactions"
 # 56 prompts, a model of 48,000 tokens, pi's default settings; it compacted itself three times
 PI_RUN = AGENTS / "pi-0.73.1-auto-compactions.jsonl"
 PI_WINDOW = 48_000
+CC_RUN = AGENTS / "claude-code-2.0.55-auto-compactions.jsonl"
 CLAUDE = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"      # Claude Code 2.0.55, 103 turns, to 133k tokens
 CODEX = REAL / "codex" / "agentsessions_codex_coverage_small.jsonl"
 OPENHANDS = REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"
@@ -45,6 +46,17 @@ def test_pi_compacts_where_pi_did_and_nowhere_else():
     # the check tells strategies apart: Claude Code's and OpenHands' rules compact elsewhere
     for other in ("claude-code", "openhands", "breakwater"):
         assert not check(log, preset(other).with_changes(window=PI_WINDOW), counter="heuristic").agrees
+
+
+def test_claude_code_compacts_where_claude_code_did():
+    """Claude Code 2.0.55 driven the same way, with CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=20: its threshold is
+    then min(20% x (200,000 - 32,000), 200,000 - 32,000 - 13,000) = 33,600 (cli.js); it compacted twice."""
+    log = load_session(CC_RUN)
+    assert [(r.turn, r.trigger) for r in recorded_compactions(log)] == [(15, "auto"), (30, "auto")]
+    policy = preset("claude-code").with_changes(hard_trigger_tokens=33_600)
+    got = check(log, policy, counter="heuristic")
+    assert got.predicted == [14, 29] and got.elsewhere == [] and got.agrees
+    assert not check(log, preset("pi"), counter="heuristic").agrees
 
 
 def test_pi_keeps_its_recent_tokens_after_a_compaction():

@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.policy.agents import AGENT_STRATEGIES
+
 
 class PolicyError(ValueError):
     pass
@@ -222,20 +224,21 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
 }
 
 
+# other agents' strategies (core/policy/agents.py says where each value comes from)
+AGENT_PRESETS: dict[str, Policy] = {name: replace(_BASE, preset=name, **changes)
+                                    for name, changes in AGENT_STRATEGIES.items()}
+
+
 def preset(name: str) -> Policy:
     """A preset by name: Breakwater's own (PRESETS) or another agent's strategy (AGENT_PRESETS)."""
-    from breakwater.core.policy.agents import AGENT_PRESETS
-
     found = PRESETS.get(name) or AGENT_PRESETS.get(name)
     if found is None:
-        raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join([*PRESETS, *AGENT_PRESETS])}")
+        raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join(preset_names())}")
     return found
 
 
 def preset_names() -> list[str]:
     """Every preset a command line takes: Breakwater's, then the agents' strategies."""
-    from breakwater.core.policy.agents import AGENT_PRESETS
-
     return [*PRESETS, *AGENT_PRESETS]
 
 
@@ -351,6 +354,6 @@ def load_toml(path: Path) -> Policy:
     return from_mapping(data)
 
 
-__all__ = ["Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "CHOICES", "DEFAULT_PRESET", "preset", "preset_names",
+__all__ = ["AGENT_PRESETS", "Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "CHOICES", "DEFAULT_PRESET", "preset", "preset_names",
            "from_mapping", "load_toml",
            "validate"]
