@@ -4,8 +4,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench test-model clean screenshot snapshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install_deb.sh
 	@scripts/install_bwrap.sh
+	@scripts/install_chromium.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,cluster]'

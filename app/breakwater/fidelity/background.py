@@ -30,10 +30,11 @@ CHUNK = 256   # entries pickled at a time: the GIL is let go between chunks (≈
 
 def replay_in_background(log: SessionLog, policy: Policy, counter: str, model: str | None,
                          cancelled: Callable[[], bool], busy: Callable[[], bool] = lambda: False,
-                         poll_s: float = 0.02) -> FidelityRun:
+                         poll_s: float = 0.02, nice: int = NICE) -> FidelityRun:
     """`replay` with the offline summarizer, in a child process; call from a thread. Raises Stopped
-    once `cancelled()`; the child is paused while `busy()`."""
-    child = subprocess.Popen([sys.executable, "-m", "breakwater.fidelity.background"], stdin=subprocess.PIPE,
+    once `cancelled()`; the child is paused while `busy()`. `nice`: the child's priority (the
+    workbench's yields to the screen; an export, waiting for it, gives it its own)."""
+    child = subprocess.Popen([sys.executable, "-m", "breakwater.fidelity.background", str(nice)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     paused = False
     try:
@@ -71,7 +72,7 @@ def replay_in_background(log: SessionLog, policy: Policy, counter: str, model: s
 
 
 def main() -> None:
-    os.nice(NICE)
+    os.nice(int(sys.argv[1]) if len(sys.argv) > 1 else NICE)
     source, out = sys.stdin.buffer, sys.stdout.buffer
     policy, counter, model, header = pickle.load(source)
     entries: list = []

@@ -181,9 +181,10 @@ class BreakwaterApp(App):
         if hasattr(screen, "undo_commands"):
             for title, help, target in screen.undo_commands():
                 yield SystemCommand(title, help, _runner(screen, f"undo({target!r})"))
-        if hasattr(screen, "overlay_commands"):
-            for title, help, action in screen.overlay_commands():
-                yield SystemCommand(title, help, _runner(screen, action))
+        for commands in ("overlay_commands", "export_commands"):
+            if hasattr(screen, commands):
+                for title, help, action in getattr(screen, commands)():
+                    yield SystemCommand(title, help, _runner(screen, action))
 
 
 def _runner(node, action: str):

@@ -12,6 +12,29 @@ from breakwater.core.log.message import Message
 
 KINDS = ("truncated-at-source", "snipped", "masked", "folded", "microcompacted", "summarized", "dropped",
          "merged", "stripped", "truncated-argument")
+# each kind's short badge label and what it means: the workbench's list, legend and help screen and
+# the exported pages all name the kinds from this one table
+KIND_INFO: dict[str, tuple[str, str]] = {
+    "truncated-at-source": ("src", "tool output cut at the source (rolling buffer); the full stream is in the spill file"),
+    "snipped": ("snip", "long tool output kept as head + marker + tail"),
+    "masked": ("mask", "old tool output replaced by a one-line notice"),
+    "folded": ("fold", "old assistant text folded"),
+    "microcompacted": ("micro", "a far tool exchange reduced to a skeleton line"),
+    "summarized": ("sum", "replaced by a deep-compaction summary"),
+    "dropped": ("drop", "left out to fit the window (shape history) or invalid"),
+    "merged": ("merge", "joined with the message of the same role next to it, so that turns alternate"),
+    "stripped": ("strip", "orphaned tool call or result removed"),
+    "truncated-argument": ("arg", "an over-long tool-call argument cut to head + tail"),
+}
+ALL_KINDS: tuple[str, ...] = tuple(KINDS) + tuple(k for k in KIND_INFO if k not in KINDS)
+
+
+def kind_label(kind: str) -> str:
+    return KIND_INFO.get(kind, (kind[:5], ""))[0]
+
+
+def kind_meaning(kind: str) -> str:
+    return KIND_INFO.get(kind, ("", kind))[1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,13 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
+from breakwater.core.log.visible import visible
 from breakwater.core.policy import Policy, PolicyError, preset_names
 from breakwater.core.policy.toml_file import resolve
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
 from breakwater.fidelity.results import PINNED
+from breakwater.ui.screens.export import COMMAND as EXPORT_COMMAND, ExportScreen
 from breakwater.ui.screens.fidelity import measure
 from breakwater.ui.screens.layout import SHORT_ROWS
 from breakwater.ui.widgets.footer import KeysFooter
@@ -99,6 +101,16 @@ class CompareScreen(Screen):
         self.comparison: Comparison | None = None
         self.pair: PairReady | None = None
         self.messages = a.log.messages
+
+    def export_commands(self) -> list[tuple[str, str, str]]:
+        return [(*EXPORT_COMMAND, "export")] if self.turn is not None else []
+
+    def action_export(self) -> None:
+        def exported(said: str | None) -> None:
+            if said:
+                self.notify(visible(said), title="Exported", timeout=6)
+
+        self.app.push_screen(ExportScreen(self.a, self.turn, self.b.policy), exported)
 
     def compose(self) -> ComposeResult:
         yield Static(id="cmp-head")

@@ -42,6 +42,7 @@ from breakwater.ui.messages import (FirstLook, MessageChosen, SimulationFailed, 
                                     TurnChosen,
                                     ViewReady)
 from breakwater.ui.screens.context import ContextScreen
+from breakwater.ui.screens.export import COMMAND as EXPORT_COMMAND, ExportScreen
 from breakwater.ui.widgets.badges import ROLES
 from breakwater.ui.widgets.context_line import ContextLine
 from breakwater.ui.widgets.fidelity_gauge import FidelityGauge
@@ -501,6 +502,16 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
                  f"clear_overlay({ALL!r})"),
                 *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
                    f"clear_overlay({ev.id!r})") for ev in reversed(o.events))]
+
+    def export_commands(self) -> list[tuple[str, str, str]]:
+        return [(*EXPORT_COMMAND, "export")] if self.turn is not None else []
+
+    def action_export(self) -> None:
+        self.app.push_screen(ExportScreen(self.replay, self.turn), self._exported)
+
+    def _exported(self, said: str | None) -> None:
+        if said:
+            self.notify(visible(said), title="Exported", timeout=6)
 
     def action_show_overlay(self) -> None:
         if self.overlay is None:
