@@ -275,3 +275,26 @@ def test_eval_prints_as_recorded_beside_its_agents_strategy(tmp_path):
                            "--window", str(PI_WINDOW), "--presets", "as-recorded,agent", "--jobs", "1"],
                           capture_output=True, text=True, timeout=300)
     assert "as-recorded" in text.stdout and "agent" in text.stdout
+
+
+# -- masking in batches (issue 41) -----------------------------------------------------------------
+def test_masking_in_batches_rewrites_the_cache_less_and_costs_less():
+    """The Complexity Trap's rule masks one more observation on nearly every request: each move
+    re-writes the cached prefix from there on. With mask_batch_tokens the boundary moves only when
+    that frees the batch's worth at once."""
+    log = load_session(REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json")
+    every = preset("swe-agent-last-n").with_changes(window=64_000)
+    batched = every.with_changes(mask_batch_tokens=5_000)
+
+    def moves(sim):
+        counts = [t.edits.get("masked", 0) for t in sim.turns]
+        return sum(1 for a, b in zip(counts, counts[1:]) if b != a)
+
+    a, b = simulate(log, every, "heuristic"), simulate(log, batched, "heuristic")
+    assert moves(b) < moves(a) / 3
+    assert b.cost_sent < a.cost_sent            # the cache kept pays for the tokens masked later
+    assert b.billed_sent > a.billed_sent        # at some tokens
+    # each move of the batched boundary frees at least the batch (the request before it against after)
+    for prev, t in zip(b.turns, b.turns[1:]):
+        if t.edits.get("masked", 0) > prev.edits.get("masked", 0) and prev.edits.get("masked"):
+            assert t.raw_tokens - t.sent_tokens - (prev.raw_tokens - prev.sent_tokens) >= 5_000 - 200

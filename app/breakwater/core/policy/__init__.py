@@ -24,7 +24,8 @@ NOT_COMPACTION = ("tool_", "read_file_", "bash_", "scribe_", "memory_", "retriev
 NEUTRAL: dict[str, Any] = {"mask_placeholder": "", "soft_trigger_tokens": 0, "hard_trigger_tokens": 0,
                            "hard_window_share": 0.0, "reserve_tokens": 0, "compact_trigger_messages": 0,
                            "mask_all": False, "clear_at_least_tokens": 0, "mask_exclude_tools": "",
-                           "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0}
+                           "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0,
+                           "mask_batch_tokens": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,9 @@ class Policy:
     clear_at_least_tokens: int = 0
     # tool names, comma-separated, whose results are never masked (Anthropic's exclude_tools)
     mask_exclude_tools: str = ""
+    # > 0: masking moves its boundary only when that frees this many tokens at once, so the cached
+    # prefix is re-written in batches that pay for it, not on every request (issue 41)
+    mask_batch_tokens: int = 0
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000
     working_memory_head_chars: int = 500

@@ -21,7 +21,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("fast path", ("fast_path_min_messages",), ()),
     ("snip", ("snip",), ("snip_",)),
     ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations", "mask_placeholder", "mask_all",
-              "clear_at_least_tokens", "mask_exclude_tools"), ("working_memory_",)),
+              "clear_at_least_tokens", "mask_exclude_tools", "mask_batch_tokens"), ("working_memory_",)),
     ("microcompact", ("microcompact",), ("microcompact_",)),
     ("deep compact", ("keep_first_user", "compact_trigger_messages"), ("deep_", "summary_", "summarizer")),
     ("shape history", ("user_keep_chars", "argument_max_chars"), ("shape_",)),
