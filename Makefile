@@ -16,6 +16,7 @@ run: $(STAMP)  ## the workbench on the bundled long-refactor session (no key, no
 	$(VENV)/bin/breakwater
 
 test: $(STAMP)
+	@scripts/install_agents.sh   # the real agents the proxy's tests run (npm ci once, then a stamp)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

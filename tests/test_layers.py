@@ -20,7 +20,7 @@ APP = Path(__file__).resolve().parents[1] / "app"
 RANKS = {
     "cli": 6, "__main__": 6,
     "ui": 5,
-    "agent": 4, "fidelity": 4, "formats": 4, "export": 4.5,   # export draws what fidelity and the core say
+    "agent": 4, "fidelity": 4, "formats": 4, "proxy": 4, "export": 4.5,   # export draws what fidelity and the core say
     "memory": 3, "tools": 3,
     "core": 2,            # core's drivers: simulate, replay, compare, review, overlay, figures
     "core.fold": 1.3,

@@ -239,7 +239,7 @@ def test_owned_dir_refuses_links_hard_links_and_fifos(tmp_path, resolver):
     (ws / ".agent" / "sessions" / "linked").symlink_to(victim)
     os.link(victim, ws / ".agent" / "sessions" / "hard")
     os.mkfifo(ws / ".agent" / "sessions" / "fifo")
-    for name, why in [("linked", "a symbolic link"), ("hard", "other hard links"), ("fifo", "a symbolic link or")]:
+    for name, why in [("linked", "a symbolic link"), ("hard", "other hard links"), ("fifo", "regular file")]:
         with pytest.raises(UnsafePathError, match=why):
             own.append(name, b"evil\n")
     assert victim.read_text() == "keep\n"

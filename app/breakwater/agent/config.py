@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.log.regular_file import MAX_CONFIG_BYTES, RefusedFile, read_regular
 from breakwater.tools import sandbox as tool_sandbox
 from breakwater.tools.sandbox import DEFAULT_MODE as DEFAULT_SANDBOX, MODES as SANDBOX_MODES
 
@@ -83,8 +84,9 @@ def config_path(env: Mapping[str, str] | None = None) -> tuple[Path, bool]:
 
 def read_file(path: Path, explicit: bool) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES, "config file").decode("utf-8"))
+    except RefusedFile as exc:   # a FIFO, a device, a directory, or megabytes: refused before reading
+        raise ConfigError(f"config file {exc}") from None
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"config file {path} (from BREAKWATER_CONFIG) does not exist") from None
@@ -93,7 +95,7 @@ def read_file(path: Path, explicit: bool) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is a directory") from None
     except PermissionError:
         raise ConfigError(f"config file {path}: permission denied") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path} is not valid TOML ({exc})") from None
     out: dict[str, Any] = {}
     for key, kinds in _FILE_KEYS.items():

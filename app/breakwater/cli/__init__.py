@@ -17,13 +17,13 @@ from breakwater import __version__
 
 REGISTRARS = ("breakwater.cli.core", "breakwater.cli.memory", "breakwater.cli.tools",
               "breakwater.cli.formats", "breakwater.cli.ui", "breakwater.cli.fidelity",
-              "breakwater.cli.agent", "breakwater.cli.export")
+              "breakwater.cli.agent", "breakwater.cli.export", "breakwater.cli.proxy")
 # The registrar of each command (test_cli_startup holds it to what they register): a command
 # imports its own alone, not every one listed before it (eval came sixth: 40 ms of imports).
 HOMES = {"simulate": "breakwater.cli.core", "tokens": "breakwater.cli.core", "memory": "breakwater.cli.memory",
          "tool": "breakwater.cli.tools", "import": "breakwater.cli.formats", "replay": "breakwater.cli.ui",
          "browse": "breakwater.cli.ui", "chat": "breakwater.cli.ui", "eval": "breakwater.cli.fidelity",
-         "run": "breakwater.cli.agent", "export": "breakwater.cli.export"}
+         "run": "breakwater.cli.agent", "export": "breakwater.cli.export", "proxy": "breakwater.cli.proxy"}
 EVERY = "*"
 # Commands that only read and print: once their output is flushed, nothing of theirs is left to
 # write (no log, lock or temp file), so the process may end without freeing what they built.

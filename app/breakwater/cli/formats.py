@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import IO
 
 from breakwater.core.log.session_log import SessionLog, SessionLogError
+from breakwater.core.log.visible import visible
+from breakwater.core.log.words import plural
 
 IMPORT_FORMATS = ("auto", "claude-code", "codex", "pi", "openai", "swe-agent", "mini-swe-agent", "openhands")
 MAX_WARNINGS = 50
@@ -108,7 +110,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"breakwater: note: {note}", file=sys.stderr)
     replaced = set()
     try:
-        (out if to_dir else out.parent).mkdir(parents=True, exist_ok=True)
+        folder = out if to_dir else out.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        left = clean_leftovers(folder)
+        if left:
+            print(f"breakwater: note: removed {plural(len(left), 'temporary file')} a killed import left in {folder}: "
+                  f"{', '.join(visible(n) for n in left[:5])}{' …' if len(left) > 5 else ''}", file=sys.stderr)
         for log, target in targets:
             if target.exists():
                 replaced.add(target)
@@ -132,6 +139,60 @@ def _write_whole(log: SessionLog, target: Path) -> None:
     write_native(log, text)
     folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        replace_beneath(folder, target.name, text.getvalue().encode("utf-8"))
+        # the temporary file is named after this process: a later import knows it from a running one's
+        replace_beneath(folder, target.name, text.getvalue().encode("utf-8"),
+                        temp_prefix=f".{target.name[:200]}.{os.getpid()}.")
     finally:
         os.close(folder)
+
+
+# what _write_whole (core/log/beneath.replace_beneath) names its temporary file: .<name>.<pid>.<12 hex>.tmp;
+# before the pid was in the name: .<name>.<12 hex>.tmp
+_TEMP = re.compile(r"\.(?P<name>.+\.jsonl)\.(?:(?P<pid>\d+)\.)?[0-9a-f]{12}\.tmp", re.IGNORECASE)
+_UNNAMED_STALE_S = 600   # a temporary file without a pid, untouched this long, is no running import's
+
+
+def clean_leftovers(folder: Path) -> list[str]:
+    """Remove the temporary files killed imports left in `folder`, and say which: only names an import
+    gives, regular files of this user (never a link: it is not followed, nor removed), of a process
+    that no longer runs (or, named before the pid was, untouched for 10 minutes)."""
+    import stat
+    import time
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    removed = []
+    try:
+        for name in sorted(os.listdir(fd)):
+            m = _TEMP.fullmatch(name)
+            if m is None:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if m["pid"] is not None and _running(int(m["pid"])):
+                continue
+            if m["pid"] is None and time.time() - st.st_mtime < _UNNAMED_STALE_S:
+                continue
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            removed.append(name)
+    finally:
+        os.close(fd)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True

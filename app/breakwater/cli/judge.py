@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-questions", type=int, metavar="N",
                    help=f"most questions in all, shared among the presets (default: {DEFAULT_QUESTIONS})")
     p.add_argument("--judge-timeout", type=float, metavar="S",
-                   help=f"seconds one model request may take (default: {DEFAULT_TIMEOUT_S:g})")
+                   help=f"seconds one model request may take, from sending it to the last byte of the reply "
+                        f"(default: {DEFAULT_TIMEOUT_S:g}); a reply is at most 1 MiB")
 
 
 def make_judge(args: argparse.Namespace):
@@ -44,6 +45,7 @@ def make_judge(args: argparse.Namespace):
     from breakwater.agent.config import ConfigError, load_config
     from breakwater.agent.redact import Redactor
     from breakwater.fidelity.judge import Judge
+    from breakwater.fidelity.judge_client import CallCut, judge_client
 
     if args.judge_questions is None:
         args.judge_questions = DEFAULT_QUESTIONS
@@ -60,19 +62,23 @@ def make_judge(args: argparse.Namespace):
     if not cfg.configured:
         return HOW_TO_CONFIGURE
     redact = Redactor(cfg.api_key)   # a server may echo the key in an error message
-    client = openai.OpenAI(base_url=cfg.base_url, api_key=cfg.api_key, max_retries=0, timeout=args.judge_timeout)
-    model = cfg.model
-    if model is None:   # as the agent does: the first model the endpoint lists
+    # each call bounded as a whole by --judge-timeout and each reply in size (fidelity/judge_client.py)
+    judge = Judge(judge_client(cfg.base_url, cfg.api_key, args.judge_timeout), cfg.model or "",
+                  timeout=args.judge_timeout, max_retries=min(cfg.max_retries, 3), retry_base_s=cfg.retry_base_s,
+                  retry_cap_s=min(cfg.retry_cap_s, 10.0), redact=redact)
+    if cfg.model is None:   # as the agent does: the first model the endpoint lists
         try:
-            ids = [m.id for m in client.models.list().data if getattr(m, "id", None)]
-        except openai.APIError as exc:
-            return redact(f"no model configured, and listing the endpoint's models failed: {classify(exc).message}; "
+            ids = judge.model_ids()
+        except (openai.APIError, CallCut) as exc:
+            judge.close()
+            why = classify(exc).message if isinstance(exc, openai.APIError) else str(exc)
+            return redact(f"no model configured, and listing the endpoint's models failed: {why}; "
                           f"pass --judge-model NAME")
         if not ids:
+            judge.close()
             return "no model configured, and the endpoint lists none; pass --judge-model NAME"
-        model = ids[0]
-    return Judge(client, model, max_retries=min(cfg.max_retries, 3), retry_base_s=cfg.retry_base_s,
-                 retry_cap_s=min(cfg.retry_cap_s, 10.0), redact=redact)
+        judge.model = ids[0]
+    return judge
 
 
 def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int | None, counter: str,
@@ -95,7 +101,10 @@ def run(judge, files: Sequence[str], corpus, presets: Sequence[str], window: int
     n = len(chosen.questions)
     print(f"breakwater: judge: asking {visible(judge.model)} {n} question{'s' if n != 1 else ''}, 2 calls each; "
           f"the contexts alone are about {chosen.context_tokens:,} prompt tokens", file=sys.stderr)
-    return with_progress(lambda step: ask(judge, chosen, counter, limit, step), n)
+    try:
+        return with_progress(lambda step: ask(judge, chosen, counter, limit, step), n)
+    finally:
+        judge.close()
 
 
 def with_progress(work, total: int):

@@ -83,6 +83,8 @@ def _add(args) -> int:
     from breakwater.memory.ledger import USER
 
     result = _store(args).append(bullets, args.turn, writer=USER)
+    for aside in result.set_aside:
+        print(f"breakwater: warning: {visible(str(aside))}", file=sys.stderr)
     if result.overflow:
         print(f"MEMORY.md is full ({line_count(result.memory_lines)}): entry written to {result.path.name}, "
               f"pointer added")

@@ -16,12 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
-from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.beneath import MAX_OWN_BYTES, OwnedDir, SetAside
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
 from breakwater.core.fold.pipeline import Compaction
 from breakwater.core.policy import Policy
-from breakwater.core.log.json_lines import iter_json_lines, read_line
+from breakwater.core.log.json_lines import SessionLogError, open_session_file, read_line
 from breakwater.core.log.session_log import Entry, Event, LoadIssue, SessionLog
 from breakwater.core.simulate import pipeline_at
 
@@ -62,7 +62,13 @@ def load_overlay(path: Path) -> tuple[list[Event], list[LoadIssue]]:
     """Read an overlay file; a bad line is reported with its number and skipped."""
     events: list[Event] = []
     issues: list[LoadIssue] = []
-    for lineno, obj, problem in iter_json_lines(path):
+    with open_session_file(path) as fh:   # a regular file only: never a FIFO or a link to /dev/zero
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_OWN_BYTES:   # a user's pins and undos are kilobytes: something else put this there
+            raise SessionLogError(f"{path} is {size:,} bytes, more than an overlay may be ({MAX_OWN_BYTES:,}); "
+                                  "not read")
+        lines = [item for n, raw in enumerate(fh, 1) for item in read_line(n, raw)]
+    for lineno, obj, problem in lines:
         if problem:
             issues.append(LoadIssue(str(path), lineno, problem))
         if obj is None:
@@ -127,8 +133,12 @@ class OverlayFile:
         self.path = Path(path)
         self.events: list[Event] = []
         self.issues: list[LoadIssue] = []
+        self.set_aside: SetAside | None = None   # a torn last line the latest `add` moved out of the file
         if self.path.exists():
-            self.events, self.issues = load_overlay(self.path)
+            try:
+                self.events, self.issues = load_overlay(self.path)
+            except SessionLogError as exc:   # a FIFO, a device or gigabytes: shown, the recording still opens
+                self.issues = [LoadIssue(str(self.path), 0, f"{exc}; the overlay's edits are not applied")]
 
     def next_id(self) -> str:
         used = {ev.id for ev in self.events}
@@ -144,14 +154,21 @@ class OverlayFile:
         folder = OwnedDir(self.path.parent)
         with folder.lock(self.path.name + ".lock", LOCK_TIMEOUT_S):
             if folder.exists(self.path.name):
-                self.events, self.issues = load_overlay(self.path)
+                try:
+                    self.events, self.issues = load_overlay(self.path)
+                except SessionLogError as exc:
+                    raise OSError(str(exc)) from None
             record = {"type": type, "id": self.next_id(), "at": at, **data}
             reason = _invalid(record)
             if reason:
                 raise ValueError(reason)
             event = Event.from_record(record, fallback_id=record["id"])
-            # never through a link planted at the overlay's name (issue 27), and never half a line
-            folder.append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(), durable=False)
+            # never through a link planted at the overlay's name (issue 27), never half a line, and never
+            # onto a torn last line (a full disk, a crash): that is set aside beside the file and said
+            self.set_aside = folder.append(self.path.name, (json.dumps(record, ensure_ascii=False) + "\n").encode(),
+                                           durable=False)
+            if self.set_aside is not None:
+                self.issues.append(LoadIssue(str(self.path), 0, str(self.set_aside)))
         self.events.append(event)
         return event
 

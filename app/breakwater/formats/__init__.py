@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,7 +38,7 @@ def _sniff(path: Path) -> _Sniffed:
         text = head.decode("utf-8", errors="replace").lstrip()
         if not text:
             return _Sniffed(None, False, None)
-        size = path.stat().st_size
+        size = os.fstat(fh.fileno()).st_size   # of the file opened, not whatever is at the name by now
         if text.startswith("[") and size < MAX_DOCUMENT_BYTES:
             fh.seek(0)   # read whole at once: the head and the rest joined would be copied again
             return _array(path, fh)
@@ -45,17 +46,18 @@ def _sniff(path: Path) -> _Sniffed:
         fh.seek(0)
         line = fh.readline(MAX_DOCUMENT_BYTES)
         whole = not fh.read(65536).strip() and not fh.read(1)
-    if whole and text.startswith("{"):   # one line and nothing after it: a one-line JSON document
-        found = _document(path, line, False)
-        if found.document is not None:
-            return found
-    try:  # the first line; several objects glued on it: the first one decides
-        return _Sniffed(json.JSONDecoder().raw_decode(line.decode("utf-8", errors="replace").strip())[0], False,
-                        None)
-    except (ValueError, RecursionError):
-        pass
-    if text.startswith("{") and size < MAX_DOCUMENT_BYTES:   # one pretty-printed JSON document
-        return _document(path, path.read_bytes(), False)
+        if whole and text.startswith("{"):   # one line and nothing after it: a one-line JSON document
+            found = _document(path, line, False)
+            if found.document is not None:
+                return found
+        try:  # the first line; several objects glued on it: the first one decides
+            return _Sniffed(json.JSONDecoder().raw_decode(line.decode("utf-8", errors="replace").strip())[0],
+                            False, None)
+        except (ValueError, RecursionError):
+            pass
+        if text.startswith("{") and size < MAX_DOCUMENT_BYTES:   # one pretty-printed JSON document
+            fh.seek(0)
+            return _document(path, fh.read(MAX_DOCUMENT_BYTES), False)
     return _Sniffed(None, False, None)
 
 
@@ -63,7 +65,7 @@ def _array(path: Path, fh) -> _Sniffed:
     """A file that is one JSON array: its items, decoded by the loader as it reaches them (the first
     one now, to tell the format), or when msgspec cannot split it the document read whole. The file's
     bytes are read here, not by the caller, so that nothing holds them once the items are copied out."""
-    raw = fh.read()
+    raw = fh.read(MAX_DOCUMENT_BYTES)
     items = array_items(path, raw)
     if items is not None:
         try:

@@ -14,10 +14,12 @@ context) become user messages marked with their kind.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.log.regular_file import MAX_CONFIG_BYTES, open_regular, read_regular
 from breakwater.core.log.json_lines import iter_json_lines
 from breakwater.core.log.session_log import LoadIssue, SessionLog
 from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
@@ -316,7 +318,7 @@ def _subagent_files(path: Path, session_id: str, main_id: str) -> list[SessionLo
         if other == path:
             continue
         try:
-            with open(other, "rb") as fh:
+            with os.fdopen(open_regular(other), "rb") as fh:   # never a FIFO or a device: refused
                 head = json.loads(fh.readline() or b"{}")
         except (OSError, ValueError):
             continue
@@ -329,7 +331,7 @@ def _subagent_files(path: Path, session_id: str, main_id: str) -> list[SessionLo
             meta = f.with_suffix(".meta.json")
             if meta.exists():
                 try:
-                    info = json.loads(meta.read_text(encoding="utf-8"))
+                    info = json.loads(read_regular(meta, MAX_CONFIG_BYTES, "subagent meta file").decode("utf-8"))
                 except (OSError, ValueError):
                     info = None
                 if isinstance(info, dict):

@@ -4,6 +4,13 @@
 added: a JSONL transcript is read up to its last newline (a half-written last line is waited for,
 never reported as broken), a one-document trajectory (SWE-agent, mini-swe-agent rewrite theirs
 each step) once it parses whole again.
+
+The file is opened anew at each change, without blocking, and read only while it is a regular file
+(core/log/regular_file.py), never past the size it had when opened: a name that becomes a FIFO or a
+link to /dev/zero is not read, it is said. What happens to the file other than growing — it was
+replaced by another file (a new inode), truncated, removed, or is no longer a regular file — is a
+`FileChange` the screen shows (`Follower.changes()`); a transcript its agent appends to is never
+rewritten, so its content is then read again from the start.
 """
 
 from __future__ import annotations
@@ -14,11 +21,25 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from breakwater.core.log.json_lines import SessionLogError, open_session_file
+from breakwater.core.log.json_lines import SessionLogError
+from breakwater.core.log.regular_file import RefusedFile, open_regular
 from breakwater.core.log.session_log import SessionLog
 from breakwater.formats import detect_format, load_session
 
 DOCUMENT_FORMATS = ("swe-agent", "mini-swe-agent", "openai")
+
+REPLACED = "replaced"      # another file is at the name now (another inode): read from its start
+TRUNCATED = "truncated"    # the same file, shorter than when last read: read from its start
+REFUSED = "refused"        # not a regular file any more (a FIFO, a device, a directory): not read
+GONE = "gone"              # nothing at the name: waiting for it to come back
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """Something that happened to a followed file other than growing, in one line for the screen."""
+
+    kind: str       # REPLACED, TRUNCATED, REFUSED or GONE
+    message: str
 
 
 class Follower:
@@ -27,30 +48,57 @@ class Follower:
         self.fmt = fmt
         self.session = session
         self._read_to = -1          # bytes of the file the last session was read from
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, ...] | None = None
+        self._file: tuple[int, int] | None = None   # (device, inode) of the file last read
+        self._size = 0              # the bytes it held then
+        self._state = ""            # GONE, or what was said of what is at the name, while nothing is read
+        self._changes: list[FileChange] = []
         self._scratch: tempfile.TemporaryDirectory | None = None
 
-    def _format(self) -> str:
-        if self.fmt == "auto":
-            self.fmt = detect_format(self.path)
-        return self.fmt
+    def changes(self) -> list[FileChange]:
+        """What happened to the file since the last call (oldest first), each said once."""
+        out, self._changes = self._changes, []
+        return out
+
+    def _say(self, kind: str, message: str) -> None:
+        self._changes.append(FileChange(kind, message))
 
     def read(self) -> SessionLog | None:
         """The session with everything complete the file holds now; None when that is what the last
-        call returned, or when the file is mid-write (a partial line, a document not whole yet)."""
+        call returned, or when the file is mid-write (a partial line, a document not whole yet), or
+        when the name holds no regular file (a `FileChange` says so). SessionLogError when nothing was
+        read yet and the name holds something that is not a regular file."""
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.path)   # stat, never open: a FIFO does not block it
         except OSError:
+            if self._file is not None and self._state != GONE:
+                self._state = GONE
+                self._say(GONE, f"{self.path.name} was removed; waiting for it to come back")
             return None
-        stamp = (st.st_size, st.st_mtime_ns)
+        stamp = (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
         if stamp == self._stamp:
             return None
         self._stamp = stamp
-        with open_session_file(self.path) as fh:
-            data = fh.read()
+        try:
+            fd = open_regular(self.path)
+        except RefusedFile as exc:
+            if self._file is None:
+                raise SessionLogError(str(exc)) from None
+            said = f"{exc}; following stopped until it is a regular file again"
+            if self._state != said:   # once for each thing put there: a FIFO after a device is said again
+                self._state = said
+                self._say(REFUSED, said)
+            return None
+        except OSError:
+            return None   # removed between the stat and the open: the next change says what is there
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fd)
+            data = fh.read(info.st_size)   # what it held when opened: a file written on is read next time
+        self._state = ""
+        self._changed(info, len(data))
         if not data.strip():
             return None
-        fmt = self._format()
+        fmt = self._format(data)
         document = fmt in DOCUMENT_FORMATS or (fmt == "openhands" and data.lstrip()[:1] == b"[")
         end = len(data) if document else data.rfind(b"\n") + 1
         if end <= 0 or (end == self._read_to and not document):
@@ -65,6 +113,30 @@ class Follower:
         log.path = self.path
         self._read_to = end
         return log
+
+    def _changed(self, info: os.stat_result, size: int) -> None:
+        """When the file read is another than last time, or shorter, it is read from its start and, for
+        a transcript its agent only appends to, the screen is told."""
+        was, self._file = self._file, (info.st_dev, info.st_ino)
+        before, self._size = self._size, size
+        if was is None:
+            return
+        appended = self.fmt not in DOCUMENT_FORMATS and self.fmt != "openhands"   # documents are rewritten
+        if was != self._file:
+            what = REPLACED, f"{self.path.name} was replaced by another file; showing that file from its start"
+        elif size < before:
+            what = TRUNCATED, (f"{self.path.name} was truncated from {before:,} to {size:,} bytes; showing what "
+                               f"it holds now")
+        else:
+            return
+        self._read_to = -1
+        if appended:
+            self._say(*what)
+
+    def _format(self, data: bytes) -> str:
+        if self.fmt == "auto":
+            self.fmt = detect_format(self._copy(data))   # the bytes read: the name may hold another file now
+        return self.fmt
 
     def _copy(self, data: bytes) -> Path:
         """The complete part in a file of the same name (some formats take the session id from it)."""

@@ -18,7 +18,7 @@ import hashlib
 import os
 from typing import Iterable, Mapping
 
-from breakwater.core.log.beneath import OwnedDir, replace_beneath
+from breakwater.core.log.beneath import OwnedDir, SetAside, replace_beneath
 
 STATE_DIR = ".agent/state"          # one of AGENT_STATE in tools/workspace.py
 MEMORY_LEDGER = "memory-writers"    # MEMORY.md and its fragments (under the memory lock)
@@ -54,11 +54,14 @@ class Ledger:
         self.name = name
         self.mark: tuple[int, int, int, int] | None = None   # the file as this object's last write left it
 
-    def record(self, texts: Iterable[str], writer: str) -> None:
+    def record(self, texts: Iterable[str], writer: str) -> SetAside | None:
+        """Append the records, whole or not at all; a torn last line found first is set aside (returned)."""
         lines = "".join(f"{digest(t)} {writer}\n" for t in texts)
-        if lines:
-            self.dir.append(self.name, lines.encode())
-            self._remember()
+        if not lines:
+            return None
+        aside = self.dir.append(self.name, lines.encode())
+        self._remember()
+        return aside
 
     def replace(self, records: Iterable[tuple[str, str]]) -> None:
         """The ledger becomes exactly these (text, writer) records: consolidation keeps it to the

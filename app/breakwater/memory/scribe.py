@@ -98,6 +98,7 @@ class Scribe:
                 fresh.append(line)
         if not fresh:
             return
-        self.store.append("\n".join(fresh), turn)
+        for aside in self.store.append("\n".join(fresh), turn).set_aside:
+            log.warning("memory scribe at turn %s: %s", turn, aside)
         self._seen.update(bullet_key(ln) for ln in fresh)
         self.written += 1

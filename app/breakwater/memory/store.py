@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from breakwater.core.log.beneath import OwnedDir
+from breakwater.core.log.beneath import OwnedDir, SetAside
 from breakwater.memory.durable import create_unique
 from breakwater.memory.entries import (
     FRAGMENT_GLOB,
@@ -49,6 +49,11 @@ class AppendResult:
     path: Path           # the file that took the entry: MEMORY.md or a new fragment
     overflow: bool
     memory_lines: int    # lines in MEMORY.md after the append
+    set_aside: tuple[SetAside, ...] = ()   # torn last lines moved out of the files appended to, first
+
+
+def _kept(found: list[SetAside | None]) -> tuple[SetAside, ...]:
+    return tuple(a for a in found if a is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,24 +109,23 @@ class MemoryStore:
         entry_lines = len(lines) + 2
         with self.locked():
             self.finish_fold()
-            self.ledger.record([Entry(header, tuple(lines), MEMORY_NAME).text], writer)
+            aside = [self.ledger.record([Entry(header, tuple(lines), MEMORY_NAME).text], writer)]
+            # a last line without its newline (a hand edit, a crash) is copied beside the file and ended
+            # there by the append, never extended (a person's note stays where they wrote it)
             current = self.dir.read(MEMORY_NAME)
-            lead = "\n" if current and not current.endswith(b"\n") else ""
-            count = current.count(b"\n") + len(lead)
+            count = current.count(b"\n") + int(bool(current) and not current.endswith(b"\n"))
             if count + entry_lines <= self.max_lines:
-                self.dir.append(MEMORY_NAME, (lead + entry).encode("utf-8"))
-                return AppendResult(self.memory_path, False, count + entry_lines)
+                aside.append(self.dir.append(MEMORY_NAME, entry.encode("utf-8"), end_torn=True))
+                return AppendResult(self.memory_path, False, count + entry_lines, _kept(aside))
             # Fragment first, pointer second: a crash in between leaves an orphan fragment,
             # which readers still find, never a pointer to nothing.
             fragment = create_unique(self.dir, f"auto-{now:%Y-%m-%d}-", entry)
             pointer = overflow_pointer(fragment, turn) + "\n"
             if count + 1 <= self.max_lines:
-                self.dir.append(MEMORY_NAME, (lead + pointer).encode("utf-8"))
-                return AppendResult(self.root / fragment, True, count + 1)
-            index = self.dir.read(INDEX_NAME)
-            lead = "\n" if index and not index.endswith(b"\n") else ""
-            self.dir.append(INDEX_NAME, (lead + pointer).encode("utf-8"))
-            return AppendResult(self.root / fragment, True, count)
+                aside.append(self.dir.append(MEMORY_NAME, pointer.encode("utf-8"), end_torn=True))
+                return AppendResult(self.root / fragment, True, count + 1, _kept(aside))
+            aside.append(self.dir.append(INDEX_NAME, pointer.encode("utf-8"), end_torn=True))
+            return AppendResult(self.root / fragment, True, count, _kept(aside))
 
     def write_fold_journal(self, new_memory: bytes, folded: list[str]) -> None:
         """Before a consolidation replaces MEMORY.md: the files its new text already holds.

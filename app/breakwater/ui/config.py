@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from breakwater.agent.config import config_path
+from breakwater.core.log.regular_file import MAX_CONFIG_BYTES, read_regular
 
 
 class UISettingsError(Exception):
@@ -34,7 +35,7 @@ class UISettings:
         if path is None:
             path, explicit = config_path()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES, "config file").decode("utf-8"))
         except FileNotFoundError:
             if explicit:
                 raise UISettingsError(f"config file {path} does not exist") from None

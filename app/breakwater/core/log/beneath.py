@@ -29,8 +29,11 @@ import secrets
 import stat
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+from breakwater.core.log.regular_file import RefusedFile
 
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
@@ -141,6 +144,8 @@ DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 # symlink there is refused; O_NOCTTY so a terminal cannot become ours.
 _OWN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 LOCK_POLL_S = 0.002
+# Breakwater's own files it reads whole (memory, overlays, ledgers, journals) stay far below this
+MAX_OWN_BYTES = 256 << 20
 
 
 def _refused(exc: OSError, where: str) -> OSError:
@@ -225,13 +230,20 @@ class OwnedDir:
         return fd
 
     def read(self, name: str, limit: int | None = None) -> bytes:
-        """The file's bytes (at most `limit`), b"" when it or the directory does not exist."""
+        """The file's bytes (at most `limit`), b"" when it or the directory does not exist. Without
+        `limit`, a file of more than MAX_OWN_BYTES is refused (RefusedFile), never read whole."""
         try:
             fd = self.open(name, os.O_RDONLY)
         except FileNotFoundError:
             return b""
         with os.fdopen(fd, "rb") as fh:
-            return fh.read() if limit is None else fh.read(limit)
+            if limit is not None:
+                return fh.read(limit)
+            data = fh.read(MAX_OWN_BYTES + 1) if os.fstat(fd).st_size <= MAX_OWN_BYTES else None
+        if data is None or len(data) > MAX_OWN_BYTES:
+            raise RefusedFile(errno.EFBIG, f"{self.path / name} is more than {MAX_OWN_BYTES >> 20} MiB, far more "
+                                           "than Breakwater writes there; not read")
+        return data
 
     def exists(self, name: str) -> bool:
         _one_name(name, self.path)
@@ -258,17 +270,20 @@ class OwnedDir:
         except FileNotFoundError:
             return []
 
-    def append(self, name: str, data: bytes, durable: bool = True) -> None:
+    def append(self, name: str, data: bytes, durable: bool = True, end_torn: bool = False) -> SetAside | None:
+        """Append `data` (whole lines) to `name`, made if missing: all of it or nothing (`append_whole`).
+        A torn last line found there first is set aside beside it: what was set aside, or None."""
         with self.fd() as d:
-            fd = self.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, dir_fd=d)
+            fd = self.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT, dir_fd=d)
             try:
-                _write_all(fd, data)
-                if durable:
-                    os.fsync(fd)
+                return append_whole(d, name, fd, data, self.path / name, durable, end_torn)
             finally:
                 os.close(fd)
-            if durable:
-                _fsync_dir(d)
+
+    def append_to(self, fd: int, name: str, data: bytes, durable: bool = False) -> SetAside | None:
+        """`append` through a descriptor of `name` the caller keeps open (O_RDWR | O_APPEND)."""
+        with self.fd() as d:
+            return append_whole(d, name, fd, data, self.path / name, durable)
 
     def create(self, name: str, data: bytes) -> None:
         """Create `name` exclusively with `data`, durably; FileExistsError when anything is there."""
@@ -352,6 +367,112 @@ def replace_beneath(dir_fd: int, name: str, data: bytes, mode: int | None = None
             pass
         raise
     _fsync_dir(dir_fd)
+
+
+# -- appending whole lines ---------------------------------------------------------------------------
+class AppendError(OSError):
+    """A line could not be appended whole; the file still ends as it did before (with its last whole line)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A torn last line (no newline at the end: a write cut short by a crash or a full disk, or someone
+    else's edit) found before appending, copied into `kept` beside the file: moved out of it, or, with
+    `ended`, left in place and ended with a newline (a text file a person edits: MEMORY.md)."""
+
+    file: Path
+    kept: Path
+    size: int
+    ended: bool = False
+
+    def __str__(self) -> str:
+        done = ("it was ended there with a newline" if self.ended
+                else "it was taken out, and the file ends with its last whole line again")
+        return (f"{self.file} ended with a torn line of {self.size:,} bytes: a copy is kept in {self.kept.name} "
+                f"beside it; {done}, so nothing appended extends it")
+
+
+_SCAN_BACK = 1 << 16
+
+
+def append_whole(dir_fd: int, name: str, fd: int, data: bytes, where: Path | str,
+                 durable: bool = True, end_torn: bool = False) -> SetAside | None:
+    """Append `data` to the file `fd` (`name` in the directory `dir_fd`, opened O_RDWR | O_APPEND):
+    all of it or nothing. A write cut short (ENOSPC, EDQUOT, EFBIG) or an fsync that fails is taken
+    back, the file cut to its length before, and AppendError says why: a full disk never leaves half
+    a line for the next append to extend. A torn last line already there (no newline at the end) is
+    never extended either: it is copied beside the file first and taken out of it (with `end_torn`,
+    ended with a newline in place instead), and said (`SetAside`, returned); when it cannot be copied
+    (the disk is full), nothing is appended. Every append-only file Breakwater writes comes here."""
+    where = Path(where)
+    start = os.fstat(fd).st_size
+    aside = None
+    if start and os.pread(fd, 1, start - 1) != b"\n":
+        aside = _set_aside(dir_fd, name, fd, start, where, end_torn)
+        if end_torn:
+            data = b"\n" + data
+        else:
+            start = os.fstat(fd).st_size
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, start)
+        except OSError:
+            pass
+        raise AppendError(exc.errno, f"cannot append to {where}: {_why(exc)}; nothing of it was written "
+                                     f"(the file ends as it did)") from None
+    if durable:
+        _fsync_dir(dir_fd)
+    return aside
+
+
+def _why(exc: OSError) -> str:
+    return "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+
+
+def _set_aside(dir_fd: int, name: str, fd: int, size: int, where: Path, keep: bool) -> SetAside:
+    """Copy the bytes after the last newline of `fd` to a new file beside it, then (unless `keep`) cut
+    them off."""
+    end = size
+    while end > 0:
+        begin = max(0, end - _SCAN_BACK)
+        nl = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if nl >= 0:
+            end = begin + nl + 1
+            break
+        end = begin
+    kept = _one_name(f"{name[:200]}.torn-{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}", where)
+    out = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OWN, 0o600, dir_fd=dir_fd)
+    try:
+        os.set_blocking(out, True)
+        at = end
+        while at < size:
+            chunk = os.pread(fd, min(_SCAN_BACK, size - at), at)
+            if not chunk:
+                break
+            _write_all(out, chunk)
+            at += len(chunk)
+        os.fsync(out)
+    except OSError as exc:
+        os.close(out)
+        try:
+            os.unlink(kept, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise AppendError(exc.errno, f"cannot append to {where}: it ends with a torn line of {size - end:,} bytes, "
+                                     f"which could not be set aside ({_why(exc)}); nothing was written") from None
+    os.close(out)
+    _fsync_dir(dir_fd)
+    if not keep:
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+    return SetAside(where, where.with_name(kept), size - end, keep)
 
 
 def _write_all(fd: int, data: bytes) -> None:

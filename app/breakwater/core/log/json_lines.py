@@ -7,6 +7,7 @@ it does not); a line that cannot be read as it is becomes a problem named with i
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Iterator
 
 import msgspec
 
+from breakwater.core.log.regular_file import RefusedFile, open_regular
 from breakwater.core.log.message import replace_surrogates
 
 
@@ -27,9 +29,13 @@ READ_AHEAD = 1 << 18
 
 
 def open_session_file(path: Path):
-    """Open for binary reading; every reason it cannot be read becomes one clear SessionLogError."""
+    """Open for binary reading; every reason it cannot be read becomes one clear SessionLogError. Only
+    a regular file is read (core/log/beneath.open_regular): a FIFO there would block the open for ever,
+    a link to /dev/zero read without end."""
     try:
-        return open(path, "rb", buffering=READ_AHEAD)
+        return os.fdopen(open_regular(path), "rb", buffering=READ_AHEAD)
+    except RefusedFile as exc:
+        raise SessionLogError(str(exc)) from None
     except IsADirectoryError:
         raise SessionLogError(f"{path}: is a directory, not a session file") from None
     except FileNotFoundError:

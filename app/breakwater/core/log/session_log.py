@@ -143,7 +143,7 @@ class SessionLog:
         head.update(header)
         log = cls(header=head, path=path)
         log._dir = OwnedDir(anchor, os.path.relpath(path.parent, anchor))
-        log._fd = log._dir.open(path.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
+        log._fd = log._dir.open(path.name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND)
         log._write(json.dumps(head, ensure_ascii=False) + "\n")
         return log
 
@@ -164,7 +164,7 @@ class SessionLog:
             if self.path is not None:
                 if self._fd is None:
                     self._dir = self._dir or OwnedDir(self.path.parent)
-                    self._fd = self._dir.open(self.path.name, os.O_WRONLY | os.O_APPEND)
+                    self._fd = self._dir.open(self.path.name, os.O_RDWR | os.O_APPEND)
                 self._write(line)
             self.entries.append(entry)
             if isinstance(entry, Message):
@@ -174,19 +174,16 @@ class SessionLog:
         return entry
 
     def _write(self, line: str) -> None:
-        """The whole line or nothing: a write cut short (ENOSPC, EFBIG) is taken back."""
-        data = memoryview(line.encode("utf-8"))
-        start = os.lseek(self._fd, 0, os.SEEK_END)
+        """The whole line or nothing (beneath.append_whole): a write cut short (ENOSPC, EFBIG) is taken
+        back; a torn line found at the end (written by something else) is set aside, never extended."""
         try:
-            while data:
-                data = data[os.write(self._fd, data):]
+            aside = self._dir.append_to(self._fd, self.path.name, line.encode("utf-8"))
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, start)
-            except OSError:
-                pass
-            why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror or str(exc)
-            raise LogWriteError(exc.errno, f"cannot write to the session log {self.path}: {why}") from None
+            raise LogWriteError(exc.errno, f"cannot write to the session log {self.path}: "
+                                           f"{'the disk is full' if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc}"
+                                ) from None
+        if aside is not None:
+            self.issues.append(LoadIssue(str(self.path), 0, str(aside)))
         self._mark = _identity(os.fstat(self._fd))
 
     def restore_if_changed(self) -> str | None:
@@ -209,7 +206,7 @@ class SessionLog:
             with self._dir.fd() as d:
                 replace_beneath(d, self.path.name, data.encode("utf-8"))
             os.close(self._fd)
-            self._fd = self._dir.open(self.path.name, os.O_WRONLY | os.O_APPEND)
+            self._fd = self._dir.open(self.path.name, os.O_RDWR | os.O_APPEND)
             self._mark = _identity(os.fstat(self._fd))
             return f"the session log {self.path.name} {what}; it was restored from what Breakwater logged"
 

@@ -346,11 +346,14 @@ def from_mapping(data: Mapping[str, Any], base: Policy | None = None) -> Policy:
 def load_toml(path: Path) -> Policy:
     import tomllib
 
+    from breakwater.core.log.regular_file import MAX_CONFIG_BYTES, RefusedFile, read_regular
+
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES, "policy file").decode("utf-8"))
     except FileNotFoundError:
         raise PolicyError(f"{path}: no such policy file") from None
+    except RefusedFile as exc:   # a FIFO, a device, a directory, or megabytes: refused before reading
+        raise PolicyError(str(exc)) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:

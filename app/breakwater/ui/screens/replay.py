@@ -488,6 +488,9 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         except (OSError, ValueError) as exc:
             self.notify(f"Could not write {overlay.path}: {exc}", title="Not recorded", severity="error")
             return
+        if overlay.set_aside is not None:   # a torn last line (a full disk, a crash) moved beside the file
+            self.notify(visible(str(overlay.set_aside)), title="A torn line was set aside", severity="warning",
+                        timeout=10)
         self.notify(f"{type} {next(iter(data.values()))} from turn {self.turn} on — kept in {overlay.path.name}",
                     title="Recorded in the overlay", timeout=4)
         self.reload(self._with_overlay(), event)
