@@ -31,7 +31,8 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
     # the model's: 64,000 sonnet-4/haiku-4, 32,000 opus-4, 8,192 claude-3-5), so 45,000 for Claude 4
     # models (claude-3-5: 21,192, not reproduced). The summary then replaces the whole conversation
     # (boundary + summary + re-attached files); the cut here is the last safe boundary, so at most the
-    # turn in progress stays. Other versions were not read (2.1 ships a native binary).
+    # turn in progress stays. 2.0.76's cli.js gives the same (opus-4-5's 64,000 is capped at 32,000 there
+    # too); later versions were not read (2.1 ships a native binary).
     "claude-code": dict(_SUMMARY_ONLY, window=200_000, reserve_tokens=45_000,
                            deep_cut="last-boundary", keep_first_user=False),
     # Codex CLI (openai/codex codex-rs): auto-compact once the last turn's tokens reach the model's
