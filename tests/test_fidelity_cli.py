@@ -39,9 +39,13 @@ def local_json(corpus) -> dict:
 
 def test_json_contract(local_json):
     data = local_json
-    assert set(data["presets"]) == {"breakwater", "seed-000", "seed-001", "seed-003"}
+    # the presets, and what each session's own agent does (these samples name none: their record)
+    assert set(data["presets"]) == {"breakwater", "seed-000", "seed-001", "seed-003", "as-recorded", "agent"}
     for name, p in data["presets"].items():
         assert {"billed_raw", "billed_sent", "saving", "compactions", "recall", "pinned_recall", "by_category"} <= set(p)
+        if name in ("as-recorded", "agent"):
+            assert p["billed_sent"] <= p["billed_raw"] and p["compactions"] == 0   # sanitizing only
+            continue
         assert p["billed_sent"] < p["billed_raw"]
         assert p["saving"] == pytest.approx(1 - p["billed_sent"] / p["billed_raw"])
         assert 0 <= p["recall"] <= 1 and 0 <= p["pinned_recall"] <= 1
@@ -76,7 +80,38 @@ def test_table_has_a_bar_per_preset_and_the_lost_turns(corpus):
     rows = [line for line in lines if line.strip().startswith(("breakwater", "seed-001")) and "█" in line + "░"]
     assert len(rows) == 2 and all("%" in r for r in rows)
     assert all("≈" in r.split("→")[1] for r in rows)     # the heuristic's figures are estimates, and say so
-    assert "lost at turn" in out.stdout
+    assert "lost at turn" in out.stdout and "missing at the end: " in out.stdout   # which facts, not only how many
+
+
+def test_json_lists_each_fact_with_where_it_came_from_and_the_turn_it_was_lost(corpus):
+    """Issue 36, item 12: not tallies only. Each fact has its kind, its message (and line in the file)
+    and, per preset, the turn it was lost (null: kept); the facts lost are those the workbench's `f`
+    list shows at the last turn (both read `FidelityRun.lost_since`), and their kept turns add up to
+    the preset's recall."""
+    from breakwater.fidelity.runner import policy_for, replay
+    from breakwater.formats import load_session
+
+    path = corpus / "npm-install-flood.jsonl"
+    out = run(str(path), "--json", "--presets", "breakwater,seed-001", "--window", "16000", "--counter", "heuristic")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    [session] = data["sessions"]
+    facts = session["facts"]
+    assert sum(session["probes"].values()) == len(facts) > 0
+    log = load_session(path)
+    lines = {m.id: (m.meta or {}).get("source_line") for m in log.messages}
+    for f in facts:
+        assert {"id", "kind", "category", "text", "message_id", "turn", "lost", "kept_turns", "live_turns"} <= set(f)
+        assert f["message_id"] in lines and f.get("source_line") == lines[f["message_id"]]
+        assert set(f["lost"]) == {"breakwater", "seed-001"}
+    for name in ("breakwater", "seed-001"):
+        run_ = replay(log, policy_for(name, log, 16000), "heuristic")
+        workbench = {p.id: lost for p, lost in run_.missing_at(run_.turns)}
+        assert {f["id"]: f["lost"][name] for f in facts if f["lost"][name] is not None} == workbench
+        kept = sum(f["kept_turns"][name] * f["weight"] for f in facts)
+        live = sum(f["live_turns"] * f["weight"] for f in facts)
+        assert data["presets"][name]["recall"] == pytest.approx(kept / live)
+    assert any(f["lost"]["seed-001"] is not None for f in facts)      # something is lost, and named
 
 
 def test_bad_input_is_one_line_and_loses_nothing(corpus, tmp_path):
@@ -218,3 +253,18 @@ def test_simulate_flags_a_compaction_loop_as_eval_does():
     assert f"⟳ {loop['text']}" in " ".join(table.stdout.split())
     calm = json.loads(simulate(session, "--json").stdout)                    # the default preset does not loop
     assert calm["loops"] == [] and calm["totals"]["compactions"] > 0
+
+
+def test_eval_piped_prints_every_column_whole_and_never_rounds_to_all_or_none():
+    import subprocess
+    import sys
+
+    from breakwater.cli.fidelity import pct
+    from support.transcripts import REAL
+
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", str(REAL / "codex" /
+                          "agentsessions_codex_coverage_small.jsonl"), "--counter", "heuristic"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    header = next(line for line in out.splitlines() if "preset" in line and "billed tokens" in line)
+    assert "loop" in header and "…" not in out.split("billed tokens:")[0]   # no column cut
+    assert [pct(f) for f in (1.0, 0.996, 0.5, 0.004, 0.0, None)] == ["100%", ">99%", "50%", "<1%", "0%", "—"]

@@ -112,6 +112,7 @@ class Pipeline:
         self.triggers: dict[str, int] = {}      # trigger event id -> stage level
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
+        self.api_turn: int | None = None        # the request api_tokens was reported for
 
     # what the drivers and the views read of the parts
     ledger = property(lambda self: self.index.ledger)
@@ -135,6 +136,12 @@ class Pipeline:
             return
         if entry.role == "assistant":
             self.turn += 1
+            self.meter.calibration.sent()
+            resent = entry.meta.get("resent_tokens") if entry.meta else None
+            if isinstance(resent, int) and resent > 0:   # sent again with every request until the next user message
+                self.meter.calibration.resent += resent
+        elif entry.role == "user":
+            self.meter.calibration.resent = 0
         self.raw_tokens += self.index.arrive(entry)
         self.san.feed(entry)
 
@@ -150,6 +157,7 @@ class Pipeline:
                 if placed is not None:
                     if comp.trigger != "auto":   # the log's agent made it: its requests had it
                         self.own.take(placed)
+                        self.meter.calibration.restart()   # its history restarts: the overhead is fitted again
                     if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
                         # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
@@ -173,6 +181,8 @@ class Pipeline:
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
                 self.api_tokens = prompt
+                turn = ev.get("turn")
+                self.api_turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else self.turn
                 est = ev.get("estimate")
                 if not isinstance(est, int):   # another agent's figure (core/fold/own_request.py)
                     est = self.own.estimate(ev.get("turn"))
@@ -240,6 +250,7 @@ class Pipeline:
             shape = self._soft_zone(decision)            # 4 snip -> mask -> microcompact, oldest first; 6 shape
             shape = self._summarize_what_shaping_drops(decision, shape)
             plan = self._plan_of(decision, shape)
+        plan.api_turn = self.api_turn
         return self._finish(plan)
 
     def _sanitize(self) -> int:
@@ -261,8 +272,15 @@ class Pipeline:
             return None
         if counted != "estimate" and self.deep.last_failure:
             return None   # a rejected summary to be noted (`_plan_of`)
+        if self._over_message_count(request):
+            return None   # a deep compaction by message count (OpenHands' condenser)
         stamp = (self.turn + 1, self.raw_tokens, self.api_tokens)
         return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp, counted)
+
+    def _over_message_count(self, request: _Request) -> bool:
+        """Whether the request holds more messages than `compact_trigger_messages` allows (0: no such limit)."""
+        limit = self.policy.compact_trigger_messages
+        return bool(limit) and len(request.framed[0]) + request.n - request.framed[1] > limit
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves
@@ -272,8 +290,9 @@ class Pipeline:
         decision = _Decision(request, force_deep, max(self.triggers.values(), default=0) if self.triggers else 0,
                              deep.just_undone)
         base = request.measured[0]
-        over = base > self._hard_limit and n >= p.fast_path_min_messages
-        if over and not force_deep and not p.deep_compact_first and self._stage_levels:
+        counted_out = self._over_message_count(request)
+        over = (base > self._hard_limit and n >= p.fast_path_min_messages) or counted_out
+        if over and not counted_out and not force_deep and not p.deep_compact_first and self._stage_levels:
             top = self._stage_levels[-1]
             jh, js, _, _, head_h = request.framed
             over = self.meter.measure(jh, top, js, self.index.near_start(top, js, n), n, None, None,
@@ -365,9 +384,16 @@ class Pipeline:
         calibration = self.meter.calibration
         if plan.stable_prefix_tokens is None:
             plan.stable_prefix_tokens = self.prefix.tokens(plan, self.index.ledger, self.index.transform, calibration)
-        # without compaction: this request plus what the policy took out of the whole log, counted
-        # by the same calibration (core/log/accounting.py), so that saved = without − with
-        plan.raw_tokens = plan.sent_tokens + calibration.scale(plan.raw_tokens - plan.sent_heuristic)
+        prev = self.prefix.previous
+        if prev is not None:   # what of the previous request this one changed: its cache is written again
+            plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
+        # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
+        # whatever the policy, the history compacted so far or the counter, by the line every
+        # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
+        # tokenizer counted the request sent and found more than the heuristic finds in the whole log
+        # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
+        # the request without compaction is at least it
+        plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
