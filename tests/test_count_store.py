@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from breakwater.core.log import count_store
+from breakwater.core.log import tokens
 from breakwater.core.log.tokens import STORED_FROM_CHARS, TokenCounter, store_namespace
 from support.counted_texts import FIXTURES, ROOT, texts_of
 
@@ -43,22 +44,27 @@ def test_cached_fresh_and_tiktoken_agree_on_every_fixture(cache, encoding):
         first.flush()
         again = reopened(encoding)
         assert [again.exact_text(t) for t in texts] == want, path.name
-        short = sum(len(t) for t in set(texts) if len(t) < STORED_FROM_CHARS)
-        assert again.tokenized_chars == short, f"{path.name}: a stored count was worked out again"
-        assert again.exact_encoded_chars == sum(map(len, set(texts)))
+        assert again._enc is None, f"{path.name}: the tokenizer was loaded for counts the store holds"
+        assert again.tokenized_chars == 0 and again.exact_encoded_chars == sum(map(len, set(texts)))
 
 
-def test_a_short_text_is_counted_not_stored(cache):
+def test_short_texts_past_a_budget_are_counted_not_stored(cache, monkeypatch):
+    """A chat of a million short messages would fill the store and pay a lookup per message where the
+    tokenizer counts as fast: past SHORT_LOOKUPS short texts a counter counts them."""
+    monkeypatch.setattr(tokens, "SHORT_LOOKUPS", 10)
+    shorts = [f"msg {i}" for i in range(30)]
+    long = "x y " * (STORED_FROM_CHARS // 4)
     counter = reopened("o200k_base")
-    short, long = "x y " * (STORED_FROM_CHARS // 4 - 1), "x y " * (STORED_FROM_CHARS // 4)
-    counter.exact_text(short)
-    counter.exact_text(long)
+    for t in shorts + [long]:
+        counter.exact_text(t)
     counter.flush()
     again = reopened("o200k_base")
     again.exact_text(long)
+    for t in shorts[:10]:
+        again.exact_text(t)
     assert again._enc is None
-    again.exact_text(short)
-    assert again.tokenized_chars == len(short)
+    again.exact_text(shorts[10])
+    assert again.tokenized_chars == len(shorts[10])
 
 
 def test_a_count_is_found_only_by_its_own_namespace(cache):
@@ -92,14 +98,14 @@ SIMULATE_TWICE = textwrap.dedent("""
 """)
 
 
-def test_a_reopened_session_counts_only_short_texts_and_prints_the_same(cache):
+def test_a_reopened_session_counts_nothing_and_prints_the_same(cache):
     session = ROOT / "sample_sessions" / "long-refactor.jsonl"
     env = dict(os.environ, BREAKWATER_CACHE_DIR=str(cache))
     runs = [subprocess.run([sys.executable, "-c", SIMULATE_TWICE, str(session)], env=env, capture_output=True,
                            text=True, check=True).stdout.splitlines() for _ in range(2)]
     (first, longest_first), (second, longest_second) = runs
     assert json.loads(first) == json.loads(second) and first == second
-    assert int(longest_first) > 10_000 and int(longest_second) < STORED_FROM_CHARS
+    assert int(longest_first) > 10_000 and int(longest_second) == 0   # no tokenizer on the reopen
 
 
 def test_the_console_script_keeps_its_counts(cache):

@@ -195,20 +195,19 @@ def store_namespace(encoding: str | None) -> str:
 # counts (the reference).
 @functools.cache
 def engine() -> str:
-    """The engine exact counts come from, with its version: "rs-bpe 0.1.0" or "tiktoken 0.14.0"."""
-    from importlib.metadata import PackageNotFoundError, version   # 15 ms of imports: asked only when counting
-
+    """The engine exact counts come from, with its version: "rs-bpe 0.1.0" or "tiktoken 0.14.0" (the
+    modules' own versions: importlib.metadata took 50-110 ms to find them)."""
     if os.environ.get("BREAKWATER_TOKENIZER", "").lower() != "tiktoken":
         try:
+            import rs_bpe
             import rs_bpe.bpe  # noqa: F401
 
-            return f"rs-bpe {version('rs-bpe')}"
-        except (ImportError, PackageNotFoundError):
+            return f"rs-bpe {rs_bpe.__version__}"
+        except ImportError:
             pass
-    try:
-        return f"tiktoken {version('tiktoken')}"
-    except PackageNotFoundError:
-        return "tiktoken"
+    import tiktoken
+
+    return f"tiktoken {getattr(tiktoken, '__version__', 'unknown')}"
 
 
 _counters: dict[str, Callable[[str], int]] = {}
@@ -310,9 +309,12 @@ def lower_message(msg: Message) -> int:
     return total
 
 
-# a text shorter than this is counted, not looked up: the tokenizer counts ~256 characters in the time a
-# lookup takes (hashing, a query: ~5 µs), and a chat of a million short messages would fill the store
+# A text shorter than this costs the tokenizer about what a lookup costs (hashing, a query: ~5 µs). The
+# first SHORT_LOOKUPS of them a counter meets are stored all the same, so that a reopened session loads
+# no tokenizer (its tool names, short replies and arguments); past that (a chat of a million short
+# messages, which would fill the store) they are counted.
 STORED_FROM_CHARS = 256
+SHORT_LOOKUPS = 1 << 16
 
 
 class TokenCounter:
@@ -321,9 +323,9 @@ class TokenCounter:
     asking), as core/log/text_cache.py does. Unbounded, a million short messages held a million entries
     (~50 MB) and every transformed text counted stayed alive through its key.
 
-    Behind that, the count store on disk (core/log/count_store.py): a text of `STORED_FROM_CHARS` or more
-    counted by any earlier run is not counted again, and the tokenizer is loaded only for a text no run
-    has counted, or a short one (`store=False`: no store, for figures from the tokenizer itself)."""
+    Behind that, the count store on disk (core/log/count_store.py): a text counted by any earlier run is
+    not counted again (short ones: see SHORT_LOOKUPS), and the tokenizer is loaded only for a text no run
+    has counted (`store=False`: no store, for figures from the tokenizer itself)."""
 
     CACHE_TEXTS = 1 << 18
 
@@ -332,10 +334,8 @@ class TokenCounter:
         self._enc = None
         self._cache: dict[str, int] = {}
         self._store = None
-        if store and encoding is not None:
-            from breakwater.core.log import count_store   # sqlite3 and xxhash: only for a counter that counts
-
-            self._store = count_store.shared(store_namespace(encoding), cache_root() / "counts.sqlite3")
+        self._stored = store and encoding is not None   # the store is found at the first text counted
+        self._short_lookups = 0
         self.exact_encoded_chars = 0  # how much text was counted exactly, by the tokenizer or found stored
         self.tokenized_chars = 0      # how much of it went through the tokenizer (for benchmarks)
 
@@ -361,7 +361,10 @@ class TokenCounter:
         if hit is not None:
             return hit
         store = self._store
-        if store is not None and len(text) >= STORED_FROM_CHARS:
+        if store is None and self._stored:
+            store = self._open_store()
+        if store is not None and (len(text) >= STORED_FROM_CHARS or self._short_lookups < SHORT_LOOKUPS):
+            self._short_lookups += len(text) < STORED_FROM_CHARS
             key = store.key_of(text.encode("ascii") if text.isascii() else utf8(text))
             n = store.get(key)
             if n is None:
@@ -374,6 +377,15 @@ class TokenCounter:
             self._cache.clear()
         self._cache[text] = n
         return n
+
+    def _open_store(self):
+        """The count store of this counter's encoding and engine (sqlite3, xxhash and the engine imported
+        only by a counter that counts: a session never near a limit needs none)."""
+        from breakwater.core.log import count_store
+
+        self._stored = False
+        self._store = count_store.shared(store_namespace(self.encoding_name), cache_root() / "counts.sqlite3")
+        return self._store
 
     def _tokenized(self, text: str) -> int:
         """The tokenizer's count of `text`."""
