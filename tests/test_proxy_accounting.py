@@ -19,6 +19,7 @@ from support.proxy_run import request_notes, running_proxy
 from support.scripted_provider import ScriptedProvider, Step, usage_for
 
 from breakwater.cli.core import read_session, resolve_policy
+from breakwater.core.context_categories import for_turn
 from breakwater.core.replay import Replay
 from breakwater.fidelity.runner import evaluate_path
 
@@ -138,6 +139,8 @@ def test_the_gauges_eval_and_export_show_simulate_s_figures_for_a_proxied_sessio
     line = detail.calibration.describe()   # the gauge's calibration line (ui/widgets/gauges.py draws it)
     assert line.startswith("whole request counted, nothing unseen (tool schemas ≈") and "unseen ≈" not in line
     assert detail.calibration.overhead == 0
+    context = for_turn(replay, detail)     # `x` on the replay screen: the tool schemas a category of their own
+    assert context.overhead == 0 and context.tools > 2500 and context.used == detail.view.sent_tokens
     summary = evaluate_path(str(log), ["breakwater"]).presets["breakwater"]
     assert (summary.billed_raw, summary.billed_sent) == (cli["totals"]["billed_raw"], cli["totals"]["billed_sent"])
     md = tmp_path / "out.md"

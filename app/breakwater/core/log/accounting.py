@@ -186,6 +186,11 @@ class Calibration:
         return round(self.offset)
 
     @property
+    def tool_schemas(self) -> int:
+        """Heuristic tokens of the tool schemas a whole request carries (0: none, or not a whole request)."""
+        return self._frame
+
+    @property
     def leading(self) -> int:
         """What leads every request and no message holds, in the provider's tokens: the unseen overhead,
         or the tool schemas of a whole request (both cached with the prefix)."""
