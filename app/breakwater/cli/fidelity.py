@@ -10,7 +10,8 @@ from typing import Iterator
 
 from breakwater.core.log.visible import json_safe, visible
 from breakwater.cli import judge as judge_cli
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS, preset_names
+from breakwater.core.policy.agents import AGENT_OWN, AGENT_ROWS, AS_RECORDED
 
 SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".gz")
 BAR_WIDTH = 8
@@ -22,8 +23,10 @@ def register(sub) -> None:
                                    "compaction and the recall of the session's facts (goal and constraints, files, "
                                    "commands, errors, decisions, pinned messages) request by request.")
     p.add_argument("paths", nargs="+", metavar="FILES_OR_DIR", help="session files, or folders searched recursively")
-    p.add_argument("--presets", default=",".join(sorted(PRESETS)),
-                   help=f"comma-separated presets (default: all: {', '.join(sorted(PRESETS))})")
+    p.add_argument("--presets", default=",".join([*sorted(PRESETS), *AGENT_ROWS]),
+                   help=f"comma-separated presets (default: {', '.join([*sorted(PRESETS), *AGENT_ROWS])}); "
+                        f"'{AS_RECORDED}': what each session's agent sent; '{AGENT_OWN}': its agent's strategy "
+                        "replayed (Claude Code, Codex, pi, OpenHands; else as recorded); any other agent's preset")
     p.add_argument("--window", type=int, help="context window in tokens (default: each session's, else the preset's)")
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: tiktoken near the limits (default); heuristic: never tiktoken")
@@ -61,9 +64,10 @@ def session_files(paths: list[str]) -> tuple[list[str], list[str]]:
 
 def parse_presets(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PRESETS]
+    known = [*preset_names(), *AGENT_ROWS]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ValueError(f"unknown preset {', '.join(unknown) or '(none given)'}; choose from {', '.join(sorted(PRESETS))}")
+        raise ValueError(f"unknown preset {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
     return list(dict.fromkeys(names))
 
 
@@ -148,8 +152,7 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
     return "█" * full + "░" * (width - full)
 
 
-def pct(fraction: float | None) -> str:
-    return "—" if fraction is None else f"{100 * fraction:.0f}%"
+pct = judge_cli.pct
 
 
 def tokens(n: int) -> str:
@@ -161,13 +164,12 @@ def tokens(n: int) -> str:
 
 def print_report(corpus, order: list[str]) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from breakwater.fidelity.probes import CATEGORIES
 
-    console = Console()
+    console = judge_cli.report_console()
     done = [s for s in corpus.sessions if not s.error]
     turns = sum(s.turns for s in done)
     totals = {name: (t, t.to_json()) for name, t in corpus.totals().items()}

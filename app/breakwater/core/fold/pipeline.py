@@ -112,6 +112,7 @@ class Pipeline:
         self.triggers: dict[str, int] = {}      # trigger event id -> stage level
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
+        self.api_turn: int | None = None        # the request api_tokens was reported for
 
     # what the drivers and the views read of the parts
     ledger = property(lambda self: self.index.ledger)
@@ -182,6 +183,8 @@ class Pipeline:
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
                 self.api_tokens = prompt
+                turn = ev.get("turn")
+                self.api_turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else self.turn
                 est = ev.get("estimate")
                 if not isinstance(est, int):   # another agent's figure (core/fold/own_request.py)
                     est = self.own.estimate(ev.get("turn"))
@@ -249,6 +252,7 @@ class Pipeline:
             shape = self._soft_zone(decision)            # 4 snip -> mask -> microcompact, oldest first; 6 shape
             shape = self._summarize_what_shaping_drops(decision, shape)
             plan = self._plan_of(decision, shape)
+        plan.api_turn = self.api_turn
         return self._finish(plan)
 
     def _sanitize(self) -> int:
@@ -270,8 +274,15 @@ class Pipeline:
             return None
         if counted != "estimate" and self.deep.last_failure:
             return None   # a rejected summary to be noted (`_plan_of`)
+        if self._over_message_count(request):
+            return None   # a deep compaction by message count (OpenHands' condenser)
         stamp = (self.turn + 1, self.raw_tokens, self.api_tokens)
         return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp, counted)
+
+    def _over_message_count(self, request: _Request) -> bool:
+        """Whether the request holds more messages than `compact_trigger_messages` allows (0: no such limit)."""
+        limit = self.policy.compact_trigger_messages
+        return bool(limit) and len(request.framed[0]) + request.n - request.framed[1] > limit
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves
@@ -281,8 +292,9 @@ class Pipeline:
         decision = _Decision(request, force_deep, max(self.triggers.values(), default=0) if self.triggers else 0,
                              deep.just_undone)
         base = request.measured[0]
-        over = base > self._hard_limit and n >= p.fast_path_min_messages
-        if over and not force_deep and not p.deep_compact_first and self._stage_levels:
+        counted_out = self._over_message_count(request)
+        over = (base > self._hard_limit and n >= p.fast_path_min_messages) or counted_out
+        if over and not counted_out and not force_deep and not p.deep_compact_first and self._stage_levels:
             top = self._stage_levels[-1]
             jh, js, _, _, head_h = request.framed
             over = self.meter.measure(jh, top, js, self.index.near_start(top, js, n), n, None, None,
