@@ -7,7 +7,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 NAMES = ("bench_core", "bench_counter", "bench_cli", "bench_tools", "bench_memory", "bench_agent", "bench_spill", "bench_formats",
-         "bench_fidelity", "bench_fidelity_eval", "bench_ui", "bench_browse", "bench_scale", "bench_tune", "bench_export")
+         "bench_fidelity", "bench_fidelity_eval", "bench_ui", "bench_browse", "bench_scale", "bench_tune", "bench_export",
+         "bench_accounting", "bench_proxy")
 
 
 def main(names=NAMES) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from breakwater.core.log.message import Message
-from breakwater.core.simulate import view_at
+from breakwater.core.simulate import simulate, view_at
 from breakwater.fidelity.judge import (GRADER_SYSTEM, PROBE_TYPES, QUESTIONS, Question, expected_facts, parse_grade,
                                        probe_points, within_budget)
 from breakwater.fidelity.probes import Probe
@@ -28,7 +28,7 @@ from breakwater.formats import load_session
 from support.fake_openai import FakeOpenAIServer, Reply, chars_over_four
 
 SESSION = Path(__file__).resolve().parent.parent / "sample_sessions" / "npm-install-flood.jsonl"
-WINDOW = "4000"   # small enough for a deep compaction (turn 19 of 21)
+WINDOW = "4000"   # small enough for a deep compaction (turn 20 of 21; simulate says which)
 KEY = "sk-judge-test-123456"
 
 
@@ -71,16 +71,17 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
     assert out.returncode == 0, out.stderr
     judged = json.loads(out.stdout)["judge"]
     questions = judged["questions"]
-    # the last turn and the deep compaction before it; one question per type with facts
-    assert sorted({q["turn"] for q in questions}) == [19, 21]
+    # the last turn and the deep compaction before it (the turn simulate gives it); one question per type
+    log = load_session(str(SESSION))
+    policy = policy_for("breakwater", log, int(WINDOW))
+    compacted = simulate(log, policy).compaction_turns[-1]
+    assert sorted({q["turn"] for q in questions}) == [compacted, 21] and compacted < 21
     assert {q["type"] for q in questions} <= set(PROBE_TYPES) and len(questions) == judged["questions_asked"]
     assert all(q["score"] == 4 and q["missing"] == [2] and q["error"] is None for q in questions)
     types = judged["presets"]["breakwater"]["types"]
     assert types["recall"] == {"mean": 4.0, "count": 2} and types["artifact"]["count"] == 2
     assert judged["presets"]["breakwater"]["ungraded"] == 0
 
-    log = load_session(str(SESSION))
-    policy = policy_for("breakwater", log, int(WINDOW))
     asked = [r for r in requests if not is_grading(r.body)]
     graded = [r for r in requests if is_grading(r.body)]
     assert len(asked) == len(graded) == len(questions)
@@ -94,13 +95,13 @@ def test_questions_carry_the_compacted_request_and_grades_are_counted(tmp_path):
         grading = g.messages[1]["content"]
         assert all(fact in grading for fact in q["expected"]) and q["answer"] in grading
         assert q["answer"].startswith("ANSWER-")
-    # compaction dropped text of the full history, and none of it reached a question at turn 19
-    early = next(r for q, r in zip(questions, asked) if q["turn"] == 19)
+    # compaction dropped text of the full history, and none of it reached a question at its turn
+    early = next(r for q, r in zip(questions, asked) if q["turn"] == compacted)
     sent = json.dumps(early.messages, ensure_ascii=False)
     dropped = [m.content for m in log.messages[:40] if isinstance(m, Message) and len(m.content) > 200
                and json.dumps(m.content, ensure_ascii=False)[1:-1] not in sent]
     assert dropped, "the test needs a session whose compaction drops something"
-    assert len(sent) < sum(len(m.content) for m in log.messages if m.turn < 19)
+    assert len(sent) < sum(len(m.content) for m in log.messages if m.turn < compacted)
     # said before asking: what the contexts alone cost; after: the API's own usage figures, summed
     estimate = sum(q["context_tokens"] for q in questions)
     assert f"{len(questions)} questions, 2 calls each; the contexts alone are about {estimate:,} prompt" \

@@ -157,7 +157,12 @@ class Pipeline:
                 if placed is not None:
                     if comp.trigger != "auto":   # the log's agent made it: its requests had it
                         self.own.take(placed)
-                        self.meter.calibration.restart()   # its history restarts: the overhead is fitted again
+                    if comp.trigger == RECORDED:
+                        # another agent's own compaction: its history restarts, and the overhead it sends
+                        # (its system prompt, tools) is fitted again. Ours (manual, after a context-length
+                        # error) are made while the session runs, which fits on without a restart: a replay
+                        # of the log must send what the live session sent
+                        self.meter.calibration.restart()
                     if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
                         # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
