@@ -127,14 +127,56 @@ def test_user_instructions_beyond_the_budget_are_counted_not_lost_silently():
     for i in range(40):
         msgs += [Message(f"u{i}", "user", f"Never rename the option --flag-{i:02d}, scripts depend on it " + "x" * 60),
                  Message(f"a{i}", "assistant", "ok")]
-    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    fixed = P.with_changes(summary_instruction_share=0.0)   # the seeds' fixed cap
+    body = ExtractiveSummarizer().summarize(msgs, None, fixed).text
     goal = body.split("## Progress")[0]
     kept = [i for i in range(40) if f"--flag-{i:02d}" in goal]
     assert kept == list(range(40 - len(kept), 40)) and 10 < len(kept) < 40      # the most recent ones
     assert f"({40 - len(kept)} earlier user instructions left out)" in goal
-    again = ExtractiveSummarizer().summarize([Message("v", "user", "Also never print colours.")], body, P).text
+    again = ExtractiveSummarizer().summarize([Message("v", "user", "Also never print colours.")], body, fixed).text
     assert f"({40 - len(kept) + 1} earlier user instructions left out)" in again and "never print colours" in again
-    assert validate_summary(f"<summary>{again}</summary>", P).ok
+    assert validate_summary(f"<summary>{again}</summary>", fixed).ok
+
+
+def test_the_seeds_keep_their_fixed_summary_cap_and_fingerprints():
+    from breakwater.core.policy import PRESETS
+    assert {name: (p.summary_limit, p.fingerprint()) for name, p in PRESETS.items() if name != "breakwater"} == {
+        "seed-000": (6_000, "44bf549c454a"), "seed-001": (6_000, "d74a219a609e"), "seed-003": (6_000, "c2d9996570ae")}
+
+
+def _instructed_session(n: int) -> list[Message]:
+    """A long session's user instructions, pi's size: ~100 of ~125 chars (12,500 chars in all)."""
+    msgs = [Message("u", "user", "Port the CLI to click.")]
+    for i in range(n):
+        msgs += [Message(f"u{i}", "user", f"Never rename the option --flag-{i:03d}, scripts depend on it " + "x" * 70),
+                 Message(f"a{i}", "assistant", "ok")]
+    return msgs
+
+
+def test_the_instructions_budget_scales_with_the_window_and_keeps_every_instruction_verbatim():
+    msgs = _instructed_session(100)
+    at_32k = P.with_changes(window=32_000)
+    body = ExtractiveSummarizer().summarize(msgs, None, at_32k).text
+    goal = body.split("## Progress")[0]
+    assert all(f"- User: Never rename the option --flag-{i:03d}, scripts depend on it " + "x" * 70 in goal
+               for i in range(100))
+    assert "left out" not in goal
+    assert 6_000 < len(body) <= at_32k.summary_limit
+    assert validate_summary(f"<summary>{body}</summary>", at_32k).ok
+    # the budget is a share of the window: a smaller one keeps the most recent and counts the rest
+    small = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(window=8_000)).text
+    kept = [i for i in range(100) if f"--flag-{i:03d}," in small]
+    assert kept == list(range(100 - len(kept), 100)) and 40 < len(kept) < 100
+    assert f"({100 - len(kept)} earlier user instructions left out)" in small
+
+
+def test_instructions_the_fixed_cap_kept_leave_the_other_sections_as_they_were():
+    # a summary with few instructions is as long as before: the instructions' share is theirs alone
+    msgs = _instructed_session(3) + [Message("a", "assistant", "", tool_calls=[
+        ToolCall(f"c{i}", "bash", json.dumps({"command": f"pytest tests/test_{i:03d}.py -q"})) for i in range(300)])]
+    msgs += [Message(f"t{i}", "tool", "ok", tool_call_id=f"c{i}") for i in range(300)]
+    fixed = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(summary_instruction_share=0.0)).text
+    assert ExtractiveSummarizer().summarize(msgs, None, P).text == fixed
 
 
 def test_user_questions_and_chatter_are_not_instructions():

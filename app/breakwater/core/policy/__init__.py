@@ -16,6 +16,9 @@ class PolicyError(ValueError):
 
 
 # settings of tier 1 and tier 3: they never change what the pipeline sends
+# English prose and code run about 4 chars a token: a share of the window in chars
+SUMMARY_CHARS_PER_TOKEN = 4
+
 NOT_COMPACTION = ("tool_", "read_file_", "bash_", "scribe_", "memory_", "retrieval_", "project_")
 
 
@@ -66,6 +69,10 @@ class Policy:
     deep_keep_ratio: float = 0.25
     keep_first_user: bool = True          # seed 003: [System][First user][Summary][Last N]
     summary_max_chars: int = 6_000
+    # the user's instructions may take this share of the window (at SUMMARY_CHARS_PER_TOKEN) in a summary
+    # on top of `summary_max_chars`: a long session holds ~100 of them (pi's: 12,500 chars), which a fixed
+    # cap dropped oldest first. 0: the seeds' fixed cap
+    summary_instruction_share: float = 0.10
     summary_pretruncate_chars: int = 2_000  # seed 000 truncateForCompaction
     summary_pretruncate_head: int = 1_000
     summary_pretruncate_tail: int = 800
@@ -127,6 +134,16 @@ class Policy:
         return self.window - self.effective_buffer
 
     @property
+    def summary_instruction_chars(self) -> int:
+        """Chars a summary may spend on the user's instructions beyond `summary_max_chars`."""
+        return int(self.summary_instruction_share * self.window * SUMMARY_CHARS_PER_TOKEN)
+
+    @property
+    def summary_limit(self) -> int:
+        """The longest summary, in chars: the fixed cap and the instructions' share of the window."""
+        return self.summary_max_chars + self.summary_instruction_chars
+
+    @property
     def precise_from(self) -> int:
         return int(self.precise_ratio * self.soft_limit)
 
@@ -137,6 +154,8 @@ class Policy:
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith(NOT_COMPACTION)}
         if not self.mask_placeholder:   # as before the setting existed: compactions logged then still match
             del data["mask_placeholder"]
+        if not self.summary_instruction_share:   # likewise: the seeds' fixed summary cap
+            del data["summary_instruction_share"]
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,12 +171,13 @@ PRESETS: dict[str, Policy] = {
     # seed 000: dual threshold; snip tool output in the soft zone, deep LLM summary past hard;
     # the cut is the last clean boundary, the summary replaces everything but the system prompt.
     "seed-000": replace(_BASE, preset="seed-000", mask=False, microcompact=False, deep_compact_first=True,
-                        deep_cut="last-boundary", keep_first_user=False),
+                        deep_cut="last-boundary", keep_first_user=False, summary_instruction_share=0.0),
     # seed 001: observation masking + working-memory head/tail, no LLM at all.
-    "seed-001": replace(_BASE, preset="seed-001", snip=False, microcompact=False, deep_compact=False),
+    "seed-001": replace(_BASE, preset="seed-001", snip=False, microcompact=False, deep_compact=False,
+                        summary_instruction_share=0.0),
     # seed 003: no per-message trimming; shape history [System][First user][Summary][Last N turns].
     "seed-003": replace(_BASE, preset="seed-003", snip=False, mask=False, microcompact=False, deep_compact_first=True,
-                        deep_cut="keep-turns", keep_first_user=True),
+                        deep_cut="keep-turns", keep_first_user=True, summary_instruction_share=0.0),
     "breakwater": _BASE,
 }
 
@@ -230,6 +250,9 @@ def validate(p: Policy) -> Policy:
         if h + t > n:
             raise PolicyError(f"{head} + {tail} ({h} + {t}) cannot exceed {limit} ({n})")
     _check_placeholder(p.mask_placeholder)
+    if p.summary_instruction_share >= 1:
+        raise PolicyError(f"summary_instruction_share must be below 1 (a share of the window), got "
+                          f"{p.summary_instruction_share}")
     if p.summary_pretruncate_tail < 1:
         raise PolicyError("summary_pretruncate_tail must be at least 1")
     return p

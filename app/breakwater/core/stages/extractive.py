@@ -85,7 +85,7 @@ class ExtractiveSummarizer:
         prev = _parse_previous(previous)
         s = _State(prev)
         s.read(messages, policy)
-        body = s.render(policy.summary_max_chars)
+        body = s.render(policy.summary_max_chars, policy.summary_instruction_chars)
         return SummaryResult(body, True, self.name)
 
 
@@ -203,11 +203,12 @@ class _State:
                 self.errors.append(_Error(sig.text, "open", command or ""))
 
     # -- writing the summary -----------------------------------------------------------------------
-    def render(self, limit: int) -> str:
-        """The sections within `limit` chars, filled in order of what an agent can least do without: the
-        goal, the next step, the current error, the files modified; then the user's instructions (the
-        most recent first, leaving OTHERS chars); then the errors (the open ones, a few resolved),
-        the decisions, the commands run and the files read, each the most recent that fit."""
+    def render(self, limit: int, instruction_chars: int = 0) -> str:
+        """The sections within `limit` + `instruction_chars` chars, filled in order of what an agent can
+        least do without: the goal, the next step, the current error, the files modified; then the
+        user's instructions (the most recent first, leaving OTHERS chars, and `instruction_chars` more
+        that only they may use); then the errors (the open ones, a few resolved), the decisions, the
+        commands run and the files read, each the most recent that fit."""
         current = self.errors[-1] if self.errors else None
         latest = [self.latest] if self.latest and (_INSTRUCTION + self.latest[len(_LATEST):]) not in self.said else []
         doing = [self.doing] if self.doing else []
@@ -219,9 +220,12 @@ class _State:
             "Progress": doing,
         }
         room = limit - len(render_sections(sections))
-        sections["Constraints"] = said = within(self.said, max(room - OTHERS, room // 2), self.said_left_out,
+        share = max(room - OTHERS, room // 2)
+        sections["Constraints"] = said = within(self.said, share + instruction_chars, self.said_left_out,
                                                 "earlier user instruction{s} left out")
-        room -= _size(said)
+        # the rest get what they would without the instructions' own chars: the summary grows only by
+        # instructions the fixed cap would have left out
+        room -= min(_size(said), share)
         open_ = [e for e in self.errors if e.status == "open" or e is current]
         resolved = [e for e in self.errors if e not in open_][-MAX_RESOLVED:]
         errors = [e.line() for e in self.errors if e in open_ or e in resolved][-MAX_ERRORS:]
@@ -236,6 +240,7 @@ class _State:
                                         self.read_left_out + max(0, len(self.read_paths) - MAX_READ_PATHS),
                                         "more file{s} read, not listed", note_first=False)
         body = render_sections(sections)
+        limit += instruction_chars
         if len(body) > limit:   # a goal and files modified past the cap on their own: cut at a line
             body = body[: limit].rsplit("\n", 1)[0]
         return body

@@ -108,8 +108,8 @@ def validate_summary(output: str | None, policy: Policy, summarizer: str = "llm"
     body = found[-1].strip()
     if not body:
         return SummaryResult("", False, summarizer, "empty <summary>")
-    if len(body) > policy.summary_max_chars:
-        return SummaryResult("", False, summarizer, f"summary over {policy.summary_max_chars} chars ({len(body)})")
+    if len(body) > policy.summary_limit:
+        return SummaryResult("", False, summarizer, f"summary over {policy.summary_limit} chars ({len(body)})")
     problem = garbled(body)
     if problem:
         return SummaryResult("", False, summarizer, f"garbled summary: {problem}")
