@@ -166,9 +166,10 @@ def test_cost_is_cache_aware_and_adds_up():
     data = simulate_json(str(CCL))
     prices, totals = data["prices_per_mtok"], data["totals"]
     assert prices["model"] == "claude-opus-4-5" and prices["cache_read"] < prices["input"] < prices["cache_write"]
-    for t in data["turns"]:
-        expected = (t["stable_prefix_tokens"] * prices["cache_read"]
-                    + (t["sent_tokens"] - t["stable_prefix_tokens"]) * prices["cache_write"]) / 1e6
+    for t in data["turns"]:   # through the provider's cache (issue 36): what is read at the read price, the rest written
+        cache = t["cache"]
+        assert cache["read"] + cache["write"] == t["sent_tokens"]   # Anthropic: all that is not read is written
+        expected = (cache["read"] * prices["cache_read"] + cache["write"] * prices["cache_write"]) / 1e6
         assert t["cost_sent"] == pytest.approx(expected, abs=1e-6)
     assert totals["cost_saved"] == pytest.approx(totals["cost_raw"] - totals["cost_sent"], abs=1e-5)
     assert totals["cost_sent"] == pytest.approx(sum(t["cost_sent"] for t in data["turns"]), abs=1e-4)

@@ -75,7 +75,8 @@ def test_probes_of_a_session_with_their_turns_and_sources():
     assert ("file-modified", 4, "m6") in got
     assert ("pinned", 4, "m8") in got           # pinned before request 4 was made
     command = next(p for p in probes if p.kind == "command")
-    assert command.text.endswith("exit 1") and ("pytest",) in command.parts and "exit code 1" in command.parts[-1]
+    # "code 1" stands in "exit code 1", "with code 1"
+    assert command.text.endswith("exit 1") and ("pytest",) in command.parts and "code 1" in command.parts[-1]
     assert {p.category for p in probes} == set(CATEGORIES)
 
 

@@ -76,7 +76,38 @@ def test_table_has_a_bar_per_preset_and_the_lost_turns(corpus):
     rows = [line for line in lines if line.strip().startswith(("breakwater", "seed-001")) and "█" in line + "░"]
     assert len(rows) == 2 and all("%" in r for r in rows)
     assert all("≈" in r.split("→")[1] for r in rows)     # the heuristic's figures are estimates, and say so
-    assert "lost at turn" in out.stdout
+    assert "lost at turn" in out.stdout and "missing at the end: " in out.stdout   # which facts, not only how many
+
+
+def test_json_lists_each_fact_with_where_it_came_from_and_the_turn_it_was_lost(corpus):
+    """Issue 36, item 12: not tallies only. Each fact has its kind, its message (and line in the file)
+    and, per preset, the turn it was lost (null: kept); the facts lost are those the workbench's `f`
+    list shows at the last turn (both read `FidelityRun.lost_since`), and their kept turns add up to
+    the preset's recall."""
+    from breakwater.fidelity.runner import policy_for, replay
+    from breakwater.formats import load_session
+
+    path = corpus / "npm-install-flood.jsonl"
+    out = run(str(path), "--json", "--presets", "breakwater,seed-001", "--window", "16000", "--counter", "heuristic")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    [session] = data["sessions"]
+    facts = session["facts"]
+    assert sum(session["probes"].values()) == len(facts) > 0
+    log = load_session(path)
+    lines = {m.id: (m.meta or {}).get("source_line") for m in log.messages}
+    for f in facts:
+        assert {"id", "kind", "category", "text", "message_id", "turn", "lost", "kept_turns", "live_turns"} <= set(f)
+        assert f["message_id"] in lines and f.get("source_line") == lines[f["message_id"]]
+        assert set(f["lost"]) == {"breakwater", "seed-001"}
+    for name in ("breakwater", "seed-001"):
+        run_ = replay(log, policy_for(name, log, 16000), "heuristic")
+        workbench = {p.id: lost for p, lost in run_.missing_at(run_.turns)}
+        assert {f["id"]: f["lost"][name] for f in facts if f["lost"][name] is not None} == workbench
+        kept = sum(f["kept_turns"][name] * f["weight"] for f in facts)
+        live = sum(f["live_turns"] * f["weight"] for f in facts)
+        assert data["presets"][name]["recall"] == pytest.approx(kept / live)
+    assert any(f["lost"]["seed-001"] is not None for f in facts)      # something is lost, and named
 
 
 def test_bad_input_is_one_line_and_loses_nothing(corpus, tmp_path):

@@ -615,7 +615,7 @@ def test_the_short_cut_from_the_kept_boundary_plans_requests_tiktoken_counts():
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_an_exact_figure_is_tiktoken_s_count_of_the_request_sent(policy):
     """A plan counted exactly sends what its figure says: tiktoken's count of the request built from
-    it, plus the unseen overhead, whatever the preset (working memory's own form counted by the index's
+    it on the fitted line (issue 36: ratio × visible + overhead, the count in the fit's unit), whatever the preset (working memory's own form counted by the index's
     sums, the short cut from the kept boundary measuring as the general path does)."""
     checked = 0
     for log in (SESSIONS["long-refactor"](), SESSIONS["controls"]()):
@@ -625,7 +625,7 @@ def test_an_exact_figure_is_tiktoken_s_count_of_the_request_sent(policy):
                 plan = pipe.plan()
                 if plan.counted == "exact":
                     view = plan.built or pipe.materialize(plan)
-                    sent = pipe.meter.counter.exact_messages(view.messages) + pipe.meter.calibration.overhead
+                    sent = pipe.meter.calibration.apply_exact(pipe.meter.counter.exact_messages(view.messages))
                     assert plan.sent_tokens == sent, (plan.turn, plan.level, plan.lower)
                     checked += 1
             pipe.feed(entry)

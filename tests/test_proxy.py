@@ -295,3 +295,20 @@ def test_deep_compaction_summarized_by_the_configured_summary_model(tmp_path, mo
     assert compactions and compactions[0]["summarizer"] == "llm:small-model" and "Finish the scripted task" in compactions[0]["summary"]
     assert summaries.received and all(KEY not in r.headers.get("Authorization", "") for r in summaries.received)
     assert any("Finish the scripted task" in r.body.decode() for r in provider.main_requests())
+
+
+def test_an_upstream_error_quoting_the_key_encoded_is_logged_without_it(tmp_path):
+    import base64
+
+    encoded = base64.b64encode(KEY.encode()).decode()
+    steps = [Step(None, text="after", fail=(401, {"error": {"message": f"key {KEY} ({encoded}, {KEY.encode().hex()}) "
+                                                                      "is not valid"}}))]
+    with ScriptedProvider(steps) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        status, _ = _post(f"{url}/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                         "tools": TOOLS},
+                          {"authorization": f"Bearer {KEY}"})
+    assert status == 401   # the agent gets the provider's answer as it was
+    written = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert "is not valid" in written
+    for form in (KEY, encoded, KEY.encode().hex()):
+        assert form not in written

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from breakwater.core.log.visible import json_safe
+from breakwater.core.log.visible import json_safe, visible
 from breakwater.cli import judge as judge_cli
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS
 
@@ -197,13 +197,36 @@ def print_report(corpus, order: list[str]) -> None:
         if s.error:
             continue
         lines = []
+        facts = s.facts_json()
         for name, ps in s.presets.items():
             if ps.lost_turns:
                 shown = ", ".join(f"{k}({n})" for k, n in ps.lost_turns[:12])
                 more = f" … {len(ps.lost_turns) - 12} more" if len(ps.lost_turns) > 12 else ""
                 lines.append(f"  {name}: lost at turn(probes) {shown}{more}")
             lines.extend(f"  [bold yellow]{name}: {escape(flag)}[/]" for flag in ps.loops)
+            lines.extend(_missing_lines(name, facts))
         if lines:
             console.print(f"[bold]{escape(s.title)}[/] ({s.turns} turns)")
             for line in lines:
                 console.print(line, highlight=False)
+
+
+MISSING_SHOWN = 3   # facts the table names per session and preset (eval --json lists them all)
+
+
+def _missing_lines(preset: str, facts: list[dict]) -> list[str]:
+    """The facts the last request of a session no longer carries, as the workbench's `f` list gives
+    them at the last turn: the most recently lost first."""
+    from rich.markup import escape
+
+    missing = sorted((f for f in facts if f["lost"].get(preset) is not None), key=lambda f: -f["lost"][preset])
+    out = [f"    missing at the end: {f['kind']} [dim]{escape(visible(_clip(f['text'])))}[/] "
+           f"(lost at turn {f['lost'][preset]}, from {f['message_id']})" for f in missing[:MISSING_SHOWN]]
+    if len(missing) > MISSING_SHOWN:
+        out.append(f"    … {len(missing) - MISSING_SHOWN} more missing (eval --json lists every fact)")
+    return out
+
+
+def _clip(text: str, n: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

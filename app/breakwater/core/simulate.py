@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Collection
 
-from breakwater.core.log.accounting import Calibration, request_cost
+from breakwater.core.log.accounting import Calibration, prior_ratio
+from breakwater.core.log.prompt_cache import CacheModel, CacheRules, Misses, Prices, RequestCache, cache_rules, timestamp
 from breakwater.core.log.edits import View
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
@@ -84,11 +85,15 @@ class TurnStats:
     # what the provider billed for this very request, when the transcript records it (eval compares)
     billed_tokens: int | None = None
     billed_cached: int | None = None
-    # USD at the model's prices, cache-aware (core/log/accounting.py request_cost), when they are known
+    # USD of the input at the model's prices, through the provider's cache (core/log/prompt_cache.py)
     cost_raw: float | None = None
     cost_sent: float | None = None
-    # without compaction each request extends the last one: all of it but the log's growth since is cached
-    raw_cached: int = 0
+    # the request sent and the one without compaction against the provider's cache (reads, writes,
+    # the re-write a compaction caused); what the provider recorded it wrote, where it did
+    cache: RequestCache | None = None
+    cache_raw: RequestCache | None = None
+    billed_cache_write: int | None = None
+    recorded_over_window: bool = False   # the provider billed more than the window in use (issue 36)
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
@@ -106,8 +111,15 @@ class TurnStats:
             out["billed_tokens"] = self.billed_tokens
             if self.billed_cached is not None:
                 out["billed_cached"] = self.billed_cached
+            if self.billed_cache_write is not None:
+                out["billed_cache_write"] = self.billed_cache_write
+            if self.recorded_over_window:
+                out["recorded_over_window"] = True
         if self.cost_sent is not None:
             out["cost_raw"], out["cost_sent"] = self.cost_raw, self.cost_sent
+        if self.cache is not None:
+            out["cache"] = self.cache.to_json()
+            out["cache_raw"] = self.cache_raw.to_json()
         return out
 
     def json_text(self) -> str:
@@ -129,7 +141,7 @@ class TurnStats:
                 f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
                 f'{around[0]}{self.stable_prefix_tokens}{around[1]}{edited}}}')
         if self.api_tokens is None and not self.compaction and not self.recorded_compaction \
-                and self.billed_tokens is None:
+                and self.billed_tokens is None and self.cache is None:
             if self.cost_sent is None:
                 return text + "}"
             return text + f', "cost_raw": {self.cost_raw!r}, "cost_sent": {self.cost_sent!r}}}'
@@ -145,7 +157,9 @@ class Simulation:
     encoding: str | None
     turns: list[TurnStats] = field(default_factory=list)   # empty when `simulate(on_turn=...)` took them
     compactions: list[Compaction] = field(default_factory=list)   # decided by this run
-    recorded: list[str] = field(default_factory=list)   # the log's compactions applied, less those undone before any request
+    # the log's compactions applied, less those undone before any request and those after the last
+    # request (they shaped none: eval, which counts the summaries requests carry, never sees them)
+    recorded: list[str] = field(default_factory=list)
     seconds: float = 0.0
     views: dict[int, View] = field(default_factory=dict)  # the requests asked for, by turn
     # totals over every turn, kept as they go so that a simulation need not keep its turns
@@ -159,8 +173,12 @@ class Simulation:
     window_source: str = "policy"       # where the window came from (core/log/models.py)
     calibration: Calibration = field(default_factory=Calibration)   # the fit in force after the last request
     prices: ModelInfo | None = None     # the model's, when known: costs in USD
+    cache_rules: CacheRules | None = None   # the provider's (core/log/prompt_cache.py)
+    cache_misses: Misses | None = None      # its misses, fitted from the recorded cache reads
     cost_raw: float = 0.0
     cost_sent: float = 0.0
+    cache_rewritten: int = 0            # cached tokens the compactions made the provider write again
+    cache_rewrite_cost: float = 0.0     # and what that cost beyond reading them (USD)
 
     def add(self, t: TurnStats, keep: bool = True) -> None:
         if keep:
@@ -170,11 +188,13 @@ class Simulation:
         self.billed_sent += t.sent_tokens
         if t.counted != "exact":
             self.billed_sent_estimated = True
-        if self.prices is not None:
-            t.cost_raw = round(request_cost(self.prices, t.raw_tokens, t.raw_cached), 6)
-            t.cost_sent = round(request_cost(self.prices, t.sent_tokens, t.stable_prefix_tokens), 6)
-            self.cost_raw += t.cost_raw
-            self.cost_sent += t.cost_sent
+        if t.cache is not None:
+            self.cache_rewritten += t.cache.rewritten
+            self.cache_rewrite_cost += t.cache.rewrite_cost
+            if t.cache.cost is not None:
+                t.cost_raw, t.cost_sent = round(t.cache_raw.cost, 6), round(t.cache.cost, 6)
+                self.cost_raw += t.cost_raw
+                self.cost_sent += t.cost_sent
         if not t.fits:
             self.over_window.append(t)
         if t.compaction:
@@ -184,12 +204,23 @@ class Simulation:
     def saved(self) -> int:
         return self.billed_raw - self.billed_sent
 
+    def cost_note(self) -> str | None:
+        """Why compaction cost more than it saved, when it did (issue 36): the cache re-writes it caused.
+        One sentence, for the timeline and A/B to show as it is."""
+        if self.prices is None or self.cost_sent <= self.cost_raw:
+            return None
+        return (f"compaction costs ${self.cost_sent - self.cost_raw:,.2f} more than it saves: each one changes the "
+                f"cached history, which the provider writes again ({self.cache_rewritten:,} tokens, "
+                f"${self.cache_rewrite_cost:,.2f} more than reading them)")
+
     def header_json(self) -> dict[str, Any]:
         p = self.policy
         prices = self.prices
         priced = None if prices is None else {"model": prices.name, "source": prices.source, "input": prices.input,
                                               "cache_read": prices.cache_read, "cache_write": prices.cache_write}
-        return {"model": self.model, "prices_per_mtok": priced, "window": p.window, "window_source": self.window_source,
+        return {"model": self.model, "prices_per_mtok": priced,
+                **({} if self.cache_rules is None else {"cache_rules": self.cache_rules.to_json()}),
+                "window": p.window, "window_source": self.window_source,
                 "soft_limit": p.soft_limit, "hard_limit": p.hard_limit, "preset": p.preset,
                 "counter": self.counter, "encoding": self.encoding, "counting": FIGURE_RULES}
 
@@ -199,6 +230,10 @@ class Simulation:
                 "calibration": self.calibration.to_json(),
                 **({} if self.prices is None else {"cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
                                                    "cost_saved": round(self.cost_raw - self.cost_sent, 6)}),
+                **({} if self.cost_note() is None else {"cost_note": self.cost_note()}),
+                **({} if self.cache_rules is None else {"cache_rewritten": self.cache_rewritten,
+                                                        "cache_rewrite_cost": round(self.cache_rewrite_cost, 6),
+                                                        "cache_misses": self.cache_misses.to_json()}),
                 "compactions": len(self.compactions) + len(self.recorded),
                 "recorded_compactions": len(self.recorded), "decided_compactions": len(self.compactions),
                 "over_window": len(self.over_window), "turns": self.turn_count}
@@ -248,7 +283,9 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
     """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
     loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    return Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe.meter.calibration.prior = prior_ratio(named_model(log.header, model))
+    return pipe
 
 
 def token_counter(log: SessionLog, counter: str = "exact", model: str | None = None) -> TokenCounter:
@@ -276,7 +313,12 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
     keep, feed = on_turn is None, pipe.feed
     shaped: set[str] = set()   # the log's compactions some request was built with
     pending: TurnStats | None = None
-    raw_h: int | None = None   # the whole log before the last request, by the heuristic (what it cached)
+    caches = cache_models(sim, log.header.get("provider"))
+    same = True   # the last request sent was the one without compaction: its cache is the same
+    raw_h = 0     # the whole log at the last request, by the heuristic: the request without compaction then
+    sent_at: Any = None   # the latest time a message before the next request states: when it was sent
+    unsent: list[str] = []   # the log's compactions since the last request
+    after_user = False       # a user message since the last request (the cache misses more then)
 
     def hand_over() -> None:
         sim.add(pending, keep)
@@ -289,12 +331,20 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             feed(entry)
             if entry.type == "compaction" and pipe.applied(entry.id):
                 sim.recorded.append(entry.id)
+                unsent.append(entry.id)
             elif entry.type == "undo" and entry.get("target") in sim.recorded and entry.get("target") not in shaped:
                 sim.recorded.remove(entry.get("target"))   # taken back before any request: it never happened
             elif entry.type == "usage" and pending is not None and entry.get("turn") == pending.turn:
                 billed, cached = entry.get("prompt_tokens"), entry.get("cached_tokens")
+                written = entry.get("cache_write_tokens")
                 pending.billed_tokens = billed if isinstance(billed, int) else None
                 pending.billed_cached = cached if isinstance(cached, int) else None
+                pending.billed_cache_write = written if isinstance(written, int) else None
+                pending.recorded_over_window = isinstance(billed, int) and billed > pipe.policy.window
+                if caches is not None and isinstance(billed, int):   # the provider's misses, as they happened
+                    c = pending.cache
+                    c = pending.cache_raw if c is None else c
+                    caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.after_user)
             continue
         if entry.role == "assistant":
             if pending is not None:
@@ -305,6 +355,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             if before_turn is not None:
                 before_turn(pipe, i)
             plan = pipe.plan()
+            unsent.clear()
             if plan.turn in views:
                 sim.views[plan.turn] = plan.built or pipe.materialize(plan)
             comp, source = plan.new_compaction, "decided"
@@ -320,16 +371,59 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
                               source if comp else None)
-            if sim.prices is not None and raw_h is not None:
-                stats.raw_cached = max(0, plan.raw_tokens - pipe.calibration.scale(pipe.raw_tokens - raw_h))
+            if caches is not None:
+                same = through_cache(caches, stats, plan, pipe.calibration, sent_at or entry_time(entry), same, raw_h,
+                                     after_user)
+            after_user = False
             raw_h = pipe.raw_tokens
             pending = stats
+        if caches is not None:
+            sent_at = entry_time(entry) or sent_at
+            after_user = after_user or entry.role == "user"
         feed(entry)
     if pending is not None:
         hand_over()
+    if until_turn is None:
+        sim.recorded = [c for c in sim.recorded if c not in unsent]
     sim.calibration = pipe.calibration
     sim.seconds = time.perf_counter() - t0
     return sim
+
+
+def cache_models(sim: Simulation, provider: object = None) -> tuple[CacheModel, CacheModel] | None:
+    """The provider's cache as the requests without compaction and with it meet it; None when the session
+    names no model (its provider unknown)."""
+    if sim.model is None:
+        return None
+    rules = sim.cache_rules = cache_rules(sim.model, provider if isinstance(provider, str) else None)
+    prices = Prices.of(sim.prices, rules) if sim.prices is not None else None
+    misses = sim.cache_misses = Misses()   # one provider: one miss rate for both
+    return CacheModel(rules, prices, misses), CacheModel(rules, prices, misses)
+
+
+def entry_time(msg: Message) -> float | None:
+    return timestamp(msg.meta.get("ts")) if msg.meta else None
+
+
+def through_cache(caches: tuple[CacheModel, CacheModel], stats: TurnStats, plan, calibration: Calibration,
+                  at: float | None, same: bool, raw_h: int, after_user: bool = False) -> bool:
+    """The turn's requests against the cache (core/log/prompt_cache.py), sent at `at` (the time of the last
+    message before it: a reply's own is when it ended, a long reply later than the request): without
+    compaction each request extends the last one; with it, its cache-stable prefix is reused and what it
+    changed of the last one is written again. Where both requests are the same, now and at the last
+    turn, they are one request and cost the same (issue 36: no different cost where nothing was saved).
+    Returns whether they were the same. `raw_h`: the whole log at the last request, by the heuristic."""
+    raw, sent = caches
+    prefix = min(stats.raw_tokens, calibration.apply(raw_h))
+    stats.cache_raw = raw.request(stats.raw_tokens, prefix, at, after_user=after_user)
+    now = stats.sent_tokens == stats.raw_tokens
+    if now and same:   # the same request: the same figures (the model of the requests sent follows it too)
+        sent.request(stats.raw_tokens, prefix, at, after_user=after_user)
+        stats.cache = stats.cache_raw
+    else:
+        stats.cache = sent.request(stats.sent_tokens, stats.stable_prefix_tokens, at,
+                                   calibration.scale(plan.rewritten_heuristic), after_user)
+    return now
 
 
 def pipeline_at(log: SessionLog, policy: Policy, turn: int, counter: str = "exact", model: str | None = None,

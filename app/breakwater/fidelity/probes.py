@@ -3,20 +3,20 @@
 A fact is structured — the task's goal, each user instruction, a file read or modified (by a tool
 or by a shell command), a command and its exit status, an error's signature, a decision, a pin —
 and carries a matcher over its content: the terms that identify it (paths, identifiers, numbers,
-the key words of an instruction), found on token boundaries in one message, close together. So a
-summary that paraphrases a fact keeps it, one that drops it loses it, and a text that has the words
-scattered about (or `ls` inside `implementation_details`) does not carry it. The matcher never
-looks for the extractive summarizer's own wording.
+the key words of an instruction), found on token boundaries in one message, close together in one
+sentence or line. So a summary that paraphrases a fact keeps it, one that drops it loses it, and a
+text that has the words scattered about (or `ls` inside `implementation_details`, or the parts of
+an error a sentence apart) does not carry it. The matcher never looks for the extractive
+summarizer's own wording.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 import re
-from functools import lru_cache
-import unicodedata
+from bisect import bisect_left
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterator
 
 from breakwater.core.log.error_signature import Signature, error_signatures
@@ -24,8 +24,12 @@ from breakwater.core.log.file_effects import MODIFIED, command_head, file_effect
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.outcome import call_args, command_of, exit_status, reports_errors
 from breakwater.core.log.session_log import Event, SessionLog
-from breakwater.core.stages.summarize import (USER_CONSTRAINT, decision_lines, is_wrapper, sentences, task_statement,
-                                              user_instructions, user_text)
+from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, USER_CONSTRAINT, decision_lines, is_wrapper,
+                                              sentences, task_statement, user_instructions, user_text)
+from breakwater.fidelity.terms import (CJK_CHAR, FAILURE_MARKERS, KEY_WORDS, NEGATIONS, NEGATIONS_CJK, PREFIX,
+                                       WORD_SHARE, at_boundary, key_terms, negated, normalise, path_tail, status_words,
+                                       text_parts)
+from breakwater.fidelity.text_actions import SWE_OWN, acted_replies, action_effects, editor_updated, text_action
 
 CATEGORIES = ("goal", "files", "commands", "errors", "decisions", "pinned")
 # what an agent must never lose (issue 12): the goal and constraints, the files it changed,
@@ -35,30 +39,10 @@ PINNED_KINDS = ("goal", "constraint", "file-modified", "last-error", "pinned")
 MAX_ERRORS_PER_RESULT = 3
 MAX_DECISIONS_PER_MESSAGE = 3
 MAX_INSTRUCTIONS_PER_MESSAGE = 10
-KEY_WORDS = 8               # the key words of a sentence a matcher looks for, at most
-KEY_IDENTS = 3              # the identifiers and numbers it requires, at most
-WORD_SHARE = 0.6            # of the key words, at least this share must be there
-NEAR = {"goal": 600, "constraint": 300, "file-read": 0, "file-modified": 80, "command": 200, "error": 300,
+NEAR = {"goal": 600, "constraint": 300, "file-read": 0, "file-modified": 80, "command": 300, "error": 300,
         "decision": 300, "pinned": 0}
 CORRECTION_WEIGHT = 2       # an instruction with a word of correction or constraint counts twice
 
-# one regular expression: str.translate looks each character up in a dict, 50 ns a character, which
-# was most of eval's time on a session with non-ASCII text
-_PUNCT = re.compile("[" + re.escape("`*\"'“”‘’\\()[]{}<>,;:!?=|→…«»") + "]")
-_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
-_TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
-_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]")
-STOP = frozenset("""a about above after again all also am an and any are as at be because been before being
-below between both but by can could did do does doing done down during each few for from further had has have
-having he her here hers him his how i if in into is it its itself just let lets like me more most my myself
-now of off on once or other our ours out over own please same she should so some such than that the their them
-then there these they this those through to too under until up us very was we were what when where which while
-who whom why will with would you your yours want need make sure think see look going use using get got also
-may might must shall via per one two okay ok yes thanks thank hi hello""".split())
-NEGATIONS = ("no", "not", "never", "without", "avoid", "don t", "doesn t", "dont", "can t", "cannot", "shouldn t",
-             "mustn t", "won t", "isn t", "aren t", "off limits", "forbidden", "disallowed", "nothing", "none",
-             "instead of", "rather than", "except", "only", "stop")
-NEGATION_WORDS = frozenset(w for n in NEGATIONS for w in n.split())
 # a decision states a choice and why, not the next step narrated ("let's look at ...")
 _CHOICE = re.compile(r"(?i)\b(?:decided|decide|will use|instead|because|switch(?:ed)? to|rather than|plan is|chose|"
                      r"choose|going with|the fix is|the fix:|root cause)\b|决定|改用|选择|因为|打算")
@@ -69,23 +53,6 @@ CHANGE_WORDS = ("modified", "modifies", "modifying", "changed", "changing", "edi
                 "replaced",
                 "rewrote", "rewritten", "added", "removed", "deleted", "inserted", "sed -i", "str_replace",
                 "apply_patch", "tee", "refactored", "renamed", "(m)", "(new)", "(a)")
-
-
-def status_words(code: int) -> tuple[str, ...]:
-    words = [f"exit {code}", f"exit code {code}", f"exit status {code}", f"exited {code}", f"exited with {code}",
-             f"returncode {code}", f"return code {code}", f"returned {code}", f"rc {code}", f"status {code}"]
-    words += ["succeeded", "success", "successful", "successfully", "passed", "passes", "ok", "worked"] if code == 0 \
-        else ["failed", "fails", "failing", "failure", f"exit code {code}"]
-    return tuple(dict.fromkeys(words))
-
-
-def normalise(text: str) -> str:
-    """Case, width, quoting, markup and punctuation between words do not change a fact."""
-    # NFKC leaves ASCII as it is, and its casefold is lower
-    text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-    # summaries quote tool calls as JSON, where newlines and quotes come escaped
-    text = _TAG.sub(" ", text.replace("\\n", " ").replace("\\t", " "))
-    return " ".join(_PUNCT.sub(" ", text).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,26 +79,10 @@ class Probe:
             yield from part
 
 
-def _word(c: str) -> bool:
-    return c.isalnum() or c == "_"
-
-
-def at_boundary(text: str, start: int, end: int, prefix: bool = False) -> bool:
-    """Whether text[start:end] stands on token boundaries: not inside a word, a dotted name or a path
-    (a `prefix` may end inside a word)."""
-    if start > 0:
-        c = text[start - 1]
-        if _word(c) or (c in ".-" and start > 1 and _word(text[start - 2])):
-            return False
-    if end < len(text) and not prefix:
-        c = text[end]
-        if _word(c) or (c in "./-" and end + 1 < len(text) and _word(text[end + 1])):
-            return False
-    return True
-
-
-def satisfied(probe: Probe, found: dict[int, list[int]]) -> bool:
-    """Whether the parts found (part index -> positions) carry the probe."""
+def satisfied(probe: Probe, found: dict[int, list[int]], norm: str = "") -> bool:
+    """Whether the parts found (part index -> positions in `norm`, a normalised text) carry the
+    probe: for a probe with `near`, around one position of its first part, within `near` characters
+    and in the same sentence or line (no newline of `norm` between)."""
     must, parts = probe.must, probe.parts
     if any(i not in found for i in range(must)):
         return False
@@ -146,7 +97,9 @@ def satisfied(probe: Probe, found: dict[int, list[int]]) -> bool:
     # text with 3,000 and 4,000: 0.62 s)
     ordered = {i: sorted(pos) for i, pos in found.items()}
     for at in ordered[min(found)]:
-        lo, hi = at - probe.near, at + probe.near
+        lo = max(at - probe.near, norm.rfind("\n", 0, at) + 1)
+        end = norm.find("\n", at)
+        hi = min(at + probe.near, end if end >= 0 else at + probe.near)
         near = [i for i, pos in ordered.items() if _any_within(pos, lo, hi)]
         if all(i in near for i in range(must)) and sum(1 for i in near if i >= must) >= probe.need:
             return True
@@ -171,7 +124,7 @@ def matches(probe: Probe, norm: str) -> bool:
                 if at_boundary(norm, at, at + len(term), prefix):
                     found.setdefault(i, []).append(at)
                 at = norm.find(term, at + 1)
-    return satisfied(probe, found)
+    return satisfied(probe, found, norm)
 
 
 # -- how a message reads to the matcher ----------------------------------------------------------
@@ -204,75 +157,25 @@ def message_text(msg: Message, lead: str | None = None) -> str:
     changes named as changed; a tool result after what it answers (`lead_of`) and its exit status."""
     if msg.role == "tool":
         code = exit_status(msg)
-        head = (lead or "") + (f" exit {code}" if code is not None else "")
+        # the command and its status on one line: a fact's parts are found in one (`satisfied`)
+        head = " ".join((lead or "").split()) + (f" exit {code}" if code is not None else "")
         return f"{head}\n{msg.content}" if head else msg.content
     if not msg.tool_calls:
-        return msg.content
+        if msg.role == "user":
+            edited = editor_updated(msg)
+            return f"edited {edited}\n{msg.content}" if edited else msg.content
+        # SWE-agent's `create p` names no change: said as one, as for a tool call (a shell command in
+        # a reply's code block is left as written: most such blocks show code, they run nothing)
+        action = text_action(msg.content) if msg.role == "assistant" else None
+        changed = [f"modified {path}" for path, how in action_effects(action) if how == MODIFIED] \
+            if action and action.split()[0] in SWE_OWN else ()
+        return "\n".join((msg.content, *changed)) if changed else msg.content
     parts = [msg.content]
     for c in msg.tool_calls:
         args = call_args(c)
         parts.append(f"{c.name} " + (" ".join(_flatten(args)) if args else c.arguments))
         parts += [f"modified {path}" for path, how in file_effects(c) if how == MODIFIED]
     return "\n".join(parts)
-
-
-# -- the terms that identify a fact ----------------------------------------------------------------
-def _tokens(text: str) -> list[str]:
-    return [t.strip(".-/") for t in _TOKEN.findall(normalise(text)) if t.strip(".-/")]
-
-
-def key_terms(text: str) -> tuple[list[str], list[str]]:
-    """(identifiers and numbers, key words) of a sentence: the first are what it names exactly (a
-    path, a dotted or snake_case name, a number, a CamelCase name), the second its content words."""
-    camel = {w.casefold() for w in re.findall(r"[\w.]+", text) if _CAMEL.search(w)}
-    idents, words = [], []
-    for t in _tokens(text):
-        if any(c.isdigit() for c in t) or any(c in t for c in "_./@#") or t in camel:
-            if len(t) >= 2 and t not in idents:
-                idents.append(t)
-        elif len(t) >= 3 and t not in STOP and t not in NEGATION_WORDS and not t.isdigit():
-            stem = stem_of(t)
-            if stem not in words:
-                words.append(stem)
-    return idents, words
-
-
-_SUFFIXES = ("ing", "ed", "es", "s", "e", "ly")
-PREFIX = "*"   # a term ending so is a stem: found at the start of a word, whatever ends it
-
-
-def stem_of(word: str) -> str:
-    """A key word as a stem (`touched` and `touch` -> `touch*`): a paraphrase inflects its words."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and word[:-len(suffix)].isalpha():
-            return word[:-len(suffix)] + PREFIX
-    return word + PREFIX if word.isalpha() else word
-
-
-def path_tail(path: str) -> str:
-    """The last two components of a path: what a summary names whether it writes it absolute or not."""
-    parts = [p for p in normalise(path).split("/") if p and p != "."]
-    return "/".join(parts[-2:])
-
-
-# an agent says the same sentence many times (a decision restated, an error seen again): its matcher is made once
-@lru_cache(maxsize=4096)
-def _text_parts(text: str, idents_max: int = KEY_IDENTS, extra: tuple[tuple[str, ...], ...] = ()
-                ) -> tuple[tuple[tuple[str, ...], ...], int, int] | None:
-    """(parts, must, need) of a sentence's matcher: its identifiers required, then `extra` parts
-    required, then its key words, of which WORD_SHARE must be there."""
-    idents, words = key_terms(text)
-    idents = sorted(idents[:8], key=len, reverse=True)[:idents_max]
-    words = words[:KEY_WORDS]
-    if not idents and len(words) < 2:
-        return None
-    parts = tuple((i,) for i in idents) + extra + tuple((w,) for w in words)
-    return parts, len(idents) + len(extra), math.ceil(WORD_SHARE * len(words))
-
-
-def negated(text: str) -> bool:
-    norm = f" {normalise(text)} "
-    return any(f" {w} " in norm for w in NEGATIONS) or "n t " in norm
 
 
 # -- extraction --------------------------------------------------------------------------------------
@@ -303,7 +206,10 @@ def extract(log: SessionLog) -> list[Probe]:
     col = _Collector()
     turn = 1                    # the request that will first see the entries fed so far
     goal_seen = False
+    said = _Said()
     calls = {c.id: c for m in log.messages for c in m.tool_calls}
+    acted = acted_replies(log.messages)   # reply id -> the command its text gives, answered by the next message
+    action: str | None = None
     heads_failed: dict[tuple[str, ...], list[int]] = {}   # command head -> error probes it left open
     pins: dict[str, int] = {}                   # message id -> index of its pinned probe
     by_id = {m.id: m for m in log.messages}
@@ -314,9 +220,15 @@ def extract(log: SessionLog) -> list[Probe]:
             continue
         msg = entry
         if msg.role == "user":
-            goal_seen = _user(msg, turn, goal_seen, col)
+            if action is not None and msg.is_observation:
+                _observation(msg, action, turn, col)
+            else:
+                goal_seen = _user(msg, turn, goal_seen, col, said)
+            action = None
         elif msg.role == "assistant":
-            _assistant(msg, turn + 1, col, answered)
+            action = acted.get(msg.id)
+            _assistant(msg, turn + 1, col, answered, action)
+            said.add(msg.content)
             turn += 1
         elif msg.role == "tool":
             call = calls.get(msg.tool_call_id or "")
@@ -325,24 +237,46 @@ def extract(log: SessionLog) -> list[Probe]:
     return [p for p in col.probes if _carried_by_source(p, source)]
 
 
+class _Said:
+    """The lines and sentences the assistant has said so far, normalised: a user sentence that is one
+    of them was pasted. A set, not the text searched: a session's user sentences times its replies'
+    text would grow with the square of a long session."""
+
+    def __init__(self) -> None:
+        self.lines: set[str] = set()
+
+    def add(self, text: str) -> None:
+        if len(text) >= PASTED_CHARS:
+            self.lines.update(line for line in normalise(text).split("\n") if len(line) >= PASTED_CHARS)
+
+    def holds(self, sentence: str) -> bool:
+        norm = normalise(sentence)
+        return len(norm) >= PASTED_CHARS and norm in self.lines
+
+
+PASTED_CHARS = 24   # a shorter sentence the user may well have written in the same words
+
+
 def _carried_by_source(probe: Probe, source: dict[str, str]) -> bool:
     """A probe its own message does not carry would be a miss with no compaction at all: dropped."""
     text = source.get(probe.message_id)
     return text is not None and matches(probe, text)
 
 
-def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
+def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector, said: _Said) -> bool:
     """The goal (the format's task statement, else the first user message's first sentence) and every
-    instruction of the user's own messages; a framework's observations state none."""
+    instruction of the user's own messages; a framework's observations state none, nor what the
+    harness sends on the user's side (a hook's output, a file it attached), nor what the user pasted
+    of the assistant's replies."""
     meta = msg.meta or {}
     task = task_statement(msg)
     if meta.get("is_demo") or (task is None and (meta.get("message_type") == "observation" or msg.is_observation)) \
-            or is_wrapper(msg.content):
+            or is_wrapper(msg.content) or meta.get("attachment") not in (None, "queued_command"):
         return goal_seen
     goal = None
     if not goal_seen and (task is not None or msg.content.strip()):
-        goal = next(sentences(_prose(task if task is not None else user_text(msg.content))), None)
-        shaped = _text_parts(goal) if goal else None
+        goal = next(_sentences(_prose(task if task is not None else user_text(msg.content))), None)
+        shaped = text_parts(goal) if goal else None
         if shaped:
             col.add("goal", "goal", goal[:300], turn, msg.id, *shaped)
             goal_seen = True
@@ -350,16 +284,16 @@ def _user(msg: Message, turn: int, goal_seen: bool, col: _Collector) -> bool:
     if task is not None:
         # the framework's rules around the task statement ("DO NOT MODIFY: Tests"): those that say so
         for s in user_instructions(_prose(msg.content.replace(task, "\n")))[:MAX_INSTRUCTIONS_PER_MESSAGE]:
-            shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+            shaped = text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
             if shaped:
                 col.add("goal", "constraint", s[:300], turn, msg.id, *shaped)
         return goal_seen
-    for s in sentences(_prose(user_text(msg.content))):
+    for s in _sentences(_prose(user_text(msg.content))):
         if found >= MAX_INSTRUCTIONS_PER_MESSAGE:
             break
-        if s == goal or s.endswith(("?", "？")) or _code_like(s):
+        if s == goal or s.endswith(("?", "？")) or _code_like(s) or said.holds(s):
             continue
-        shaped = _text_parts(s, extra=(NEGATIONS,) if negated(s) else ())
+        shaped = text_parts(s, extra=(NEGATIONS + NEGATIONS_CJK,) if negated(s) else ())
         if shaped and col.add("goal", "constraint", s[:300], turn, msg.id, *shaped,
                               weight=CORRECTION_WEIGHT if USER_CONSTRAINT.search(s) else 1):
             found += 1
@@ -379,29 +313,57 @@ def _prose(text: str) -> str:
 
 def _code_like(sentence: str) -> bool:
     letters = sum(c.isalpha() or c.isspace() for c in sentence)
-    return letters < 0.7 * len(sentence) or len(sentence.split()) < 3
+    # Chinese writes a sentence without spaces: its characters are its words
+    return letters < 0.7 * len(sentence) or (len(sentence.split()) < 3 and not CJK_CHAR.search(sentence))
 
 
-def _assistant(msg: Message, turn: int, col: _Collector, answered: set) -> None:
+CJK_SENTENCE_CHARS = 6   # "不要修改迁移文件" says as much as a sentence twice as long in English
+
+
+def _sentences(text: str) -> Iterator[str]:
+    return sentences(text, CJK_SENTENCE_CHARS if CJK_CHAR.search(text) else MIN_SENTENCE_CHARS)
+
+
+def _assistant(msg: Message, turn: int, col: _Collector, answered: set, action: str | None = None) -> None:
     text = msg.content.strip()
     if text:
         for s in [d for d in decision_lines(text) if _CHOICE.search(d)][:MAX_DECISIONS_PER_MESSAGE]:
-            shaped = _text_parts(s)
+            shaped = text_parts(s)
             if shaped:
                 col.add("decisions", "decision", s[:300], turn, msg.id, *shaped)
     for call in msg.tool_calls:
         command = command_of(call)
         if command and call.id not in answered:   # no result ever came: the command, with no status
             _command(command, None, turn, msg.id, col)
-        for path, how in file_effects(call):
-            tail = path_tail(path)
-            if not tail:
-                continue
-            if how == MODIFIED:
-                col.add("files", "file-modified", f"modified {path}", turn, msg.id, ((tail,), CHANGE_WORDS), 2, 0,
-                        key=("file-modified", tail))
-            elif ("file-modified", tail) not in col.seen:
-                col.add("files", "file-read", f"read {path}", turn, msg.id, ((tail,),), 1, 0, key=("file-read", tail))
+        _files(file_effects(call), turn, msg.id, col)
+    if action is not None:
+        # a text action: its status is in the observation's text, which does not name the command
+        if action.split()[0] not in SWE_OWN:
+            _command(action, None, turn, msg.id, col)
+        _files(action_effects(action), turn, msg.id, col)
+
+
+def _files(effects, turn: int, message_id: str, col: _Collector) -> None:
+    for path, how in effects:
+        tail = path_tail(path)
+        if not tail:
+            continue
+        if how == MODIFIED:
+            col.add("files", "file-modified", f"modified {path}", turn, message_id, ((tail,), CHANGE_WORDS), 2, 0,
+                    key=("file-modified", tail))
+        elif ("file-modified", tail) not in col.seen:
+            col.add("files", "file-read", f"read {path}", turn, message_id, ((tail,),), 1, 0, key=("file-read", tail))
+
+
+def _observation(msg: Message, action: str, turn: int, col: _Collector) -> None:
+    """What the environment answered a text action: the file SWE-agent's editor updated, and the
+    errors of a shell command that failed (or whose status the answer does not give)."""
+    edited = editor_updated(msg)
+    if edited:
+        _files(((edited, MODIFIED),), turn, msg.id, col)
+    if action.split()[0] in SWE_OWN or exit_status(msg) == 0:
+        return
+    _errors(msg, turn, col)
 
 
 def _command(command: str, code: int | None, turn: int, message_id: str, col: _Collector) -> None:
@@ -429,6 +391,14 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
                 key=("file-modified", path_tail(path)))
     if not reports_errors(msg, call):
         return
+    for i in _errors(msg, turn, col):
+        if command:
+            heads_failed.setdefault(command_head(command), []).append(i)
+
+
+def _errors(msg: Message, turn: int, col: _Collector) -> list[int]:
+    """The error facts of an output that reports errors, each signature once: their indices."""
+    out = []
     for sig in error_signatures(msg.content, MAX_ERRORS_PER_RESULT):
         shaped = _signature_parts(sig)
         # an output cut short ends with the start of an error already seen: the same error
@@ -437,8 +407,8 @@ def _result(msg: Message, call, turn: int, col: _Collector, heads_failed: dict) 
         probe = col.add("errors", "error", sig.text, turn, msg.id, *shaped, key=("error", sig.text))
         if probe is not None:
             col.errors.append(sig.text)
-        if probe is not None and command:
-            heads_failed.setdefault(command_head(command), []).append(len(col.probes) - 1)
+            out.append(len(col.probes) - 1)
+    return out
 
 
 _QUOTED = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"")
@@ -451,12 +421,14 @@ def _signature_parts(sig: Signature) -> tuple[tuple[tuple[str, ...], ...], int, 
     required; of its key words, WORD_SHARE."""
     head = normalise(sig.head)
     if sig.kind == "line":
-        return _text_parts(sig.detail)
+        return text_parts(sig.detail)
     quoted = [normalise(a or b) for a, b in _QUOTED.findall(sig.detail)]
     idents, words = key_terms(sig.detail) if sig.detail else ([], [])
     named = list(dict.fromkeys(q for q in [*quoted, *idents] if q and q != head))[:2]
     words = [w for w in words[:KEY_WORDS] if w.rstrip(PREFIX) not in " ".join(named)]
     required = ((head,),) + tuple((n,) for n in named)
+    if sig.kind in ("test", "compiler"):   # an id or a file:line is no failure without a word that says so
+        required += (FAILURE_MARKERS,)
     return required + tuple((w,) for w in words), len(required), math.ceil(WORD_SHARE * len(words))
 
 

@@ -8,7 +8,7 @@ which is all the workbench needs for a gauge (`recall_at`) and the probes lost a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from breakwater.fidelity.probes import CATEGORIES, PINNED_KINDS, Probe
 
@@ -37,6 +37,15 @@ class Tally:
 
     def by_category(self) -> dict[str, float | None]:
         return {c: self.recall(c) for c in CATEGORIES}
+
+
+class FactState(NamedTuple):
+    """A fact at the end of a replay: the turn it was lost (None: still carried), and of the turns it
+    was live, how many requests carried it."""
+
+    lost: int | None
+    kept_turns: int
+    live_turns: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +94,39 @@ class FidelityRun:
         kept, live = self.pinned_counts(turn)
         return kept / live if live else None
 
+    def lost_since(self, i: int, turn: int) -> int | None:
+        """Probe i at `turn`: None when its request carries it, else the turn it was lost (the first
+        turn of the run of turns, ending at `turn`, where it is missing). The one reading of a
+        fact's state: the workbench's list (`missing_at`) and eval's (`fact_states`) both ask it."""
+        if self._is_kept(i, turn):
+            return None
+        lost, first = turn, self.probes[i].turn
+        while lost > first and not self._is_kept(i, lost - 1):
+            lost -= 1
+        return lost
+
     def missing_at(self, turn: int) -> list[tuple[Probe, int]]:
-        """Every probe live at `turn` that its request does not carry, with the turn it was lost
-        (the first turn of the run of turns, ending at `turn`, where it is missing)."""
+        """Every probe live at `turn` that its request does not carry, with the turn it was lost."""
         out = []
         for i, p in enumerate(self.probes):
-            if self._live(i, turn) and not self._is_kept(i, turn):
-                lost = turn
-                while lost > p.turn and not self._is_kept(i, lost - 1):
-                    lost -= 1
-                out.append((p, lost))
+            if self._live(i, turn):
+                lost = self.lost_since(i, turn)
+                if lost is not None:
+                    out.append((p, lost))
+        return out
+
+    def fact_states(self) -> list[FactState]:
+        """Every probe at the last turn it was live (the session's last, or the one before it was
+        unpinned): the turn it was lost there (None: kept), and how many of its live turns kept it."""
+        out = []
+        end = self.turns + 1
+        for i, p in enumerate(self.probes):
+            stop = end if p.until is None else min(end, p.until)
+            if stop <= p.turn:
+                out.append(FactState(None, 0, 0))
+                continue
+            span = ((1 << (stop - p.turn)) - 1) << (p.turn - 1)
+            out.append(FactState(self.lost_since(i, stop - 1), (self.kept[i] & span).bit_count(), stop - p.turn))
         return out
 
     def series(self) -> list[float | None]:
@@ -171,6 +203,7 @@ class PresetSummary:
     lost_turns: list[tuple[int, int]]
     loops: list[str]
     sent_estimated: bool   # any request's sent figure an estimate (≈)
+    facts: list[FactState] = field(default_factory=list)   # per probe, in the session's order
 
     def to_json(self) -> dict[str, Any]:
         return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
@@ -183,18 +216,42 @@ class BilledCheck:
     replayed, each request after the first predicted from the usage recorded before it only."""
 
     input_errors: list[float] = field(default_factory=list)   # |predicted - billed| / billed, per request
-    cache_errors: list[float] = field(default_factory=list)   # the same for cache reads, where recorded
+    # per request (core/log/prompt_cache.py): |a hit's read - recorded| / recorded where the request read
+    # the cache; |predicted write - recorded| / billed; and the read tokens predicted, of the tokens
+    # predicted, recorded read, of the tokens billed
+    cache_errors: list[float] = field(default_factory=list)
     input_signed: list[float] = field(default_factory=list)   # (predicted - billed) / billed: the bias
+    cache_write_errors: list[float] = field(default_factory=list)
+    read_share: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    # the cost of the recorded history predicted against its recorded usage priced: (pred - rec) / rec,
+    # one per session, and the USD summed
+    cost_errors: list[float] = field(default_factory=list)
+    cost_predicted: float = 0.0
+    cost_recorded: float = 0.0
 
     def merge(self, other: "BilledCheck") -> None:
         self.input_errors += other.input_errors
         self.cache_errors += other.cache_errors
         self.input_signed += other.input_signed
+        self.cache_write_errors += other.cache_write_errors
+        self.read_share = [a + b for a, b in zip(self.read_share, other.read_share)]
+        self.cost_errors += other.cost_errors
+        self.cost_predicted += other.cost_predicted
+        self.cost_recorded += other.cost_recorded
 
     def to_json(self) -> dict[str, Any]:
-        return {"requests": len(self.input_errors), **spread(self.input_errors),
-                "bias": median(self.input_signed),
-                "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)}}
+        out = {"requests": len(self.input_errors), **spread(self.input_errors),
+               "bias": median(self.input_signed),
+               "cache_reads": {"requests": len(self.cache_errors), **spread(self.cache_errors)},
+               "cache_writes": {"requests": len(self.cache_write_errors), **spread(self.cache_write_errors)}}
+        if self.read_share[1] and self.read_share[3]:
+            out["cache_read_share"] = {"predicted": round(self.read_share[0] / self.read_share[1], 4),
+                                       "recorded": round(self.read_share[2] / self.read_share[3], 4)}
+        if self.cost_errors:
+            out["cost"] = {"sessions": len(self.cost_errors), "predicted": round(self.cost_predicted, 6),
+                           "recorded": round(self.cost_recorded, 6),
+                           **spread([abs(e) for e in self.cost_errors]), "bias": median(self.cost_errors)}
+        return out
 
 
 def median(xs: list[float]) -> float | None:
@@ -217,15 +274,41 @@ class SessionSummary:
     error: str | None = None     # why the session could not be evaluated
     format: str = ""
     billed: BilledCheck | None = None   # when the session records usage
+    facts: list[dict[str, Any]] = field(default_factory=list)   # each probe: what and where (`fact_json`)
 
     def to_json(self) -> dict[str, Any]:
         if self.error:
             return {"path": self.path, "error": self.error}
         out = {"path": self.path, "title": self.title, "format": self.format, "turns": self.turns,
-               "probes": dict(self.probes), "presets": {name: s.to_json() for name, s in self.presets.items()}}
+               "probes": dict(self.probes), "presets": {name: s.to_json() for name, s in self.presets.items()},
+               "facts": self.facts_json()}
         if self.billed is not None:
             out["billed_vs_predicted"] = self.billed.to_json()
         return out
+
+
+    def facts_json(self) -> list[dict[str, Any]]:
+        """Each fact, where it came from, and per preset the turn it was lost (null: kept to the end)
+        and how many of its live turns kept it."""
+        out = []
+        for k, fact in enumerate(self.facts):
+            states = {name: ps.facts[k] for name, ps in self.presets.items() if k < len(ps.facts)}
+            out.append({**fact, "live_turns": next((st.live_turns for st in states.values()), 0),
+                        "lost": {name: st.lost for name, st in states.items()},
+                        "kept_turns": {name: st.kept_turns for name, st in states.items()}})
+        return out
+
+
+def fact_json(probe: Probe, source_line: Any = None) -> dict[str, Any]:
+    """What a fact is and where it came from: its message (and that message's line in the session
+    file, when the importer gave one) and the first request that carried it."""
+    out = {"id": probe.id, "kind": probe.kind, "category": probe.category, "text": probe.text,
+           "message_id": probe.message_id, "turn": probe.turn, "weight": probe.weight}
+    if isinstance(source_line, int) and not isinstance(source_line, bool):
+        out["source_line"] = source_line
+    if probe.until is not None:
+        out["unpinned_at"] = probe.until
+    return out
 
 
 def saving(raw: int, sent: int) -> float:

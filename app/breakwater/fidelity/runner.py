@@ -26,8 +26,9 @@ from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
 from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
-                                         totals_json)
+                                         fact_json, totals_json)
 from breakwater.fidelity.scoring import Scorer, Tracker
+from breakwater.core.log.prompt_cache import Prices, recorded_cost
 
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
@@ -42,20 +43,40 @@ def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
 
 def billed_check(log: SessionLog, counter: str = "exact") -> BilledCheck | None:
     """Each request of the agent's own history, predicted by the accounting model from the usage
-    recorded before it, against the usage recorded for it; None when the session records none."""
+    recorded before it, against the usage recorded for it; None when the session records none.
+    Beside the tokens: the cache reads and writes the provider's rules predict (core/log/prompt_cache.py)
+    against the recorded ones, and the cost of the whole history against its recorded usage priced."""
     if not any(isinstance(e, Event) and e.type == "usage" for e in log.entries):
         return None   # nothing recorded to check against: no pipeline pass for it
     check = BilledCheck()
     recorded = False
-    for t in simulate(log, own_history_policy(), counter).turns:
+    sim = simulate(log, own_history_policy(), counter)
+    prices = Prices.of(sim.prices, sim.cache_rules) if sim.prices is not None and sim.cache_rules else None
+    predicted_cost = recorded_cost_ = 0.0
+    for t in sim.turns:
         if t.billed_tokens is None:
             continue
         if recorded:   # the first request has no earlier usage to fit: nothing is predicted
             check.input_errors.append(abs(t.sent_tokens - t.billed_tokens) / t.billed_tokens)
             check.input_signed.append((t.sent_tokens - t.billed_tokens) / t.billed_tokens)
-            if t.billed_cached:
-                check.cache_errors.append(abs(t.stable_prefix_tokens - t.billed_cached) / t.billed_cached)
+        if t.cache is not None:
+            if t.billed_cached:   # what a hit reads, against what the requests that hit read
+                check.cache_errors.append(abs(t.cache.reusable - t.billed_cached) / t.billed_cached)
+            if sim.cache_rules.writes_billed and t.billed_cache_write is not None:   # misses' writes too
+                check.cache_write_errors.append(abs(t.cache.write - t.billed_cache_write) / t.billed_tokens)
+            if recorded:   # the share read, misses and all: the expected read against the recorded one
+                check.read_share[0] += t.cache.read
+                check.read_share[1] += t.cache.tokens
+                check.read_share[2] += t.billed_cached or 0
+                check.read_share[3] += t.billed_tokens
+            if prices is not None and t.cache.cost is not None and recorded:   # predicted, as the tokens are
+                predicted_cost += t.cache.cost
+                recorded_cost_ += recorded_cost(prices, t.billed_tokens, t.billed_cached, t.billed_cache_write,
+                                                sim.cache_rules)
         recorded = True
+    if recorded_cost_ > 0:
+        check.cost_errors.append((predicted_cost - recorded_cost_) / recorded_cost_)
+        check.cost_predicted, check.cost_recorded = predicted_cost, recorded_cost_
     return check if recorded else None
 
 
@@ -103,7 +124,7 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
 
 def summarize_run(run: FidelityRun) -> PresetSummary:
     return PresetSummary(run.billed_raw, run.billed_sent, len(run.compaction_turns), run.tally(), run.lost_turns(),
-                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated)
+                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated, run.fact_states())
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
@@ -127,6 +148,8 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
     out.format = log.source_format or "native"
     out.turns = log.turn_count()
     out.probes = {c: sum(p.category == c for p in probes) for c in CATEGORIES}
+    lines = {m.id: (m.meta or {}).get("source_line") for m in log.messages} if probes else {}
+    out.facts = [fact_json(p, lines.get(p.message_id)) for p in probes]
     named = list(zip(presets, policies))
     runs = _split_runs(log, named, counter, scorer, split) if split > 1 and len(named) > 1 and _can_fork() \
         else _runs(log, named, counter, scorer)

@@ -23,8 +23,8 @@ from ahocorasick_rs import AhoCorasick
 
 from breakwater.core.log.message import Message
 from breakwater.core.stages.summarize import SUMMARY_HEADER
-from breakwater.fidelity.probes import (PREFIX, Probe, at_boundary, lead_of, matches, message_text, normalise,
-                                       satisfied)
+from breakwater.fidelity.probes import Probe, lead_of, matches, message_text, satisfied
+from breakwater.fidelity.terms import PREFIX, at_boundary, normalise
 
 if TYPE_CHECKING:
     from breakwater.core.fold.pipeline import Pipeline, Plan
@@ -88,7 +88,7 @@ class Scorer:
                 for j, bit in where[t]:
                     if j == i:
                         found.setdefault(bit.bit_length() - 1, []).extend(at[t])
-            if found and satisfied(probes[i], found):
+            if found and satisfied(probes[i], found, norm):
                 out.append(i)
         return frozenset(out) or _NONE
 

@@ -245,6 +245,7 @@ class SessionBuilder:
             self.warn(line, f"unknown line type {kind!r} skipped ({self.skipped[kind]} line"
                       f"{'s' if self.skipped[kind] != 1 else ''})")
         entries: list[Message | Event] = []
+        models: dict[str, int] = {}   # the model each reply names, by how many name it
         n_msg = n_ev = assistants = 0
         flat: list[_Node | None] = []
         for node in self.nodes:
@@ -266,6 +267,9 @@ class SessionBuilder:
                 node.final_id = f"m{n_msg:05d}"
                 msg = Message(node.final_id, node.role, node.content, tuple(node.calls), node.call_id, node.name,
                               turn, node.meta or None)
+                if node.role == "assistant" and node.meta and isinstance(node.meta.get("model"), str) \
+                        and node.meta["model"]:
+                    models[node.meta["model"]] = models.get(node.meta["model"], 0) + 1
                 n_msg += 1
                 entries.append(msg)
                 continue
@@ -278,6 +282,10 @@ class SessionBuilder:
             entries.append(Event(node.event_type, f"e{n_ev:05d}", data))
             n_ev += 1
         header = dict(self.header)
+        if not (isinstance(header.get("model"), str) and header["model"]) and models:
+            # a header naming no model while the replies do (pi writes it on each assistant message): the
+            # model most replies name picks the window, the prices and the tokenizer (issue 36)
+            header["model"] = max(models, key=models.__getitem__)
         header["imported"] = {"format": self.source_format, "path": str(self.path), "skipped": dict(self.skipped)}
         return SessionLog(header=header, entries=entries, path=self.path, issues=self.issues,
                           source_format=self.source_format)

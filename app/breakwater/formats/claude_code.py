@@ -46,6 +46,8 @@ def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
     extra = {"model": model} if isinstance(model, str) else {}
     if ints.get("cache_read_input_tokens"):
         extra["cached_tokens"] = ints["cache_read_input_tokens"]
+    if ints.get("cache_creation_input_tokens"):   # the cache model is checked against it (core/cache.py)
+        extra["cache_write_tokens"] = ints["cache_creation_input_tokens"]
     turn.set_usage(prompt, ints.get("output_tokens"), line, **extra)
 
 
@@ -173,8 +175,10 @@ class _Session:
                     body = str(block.get("text") or "")
                 else:
                     body = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-                if block.get("is_error"):
-                    res_meta["is_error"] = True
+                if isinstance(block.get("is_error"), bool):
+                    # Claude Code says whether each call failed (a command's non-zero exit among them):
+                    # a result it says succeeded states no error, whatever its lines say
+                    res_meta["is_error"] = block["is_error"]
                 self.b.tool_result(block.get("tool_use_id"), body, line, res_meta)
             elif bkind == "text":
                 texts.append(str(block.get("text") or ""))

@@ -161,6 +161,12 @@ class _Rollout:
             if isinstance(last, dict) and self.last_turn is not None:
                 extra = {"cached_tokens": last["cached_input_tokens"]} if last.get("cached_input_tokens") else {}
                 self.last_turn.set_usage(last.get("input_tokens"), last.get("output_tokens"), line, **extra)
+                reasoning = last.get("reasoning_output_tokens")
+                if isinstance(reasoning, int) and reasoning > 0 and self.last_turn.node.meta.get("encrypted_reasoning"):
+                    # Codex sends its reasoning items back (encrypted) with every request until the next
+                    # user message, and the provider bills them as input: tokens no message shows
+                    # (core/log/accounting.py `Calibration.resent`)
+                    self.last_turn.set_meta("resent_tokens", reasoning)
         elif kind == "error":
             self.b.event("error", line, kind="codex_error", message=str(p.get("message") or "error"))
         elif kind == "task_started" and isinstance(p.get("model_context_window"), int) \

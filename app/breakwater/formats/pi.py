@@ -68,6 +68,8 @@ class _Path:
             ints = {k: v for k, v in usage.items() if isinstance(v, int)}
             prompt = ints.get("input", 0) + ints.get("cacheRead", 0) + ints.get("cacheWrite", 0)
             extra = {"cached_tokens": ints["cacheRead"]} if ints.get("cacheRead") else {}
+            if ints.get("cacheWrite"):   # the cache model is checked against it (core/cache.py)
+                extra["cache_write_tokens"] = ints["cacheWrite"]
             turn.set_usage(prompt, ints.get("output"), line, **extra)
         elif role == "toolResult":
             meta = {"ts": ts, "is_error": True if m.get("isError") else None}

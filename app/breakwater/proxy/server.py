@@ -22,6 +22,7 @@ from typing import Any, Callable
 import aiohttp
 from aiohttp import web
 
+from breakwater.agent.redact import Redactor
 from breakwater.proxy import WIRES
 from breakwater.proxy.sessions import ProxySession, Settings, Tracker
 from breakwater.proxy.wire import SSE, loads
@@ -74,8 +75,9 @@ def _secrets(headers: Any) -> list[str]:
 
 
 def _redact(text: str, secrets: list[str]) -> str:
+    """`text` with each of the client's keys taken out, plain or encoded (base64, hex: agent/redact.py)."""
     for s in sorted(secrets, key=len, reverse=True):
-        text = text.replace(s, "[redacted]")
+        text = Redactor(s)(text)
     return text
 
 

@@ -1,6 +1,8 @@
 """How the pipeline counts a request (core/log/accounting.py): by the calibrated heuristic from the
-index's sums, or, near the limits where the verdict could change, by tiktoken plus the unseen
-overhead (or by a lower bound, when that shows the request past every limit). `Meter` holds the
+index's sums, or, near the limits where the verdict could change, by tiktoken (or by a lower bound,
+when that shows the request past every limit). Either way one prediction, `ratio × visible +
+overhead` (issue 36): the tokenizer's count is brought into the fit's unit (`Calibration.apply_exact`)
+rather than given the overhead alone, which put a Claude request counted exactly 23-30% low. `Meter` holds the
 counter, the calibration the API's figures fit, and the request shapes one plan has counted exactly
 (a plan asks for some several times).
 """
@@ -32,13 +34,14 @@ class Meter:
         # one plan's heads, each counted once (a plan measures ~7 shapes, most with the same head):
         # [messages, bound, exact] by id(head); the history, working memory too, is summed by the index
         self._parts: dict[object, list] = {}
+        self._first = True   # the next measure is the plan's first: its request at no stage
 
     def copy(self, index: Index) -> Meter:
         """An independent copy counting from `index` (the index's copy)."""
         new = Meter.__new__(Meter)
         new.__dict__.update(policy=self.policy, index=index, counter=self.counter, mode=self.mode,
                             calibration=replace(self.calibration), _measured=self._measured.copy(),
-                            _parts={k: v[:] for k, v in self._parts.items()})
+                            _parts={k: v[:] for k, v in self._parts.items()}, _first=self._first)
         return new
 
     def retune(self, policy: Policy) -> None:
@@ -50,6 +53,8 @@ class Meter:
         """A new request is planned: what the last one counted may have changed."""
         self._measured = {}
         self._parts = {}
+        self._first = True
+        self.calibration.freeze()
 
     def in_band(self, heuristic: int) -> bool:
         """Whether tiktoken counts a request of `heuristic` plain tokens: whenever the verdict (the zone,
@@ -57,11 +62,10 @@ class Meter:
         emoji ~5×, rare CJK ~7.7×) and overcounts other text (runs of spaces), so it decides alone only
         when even its bound on tokens, the request's UTF-8 bytes, stays under `precise_from`."""
         return self.mode == "exact" and \
-            BYTES_PER_HEURISTIC_TOKEN * heuristic + self.calibration.overhead >= self.policy.precise_from
+            self.calibration.apply_exact(BYTES_PER_HEURISTIC_TOKEN * heuristic) >= self.policy.precise_from
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
-        """Tokens of a request: the fitted heuristic, or near the limits tiktoken's count plus the unseen
-        overhead."""
+        """Tokens of a request: the fitted line of the heuristic's count, or near the limits of tiktoken's."""
         h = sum(heuristic_message(m) for m in msgs)
         if self.in_band(h):
             # as `measure` decides it; a bound is at most twice the heuristic
@@ -69,7 +73,7 @@ class Meter:
             lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
             if self._past_limits(est, lo):
                 return self._bounded(est, lo), "estimate"
-            return self.counter.exact_messages(msgs) + self.calibration.overhead, "exact"
+            return self.calibration.apply_exact(self.counter.exact_messages(msgs)), "exact"
         return self.calibration.apply(h), "estimate"
 
     def _past_limits(self, estimate: int, lower: int) -> bool:
@@ -79,14 +83,14 @@ class Meter:
         of them (a history far past the hard limit, tens of MB on a long session, was encoded only to find
         it so). The estimate past the window too: the bound, ~0.3 of the count, is worked out only for
         a request likely to be past it by that much, never for one near the limits."""
-        return estimate > self.policy.window and lower + self.calibration.overhead > self.policy.window
+        return estimate > self.policy.window and self.calibration.apply_exact(lower) > self.policy.window
 
     _maybe_past = _past_limits   # with an upper bound on `lower`: whether working it out may tell
 
     def _bounded(self, estimate: int, lower: int) -> int:
         """The figure of a request `_past_limits` decided: the estimate, raised to the bound where the
         heuristic undercounts, so that it is past every limit as the request is."""
-        return max(estimate, lower + self.calibration.overhead)
+        return max(estimate, self.calibration.apply_exact(lower))
 
     def measure(self, head: list[Message], level: int, start: int, near_start: int, n: int,
                 lower: int | None = None, boundary: int | None = None,
@@ -96,6 +100,7 @@ class Meter:
         Returns the count, whether it is exact, and the plain heuristic figure."""
         index = self.index
         tokens = index.ledger.tokens
+        first, self._first = self._first, False
         h = sum(heuristic_message(m) for m in head) if head_tokens is None else head_tokens
         # an empty part costs two bisections for nothing, and a request of a plan has one or two
         if boundary is not None and lower is not None and boundary < near_start:
@@ -126,7 +131,9 @@ class Meter:
         else:
             x = self._counted(heads, 2, self.counter.exact_message) + index.exact_sum(near, near_start, n)
             x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
-            result = x + self.calibration.overhead, "exact", h   # visible + unseen, as `apply` counts
+            if first:   # the request at no stage, which every path of a plan measures first: k is one figure
+                self.calibration.exact(x, h)   # whichever path planned (the short cuts measure fewer shapes)
+            result = self.calibration.apply_exact(x), "exact", h   # the line `apply` draws, in the same unit
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
 

@@ -135,6 +135,12 @@ class Pipeline:
             return
         if entry.role == "assistant":
             self.turn += 1
+            self.meter.calibration.sent()
+            resent = entry.meta.get("resent_tokens") if entry.meta else None
+            if isinstance(resent, int) and resent > 0:   # sent again with every request until the next user message
+                self.meter.calibration.resent += resent
+        elif entry.role == "user":
+            self.meter.calibration.resent = 0
         self.raw_tokens += self.index.arrive(entry)
         self.san.feed(entry)
 
@@ -150,6 +156,7 @@ class Pipeline:
                 if placed is not None:
                     if comp.trigger != "auto":   # the log's agent made it: its requests had it
                         self.own.take(placed)
+                        self.meter.calibration.restart()   # its history restarts: the overhead is fitted again
                     if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
                         # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
@@ -365,9 +372,16 @@ class Pipeline:
         calibration = self.meter.calibration
         if plan.stable_prefix_tokens is None:
             plan.stable_prefix_tokens = self.prefix.tokens(plan, self.index.ledger, self.index.transform, calibration)
-        # without compaction: this request plus what the policy took out of the whole log, counted
-        # by the same calibration (core/log/accounting.py), so that saved = without − with
-        plan.raw_tokens = plan.sent_tokens + calibration.scale(plan.raw_tokens - plan.sent_heuristic)
+        prev = self.prefix.previous
+        if prev is not None:   # what of the previous request this one changed: its cache is written again
+            plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
+        # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
+        # whatever the policy, the history compacted so far or the counter, by the line every
+        # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
+        # tokenizer counted the request sent and found more than the heuristic finds in the whole log
+        # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
+        # the request without compaction is at least it
+        plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)

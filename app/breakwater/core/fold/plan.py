@@ -46,3 +46,7 @@ class Plan:
     # the lowest sanitized index changed since the previous request (what followers of the requests,
     # fidelity's tracker, must look at again besides what a stage boundary moved over)
     changed_from: int = 0
+    # heuristic tokens of the cache-stable prefix, and of the previous request not in it: what the
+    # provider's cache must write again because this request changed it (core/log/prompt_cache.py)
+    stable_prefix_heuristic: int = 0
+    rewritten_heuristic: int = 0

@@ -81,7 +81,8 @@ class ShortCuts:
             end = min(prev.n, n, self.prefix.changed_from)
             if end >= js:
                 prefix = self.index.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
-                plan.stable_prefix_tokens = self.meter.calibration.apply(head_h + prefix[end] - prefix[js])
+                plan.stable_prefix_heuristic = head_h + prefix[end] - prefix[js]
+                plan.stable_prefix_tokens = self.meter.calibration.apply(plan.stable_prefix_heuristic)
         return plan
 
     def from_kept_boundary(self, n: int, cut: int, framed: tuple, base: int, plain: int,

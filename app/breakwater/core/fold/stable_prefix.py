@@ -87,11 +87,12 @@ class CachePrefix:
 
 
 def counted_as_sent(calibration: Calibration, plan: Plan, h: int) -> int:
-    """Heuristic tokens `h` of the prefix, counted as the request was: by the calibrated heuristic,
+    """Heuristic tokens `h` of the prefix (kept on the plan), counted as the request was: by the calibrated heuristic,
     or, when tiktoken counted the request, as the same share of that count. (The calibration
     factor follows the API's figures, which carry more than the messages: applied to the prefix
     of a request tiktoken counted, it gave turn 10 of long-refactor a prefix of 18,796 tokens in a
     request of 16,440.)"""
+    plan.stable_prefix_heuristic = h
     if plan.counted != "exact":
         return calibration.apply(h)
     # the unseen overhead (system prompt, tools) leads every request: cached with the prefix

@@ -113,16 +113,22 @@ _HEAD_SKIP = ("cd", "source", "export")   # steps that only set up: their operan
 _TOKEN = re.compile(r"[\w.@/+#~%-]*\w")
 
 
+_HEAD_NOISE = re.compile(r"\d?>>?&?\s*/dev/\S+|<<-?\s*['\"]?\w+['\"]?")
+
+
 def command_head(command: str) -> tuple[str, ...]:
     """The program and its main operand (a file, else the first two) of the command's first step that does
     something (`cd x &&` is not it): what identifies a command however it is quoted or paraphrased,
     lowered."""
     for step in re.split(r"&&|\|\||;|\n", command):
-        words = [t.strip(".-/") for t in _TOKEN.findall(step.split("|")[0].casefold()) if t.strip(".-/")]
+        # a redirection to a device (`2>/dev/null`), a heredoc's marker and an option (`-name`, `--all`)
+        # are no operand: the tokens are told apart before their dashes are stripped
+        tokens = _TOKEN.findall(_HEAD_NOISE.sub(" ", step.split("|")[0]).casefold())
+        words = [w for w in (t.strip(".-/") for t in tokens if not t.startswith("-")) if w]
         while words and (words[0] in _HEAD_SKIP or words[0] in ("sudo", "env", "time") or "=" in words[0]):
             words = words[2:] if words[0] in _HEAD_SKIP else words[1:]
         if words:
-            operands = [w for w in words[1:] if not w.startswith("-") and len(w) >= 2]
+            operands = [w for w in words[1:] if len(w) >= 2]
             named = next((w for w in operands if "." in w.rsplit("/", 1)[-1].strip(".")),
                          next((w for w in operands if "/" in w), None))
             # no file: a subcommand and its argument (`pip install erfa`, `git commit`)

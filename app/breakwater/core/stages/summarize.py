@@ -175,13 +175,14 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def sentences(text: str) -> Iterator[str]:
-    """Sentences and list items, without their bullets; fragments too short to state anything are skipped."""
-    if len(text) < MIN_SENTENCE_CHARS:   # no part of it can be long enough (a chat of short replies)
+def sentences(text: str, min_chars: int = MIN_SENTENCE_CHARS) -> Iterator[str]:
+    """Sentences and list items, without their bullets; fragments shorter than `min_chars`, too short
+    to state anything, are skipped."""
+    if len(text) < min_chars:   # no part of it can be long enough (a chat of short replies)
         return
     for raw in _SENTENCE_END.split(text):
         found = _BULLET.sub("", raw.strip())
-        if len(found) >= MIN_SENTENCE_CHARS:
+        if len(found) >= min_chars:
             yield found
 
 

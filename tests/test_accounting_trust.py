@@ -1,0 +1,304 @@
+"""Trust, round two (issue 36, items 1-8): the same figure whichever path counts it, and money through
+the provider's cache. Each test failed before its item was done; most run on the shared fixtures and on
+copies of them with a field removed (the header's model, the first requests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.transcripts import REAL
+
+from breakwater.core.fold.own_request import own_history_policy
+from breakwater.core.log.accounting import RATIO_BOUNDS, Calibration
+from breakwater.core.log.prompt_cache import CacheModel, Misses, Prices, cache_rules
+from breakwater.core.log.tokens import TokenCounter
+from breakwater.core.policy import PRESETS, preset
+from breakwater.core.simulate import simulate
+from breakwater.fidelity.runner import billed_check, evaluate_path
+from breakwater.formats import load_session
+
+CCL = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
+PRIMER = REAL / "claude-code" / "agenticprimer_v2.0.76_subagent_a0294d5.jsonl"
+PI = REAL / "pi" / "large-session.jsonl"
+PI_V3 = REAL / "pi" / "agentsessions_pi_v3_fixture_model_small.jsonl"
+WIDE = preset("breakwater").with_changes(window=1_000_000)   # nothing compacted: each request is the agent's own
+
+
+def pi_without_model(tmp_path: Path) -> Path:
+    """The pi fixture as a pi whose header names no model: only its replies say claude-sonnet-4-5."""
+    lines = [json.loads(line) for line in PI.read_text(encoding="utf-8").splitlines() if line.strip()]
+    head = {k: v for k, v in lines[0].items() if k not in ("modelId", "provider")}
+    path = tmp_path / "pi-no-model.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in [head, *(o for o in lines[1:] if o.get("type") != "model_change")]))
+    return path
+
+
+def cut_first_requests(src: Path, tmp_path: Path, replies: int = 4) -> Path:
+    """A copy of a JSONL transcript without its lines before the `replies`+1-th reply."""
+    objs = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines() if line.strip()]
+    head = objs[:1] if objs[0].get("type") == "session" else []
+    body = objs[len(head):]
+    at = [i for i, o in enumerate(body) if o.get("type") == "assistant"
+          or isinstance(o.get("message"), dict) and o["message"].get("role") == "assistant"][replies]
+    path = tmp_path / f"cut-{src.name}"
+    path.write_text("".join(json.dumps(o) + "\n" for o in head + body[at - 1:]))
+    return path
+
+
+def errors(turns) -> list[float]:
+    """(predicted - billed) / billed of each request after the first recorded one."""
+    billed = [t for t in turns if t.billed_tokens]
+    return [(t.sent_tokens - t.billed_tokens) / t.billed_tokens for t in billed[1:]]
+
+
+def spread(xs: list[float]) -> tuple[float, float]:
+    s = sorted(abs(x) for x in xs)
+    return s[len(s) // 2], s[min(len(s) - 1, -(-9 * len(s) // 10) - 1)]
+
+
+# -- item 1: one prediction per request, whichever path counts it ---------------------------------------
+def test_a_request_counted_exactly_gets_the_fitted_ratio_too(tmp_path):
+    """A Claude session counted by o200k (its header names no model, or --model names one with a
+    tokenizer): the exact path ran near the limits and gave tiktoken + overhead, 21% low on every request
+    (p90 21.9%); now ratio x visible + overhead, as the heuristic path and eval predict it."""
+    log = load_session(PI)
+    sim = simulate(log, WIDE, "exact", tokens=TokenCounter.for_model("gpt-4o"))
+    assert sum(t.counted == "exact" for t in sim.turns) > 100
+    median, p90 = spread(errors(sim.turns))
+    assert median <= 0.01 and p90 <= 0.03, (median, p90)
+    heuristic = {t.turn: t.sent_tokens for t in simulate(log, WIDE, "heuristic").turns}
+    gaps = sorted(abs(t.sent_tokens - heuristic[t.turn]) / heuristic[t.turn] for t in sim.turns if t.counted == "exact")
+    assert gaps[len(gaps) // 2] <= 0.01   # one request, one prediction: the two counters agree
+
+
+@pytest.mark.parametrize("variant", ["fixture", "no model", "first requests cut"])
+def test_simulate_and_eval_give_one_answer_on_every_variant(tmp_path, variant):
+    if variant == "no model":
+        path = pi_without_model(tmp_path)
+    elif variant == "first requests cut":
+        path = cut_first_requests(PI, tmp_path)
+    else:
+        path = PI
+    log = load_session(path)
+    users = errors(simulate(log, WIDE, "exact").turns)   # what `simulate --window 1000000` prints
+    for counter in ("exact", "heuristic"):
+        check = billed_check(log, counter)
+        assert len(check.input_signed) == len(users)
+        assert max(abs(a - b) for a, b in zip(check.input_signed, users)) <= 0.005, counter
+    median, p90 = spread(users)
+    assert median <= 0.01 and p90 <= 0.03, (variant, median, p90)
+
+
+# -- item 2: without compaction is a property of the transcript ----------------------------------------
+@pytest.mark.parametrize("path", [CCL, PI], ids=lambda p: p.parent.name)
+def test_without_compaction_is_one_figure_a_turn_whatever_the_policy_or_counter(path):
+    """It was the request sent counted exactly + the removed part by the heuristic: 62.4M under one preset,
+    63.8M under another on the same transcript."""
+    log = load_session(path)
+    seen = {}
+    for name in PRESETS:
+        for window in (None, 60_000):
+            for counter in ("exact", "heuristic"):
+                policy = preset(name) if window is None else preset(name).with_changes(window=window)
+                sim = simulate(log, policy, counter)
+                seen[(name, window, counter)] = [t.raw_tokens for t in sim.turns]
+                assert all(t.sent_tokens <= t.raw_tokens for t in sim.turns)
+                assert sim.saved == sim.billed_raw - sim.billed_sent
+    assert len({tuple(v) for v in seen.values()}) == 1
+    raw = next(iter(seen.values()))
+    # it falls only where the fit moves (pi: once, by 0.15%, at its 11th request), not by the policy's cut
+    assert all(b >= a * 0.995 for a, b in zip(raw, raw[1:]))
+
+
+# -- item 3: the fit is bounded, has a prior, and restarts its overhead ------------------------------
+def test_three_points_do_not_make_a_ratio_of_twenty():
+    """Three requests of nearly one size: least squares gave 21.8 (predictions +54% to +104%)."""
+    cal = Calibration(prior=1.35)
+    for counted, billed in ((10_000, 36_000), (10_150, 38_900), (10_300, 42_500)):
+        cal.observe(billed, counted)
+    assert RATIO_BOUNDS[0] <= cal.ratio <= RATIO_BOUNDS[1] and cal.ratio < 2
+    # 150 more tokens counted are ~200 more billed, not 3,300: the three points' noise is the overhead's
+    assert cal.apply(10_450) - cal.apply(10_300) < 300
+
+
+def test_one_sample_gives_the_family_ratio_and_the_rest_as_overhead():
+    cal = Calibration(prior=1.35)
+    cal.observe(21_000 + round(1.35 * 10_000), 10_000)
+    assert cal.ratio == 1.35 and cal.overhead == 21_000
+    assert cal.apply(12_000) == round(1.35 * 12_000 + 21_000)   # the second request: not 16% low
+
+
+def test_the_overhead_is_fitted_again_after_a_recorded_compaction():
+    """After a compaction the history is short again: a fit through every pair took the fixed overhead
+    into the ratio and was 18% low; each segment has its overhead, the ratio is learnt from all."""
+    cal = Calibration(prior=1.35)
+    for x in range(20_000, 120_000, 5_000):
+        cal.observe(round(1.4 * x + 8_000), x)
+    cal.restart()
+    for x in (9_000, 11_000, 13_000):
+        cal.observe(round(1.4 * x + 9_500), x)   # the system prompt grew a little with the summary
+    assert abs(cal.apply(15_000) - (1.4 * 15_000 + 9_500)) / (1.4 * 15_000 + 9_500) < 0.01
+    assert cal.restarts == 1 and cal.offset > 0
+
+
+def test_the_pipeline_restarts_the_fit_at_the_agents_compaction():
+    sim = simulate(load_session(PI_V3), preset("breakwater"), "heuristic")
+    assert sim.calibration.restarts >= 1
+
+
+# -- item 4: the model from wherever the transcript states it ----------------------------------------
+def test_the_model_comes_from_the_replies_when_the_header_names_none(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(pi_without_model(tmp_path)), "--json",
+                          "--window", "150000"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["model"] == "claude-sonnet-4-5" and data["prices_per_mtok"]["input"] > 0
+    over = [t for t in data["turns"] if t.get("recorded_over_window")]
+    assert over and all(t["billed_tokens"] > 150_000 for t in over)
+    assert all(not t.get("recorded_over_window") for t in data["turns"] if t.get("billed_tokens", 0) <= 150_000)
+
+
+# -- item 6: money through the provider's cache --------------------------------------------------------
+def test_a_gap_longer_than_the_ttl_writes_the_prefix_again():
+    rules = cache_rules("claude-opus-4-5")
+    prices = Prices(5.0, 0.5, 6.25)
+    cache = CacheModel(rules, prices, Misses())
+    first = cache.request(50_000, 0, at=0.0)
+    assert first.read == 0 and first.write == 50_000
+    soon = cache.request(52_000, 50_000, at=30.0)
+    assert soon.read > 49_000 and soon.read + soon.write == 52_000
+    late = cache.request(53_000, 52_000, at=30.0 + 400)
+    assert late.expired and late.read == 0 and late.write == 53_000 and late.cost > soon.cost * 5
+    openai = CacheModel(cache_rules("gpt-4o"), Prices(2.5, 1.25, 2.5), Misses())
+    openai.request(50_000, 0, at=0.0)
+    again = openai.request(51_000, 50_000, at=30.0)
+    assert again.write == 0 and again.read > 49_000   # automatic caching: no write premium
+
+
+@pytest.mark.parametrize("path", [CCL, PRIMER], ids=lambda p: p.name[:20])
+def test_the_cost_of_the_recorded_history_matches_its_recorded_usage_priced(path):
+    """It assumed a perfect cache: 8.4% and 10.2% low on these two; the issue's sessions 10-24%."""
+    check = billed_check(load_session(path))
+    report = check.to_json()
+    assert abs(check.cost_errors[0]) <= 0.03, report["cost"]
+    assert report["cache_reads"]["median_abs_error"] <= 0.02
+    assert report["cache_writes"]["requests"] > 10 and report["cache_writes"]["median_abs_error"] <= 0.01
+    share = report["cache_read_share"]
+    assert abs(share["predicted"] - share["recorded"]) <= 0.01
+
+
+def test_eval_json_reports_money_beside_tokens():
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", str(PRIMER), "--json", "--presets", "breakwater",
+                          "--jobs", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)["billed_vs_predicted"]["claude-code"]
+    assert {"cache_reads", "cache_writes", "cache_read_share", "cost"} <= set(row)
+    assert row["cost"]["recorded"] > 0 and abs(row["cost"]["bias"]) <= 0.03
+
+
+# -- item 7: why compaction costs more, and no different cost where nothing was saved -----------------
+def test_compaction_shows_the_cache_rewrite_it_causes():
+    sim = simulate(load_session(PI), preset("breakwater"), "exact")
+    totals = sim.totals_json()
+    rewrites = [t for t in sim.turns if t.cache.rewritten]
+    assert totals["cache_rewritten"] == sum(t.cache.rewritten for t in sim.turns) > 0
+    assert totals["cache_rewrite_cost"] > 0
+    # the re-writes are where the request changed what the last one sent, not anywhere else
+    assert all(t.stable_prefix_tokens < t.sent_tokens for t in rewrites)
+    row = next(t.to_json() for t in rewrites)
+    assert row["cache"]["rewritten"] > 0 and row["cache"]["rewrite_cost"] > 0
+
+
+@pytest.mark.parametrize("path", [PRIMER, REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json",
+                                  REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"], ids=lambda p: p.name[:20])
+def test_nothing_saved_costs_the_same(path):
+    """$0.376565 vs $0.376563 with 0 tokens saved: the two were priced by two cache figures."""
+    sim = simulate(load_session(path), own_history_policy(), "exact")
+    alike = [t.sent_tokens == t.raw_tokens for t in sim.turns]
+    assert sum(alike) > len(alike) // 2
+    for was, now, t in zip([True] + alike, alike, sim.turns):
+        if was and now:   # the same request as the last time, and the same now: one cost
+            assert t.cost_sent == t.cost_raw, t.turn
+    if sim.saved == 0:
+        assert sim.cost_sent == sim.cost_raw
+
+
+# -- item 8: eval and simulate count compactions alike ----------------------------------------------
+def test_eval_and_simulate_count_the_recorded_compactions_alike():
+    evaluated = evaluate_path(str(PI_V3), list(PRESETS))
+    log = load_session(PI_V3)
+    for name in PRESETS:
+        totals = simulate(log, preset(name), "exact").totals_json()
+        assert evaluated.presets[name].compactions == totals["compactions"] == 1, name
+
+
+# -- item 5: what Codex resends that no message shows -------------------------------------------------
+def codex_rollout(path: Path, billed=None) -> list[int]:
+    """A rollout of 6 user turns of 4 tool calls each, every reply reasoning (encrypted) 2,500-4,000
+    tokens. `billed`: the input tokens of each request; returns the reasoning tokens each request
+    resends: those of the replies since the last user message (what the provider bills again)."""
+    ts = "2026-12-01T10:00:%02d.000Z"
+    lines = [{"timestamp": ts % 0, "type": "session_meta", "payload": {"id": "r1", "cwd": "/w", "cli_version": "0.60.0",
+                                                                        "base_instructions": {"text": "You are Codex."}}},
+             {"timestamp": ts % 0, "type": "turn_context", "payload": {"model": "gpt-5-codex", "cwd": "/w"}}]
+    resent, since, k = [], 0, 0
+    for user in range(6):
+        lines.append({"timestamp": ts % 1, "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": f"task {user}: fix module {user}"}]}})
+        since = 0
+        for step in range(4):
+            reasoning = 2_500 + 300 * ((user + step) % 6)
+            resent.append(since)
+            call = f"c{user}_{step}"
+            lines += [
+                {"timestamp": ts % 2, "type": "response_item", "payload": {
+                    "type": "reasoning", "summary": [], "encrypted_content": "gAAAAB" + "x" * 400}},
+                {"timestamp": ts % 2, "type": "response_item", "payload": {
+                    "type": "function_call", "name": "shell", "call_id": call,
+                    "arguments": json.dumps({"command": ["rg", "-n", f"symbol_{user}_{step}", "src/"]})}},
+                {"timestamp": ts % 3, "type": "event_msg", "payload": {"type": "token_count", "info": {"last_token_usage": {
+                    "input_tokens": billed[k] if billed else 0, "cached_input_tokens": 0, "output_tokens": 60,
+                    "reasoning_output_tokens": reasoning}}}},
+                {"timestamp": ts % 4, "type": "response_item", "payload": {
+                    "type": "function_call_output", "call_id": call,
+                    "output": "\n".join(f"src/mod_{user}.py:{i}: def symbol_{user}_{step}_{i}(x): return x * {i}"
+                                        for i in range(40 + 10 * step))}},
+            ]
+            since += reasoning
+            k += 1
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    return resent
+
+
+def test_codex_resent_reasoning_is_counted(tmp_path):
+    """The provider bills a reply's encrypted reasoning again with each request of the same user turn:
+    billing jumped by thousands of tokens between requests whose messages grew by a few hundred. Here
+    the bill is 6,000 tokens unseen + the messages + the reasoning resent; the reader counted none of
+    the reasoning (the fit took part of it as overhead: 20-40% off on single requests)."""
+    path = tmp_path / "rollout.jsonl"
+    resent = codex_rollout(path)
+    visible = [t.sent_tokens for t in simulate(load_session(path), own_history_policy(), "heuristic").turns]
+    # what the reader's own pass counted carries the resent reasoning already: the messages are the rest
+    billed = [6_000 + round(1.0 * (v - r)) + r for v, r in zip(visible, resent)]
+    codex_rollout(path, billed)
+    log = load_session(path)
+    assert sum(1 for m in log.messages if m.meta and m.meta.get("resent_tokens")) == 24
+    for counter in ("exact", "heuristic"):
+        median, p90 = spread(errors(simulate(log, WIDE, counter).turns))
+        assert median <= 0.01 and p90 <= 0.03, (counter, median, p90)
+    check = billed_check(log)
+    assert check.to_json()["median_abs_error"] <= 0.01
+
+
+def test_the_cache_misses_of_a_new_user_turn_are_learnt_from_the_recorded_reads():
+    """pi missed the cache on 36 of the 79 first requests after a user message and 1 of the 360 others;
+    priced as a perfect cache its history cost 49% less than recorded, with one miss rate 13% less."""
+    log = load_session(PI)
+    check = billed_check(log)
+    assert abs(check.cost_errors[0]) <= 0.07, check.to_json()["cost"]
+    misses = simulate(log, own_history_policy(), "exact").cache_misses
+    assert misses.rate(True) > 0.3 > 0.01 > misses.rate(False)
