@@ -263,3 +263,15 @@ def test_a_text_may_say_holds_every_sentence_the_patterns_find():
     for text in _texts_around(CONSTRAINT_WORDS + CONSTRAINT_CJK):
         want = [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
         assert user_instructions(text) == want, text
+
+
+def test_a_long_instruction_keeps_what_shaping_keeps_of_a_user_message():
+    trace = "Error: Variable reference not found: dimGray\n" + "\n".join(
+        f"    at frame_{i} (/src/theme/theme.ts:{100 + i}:5)" for i in range(20))
+    msgs = [Message("u", "user", "Port the CLI to click."), Message("a", "assistant", "ok"),
+            Message("u1", "user", "the theme does not load, fix it:\n" + trace), Message("a1", "assistant", "ok")]
+    assert 800 < len(trace) < P.user_keep_chars
+    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    assert "frame_19 (/src/theme/theme.ts:119:5)" in body
+    fixed = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(summary_instruction_share=0.0)).text
+    assert "frame_0 " in fixed and "frame_19 " not in fixed   # the seeds' 400 chars

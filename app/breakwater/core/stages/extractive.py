@@ -23,7 +23,7 @@ from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, SECTIONS, SUMM
                                               user_text)
 
 GOAL_CHARS = 600
-INSTRUCTION_CHARS = 400
+INSTRUCTION_CHARS = 400   # one instruction, under a fixed cap (the seeds'); with a share of the window: user_keep_chars
 LATEST_REQUEST_CHARS = 400
 NEXT_CHARS = 500
 COMMAND_CHARS = 200
@@ -83,14 +83,17 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], previous: str | None, policy: Policy) -> SummaryResult:
         prev = _parse_previous(previous)
-        s = _State(prev)
+        # with the instructions' own share, each keeps what shaping keeps of a user message: a pasted
+        # stack trace or a list of colours (pi) is the instruction, not its first 400 chars
+        s = _State(prev, policy.user_keep_chars if policy.summary_instruction_share else INSTRUCTION_CHARS)
         s.read(messages, policy)
         body = s.render(policy.summary_max_chars, policy.summary_instruction_chars)
         return SummaryResult(body, True, self.name)
 
 
 class _State:
-    def __init__(self, prev: dict[str, list[str]]) -> None:
+    def __init__(self, prev: dict[str, list[str]], instruction_chars: int = INSTRUCTION_CHARS) -> None:
+        self.instruction_chars = instruction_chars
         self.goal = prev["Goal"][0] if prev["Goal"] else None
         self.said, self.said_left_out = [], 0
         for line in prev["Constraints"]:
@@ -162,12 +165,12 @@ class _State:
         if self.goal is None:
             self.goal = _clip(task if task is not None else text, GOAL_CHARS)
             if task is not None:   # the framework's rules around the task statement, as it states them
-                self.said += [_INSTRUCTION + _clip(x, INSTRUCTION_CHARS)
+                self.said += [_INSTRUCTION + _clip(x, self.instruction_chars)
                               for x in user_instructions(m.content.replace(task, "\n"))]
             return
         if task is not None or len(text) < MIN_SENTENCE_CHARS:
             return
-        line = _INSTRUCTION + _clip(text, INSTRUCTION_CHARS)
+        line = _INSTRUCTION + _clip(text, self.instruction_chars)
         if line not in self.said:
             self.said.append(line)
         self.latest = _LATEST + _clip(text, LATEST_REQUEST_CHARS)
