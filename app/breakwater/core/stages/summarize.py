@@ -203,6 +203,13 @@ def user_text(text: str) -> str:
     return _WRAPPERS.sub("", text).strip() if "<" in text or "Caveat" in text else text
 
 
+def wrapper_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each piece of harness wrapping in a user message (`user_text` drops them)."""
+    if "<" not in text and "Caveat" not in text:
+        return []
+    return [m.span() for m in _WRAPPERS.finditer(text) if m.end() > m.start()]
+
+
 def is_wrapper(text: str) -> bool:
     """Whether a user message holds nothing but the harness's wrapping."""
     return not user_text(text)
