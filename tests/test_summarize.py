@@ -275,3 +275,14 @@ def test_a_long_instruction_keeps_what_shaping_keeps_of_a_user_message():
     assert "frame_19 (/src/theme/theme.ts:119:5)" in body
     fixed = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(summary_instruction_share=0.0)).text
     assert "frame_0 " in fixed and "frame_19 " not in fixed   # the seeds' 400 chars
+
+
+def test_breakwater_keeps_a_shorter_verbatim_tail_now_that_its_summary_keeps_every_instruction():
+    from breakwater.core.stages.deep_compaction import choose_cut
+    from breakwater.core.policy import PRESETS
+    # turns of 1,000 tokens each: the tail kept verbatim is at most 22% of the window (it was 25%)
+    p = Policy().with_changes(window=100_000)
+    cands = list(range(1, 100))
+    cut = choose_cut(p, [], cands, 0, 100, lambda c: True, lambda c: (100 - c) * 1_000)
+    assert (100 - cut) * 1_000 == 22_000
+    assert PRESETS["seed-000"].deep_keep_ratio == PRESETS["seed-003"].deep_keep_ratio == 0.25
