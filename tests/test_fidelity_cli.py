@@ -39,9 +39,13 @@ def local_json(corpus) -> dict:
 
 def test_json_contract(local_json):
     data = local_json
-    assert set(data["presets"]) == {"breakwater", "seed-000", "seed-001", "seed-003"}
+    # the presets, and what each session's own agent does (these samples name none: their record)
+    assert set(data["presets"]) == {"breakwater", "seed-000", "seed-001", "seed-003", "as-recorded", "agent"}
     for name, p in data["presets"].items():
         assert {"billed_raw", "billed_sent", "saving", "compactions", "recall", "pinned_recall", "by_category"} <= set(p)
+        if name in ("as-recorded", "agent"):
+            assert p["billed_sent"] <= p["billed_raw"] and p["compactions"] == 0   # sanitizing only
+            continue
         assert p["billed_sent"] < p["billed_raw"]
         assert p["saving"] == pytest.approx(1 - p["billed_sent"] / p["billed_raw"])
         assert 0 <= p["recall"] <= 1 and 0 <= p["pinned_recall"] <= 1

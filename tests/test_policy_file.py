@@ -22,6 +22,8 @@ def value_strategy(name: str, default):
         return st.one_of(st.just("Old environment output: ({lines} lines omitted)"),
                          st.text(st.sampled_from('ab "\\\'é{}_,'), max_size=40).map(
                              lambda t: t.replace("}", " ").replace("{", "{lines}")))
+    if name == "mask_exclude_tools":   # free text: tool names, comma-separated
+        return st.sampled_from(["", "read_file", "read_file, bash", "str_replace_editor,memory"])
     if isinstance(default, str):
         return st.sampled_from(CHOICES[name])
     if isinstance(default, float):
@@ -103,7 +105,7 @@ def test_simulate_policy_reads_a_saved_file_back_identically(tmp_path):
     ({"snip_head_chars": 2_500}, r"snip_head_chars \+ snip_tail_chars \(2500 \+ 1000\) cannot exceed"),
     ({"working_memory_head_chars": 900}, "cannot exceed working_memory_max_chars"),
     ({"shape_keep_last_min": 30}, "shape_keep_last_min must be >= 1 and <= shape_keep_last_max"),
-    ({"deep_cut": "middle"}, "deep_cut must be last-boundary, keep-turns or keep-tokens"),
+    ({"deep_cut": "middle"}, "deep_cut must be last-boundary, keep-turns, keep-tokens or keep-messages"),
     ({"bash_timeout_s": float("nan")}, "bash_timeout_s must be a finite number"),
 ])
 def test_impossible_values_are_refused_saying_why(changes, why):
@@ -167,7 +169,7 @@ def test_steps_come_back_and_typed_values_parse():
     assert window.stepped(window.stepped(10_000, -1), 1) == 10_000
     assert by_name["soft_ratio"].stepped(0.7, 2) == 0.72
     assert by_name["mask"].stepped(True, 1) is False
-    assert by_name["deep_cut"].stepped("keep-tokens", 1) == "last-boundary"
+    assert by_name["deep_cut"].stepped("keep-messages", 1) == "last-boundary"
     assert window.parse("32,000") == 32_000
     assert by_name["mask"].parse("off") is False
     with pytest.raises(ValueError, match="whole number"):

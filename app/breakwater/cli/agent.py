@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from breakwater.core.log.visible import visible
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS
+from breakwater.core.policy import DEFAULT_PRESET, preset_names
 from breakwater.tools import sandbox
 
 
@@ -31,7 +31,7 @@ def register(sub) -> None:
     p.add_argument("--yes", dest="auto_approve", action="store_true", default=None,
                    help="approve every tool call (bash, write_file) without asking")
     p.add_argument("--max-steps", type=int, help="model requests allowed before giving up (default 50)")
-    p.add_argument("--preset", choices=sorted(PRESETS), help=f"compaction policy (default {DEFAULT_PRESET})")
+    p.add_argument("--preset", choices=preset_names(), help=f"compaction policy (default {DEFAULT_PRESET})")
     sandbox.add_argument(p)
     p.set_defaults(func=cmd_run)
 

@@ -16,7 +16,8 @@ from breakwater.core.log.visible import json_safe, visible
 from breakwater.core.log.models import DEFAULT_MODEL, counting_model, resolve_window
 from breakwater.core.figures import tokens_figure
 from breakwater.core.log.words import plural
-from breakwater.core.policy import DEFAULT_PRESET, PRESET_DESCRIPTIONS, PRESETS, Policy, PolicyError
+from breakwater.core.policy import DEFAULT_PRESET, PRESET_DESCRIPTIONS, Policy, PolicyError, preset_names
+from breakwater.core.policy.agents import AGENT_DESCRIPTIONS
 from breakwater.core.policy.for_session import resolve_policy
 
 if TYPE_CHECKING:  # the heavy modules load in the commands that use them, so start-up stays short
@@ -46,7 +47,8 @@ def counting_epilog() -> str:
                           "unseen overhead, fitted to the transcript's recorded usage; without and with compaction "
                           "are counted alike, so saved = without − with:", 96)
     return (f"{intro}\n{items(FIGURE_RULES.items())}\n\n{counter}\n\n{window}\n\n"
-            f"presets:\n{items(PRESET_DESCRIPTIONS.items())}")
+            f"presets:\n{items(PRESET_DESCRIPTIONS.items())}\n\n"
+            f"other agents' strategies (each value's source: core/policy/agents.py):\n{items(AGENT_DESCRIPTIONS.items())}")
 
 
 def fail(reason: str) -> int:
@@ -77,7 +79,7 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     """SESSION and how to replay it (policy, window, counter, model): shared by simulate and replay."""
     p.add_argument("session", help="session file (native JSONL, OpenAI messages, or another agent's transcript)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--preset", choices=sorted(PRESETS), help=f"named policy (default {DEFAULT_PRESET})")
+    group.add_argument("--preset", choices=preset_names(), help=f"named policy (default {DEFAULT_PRESET})")
     group.add_argument("--policy", metavar="FILE.toml", help="policy file")
     p.add_argument("--window", type=int, help="context window in tokens (default: the session's, else its model's, "
                    "else the policy's)")
@@ -140,7 +142,7 @@ def compare_policy(args: argparse.Namespace, log: SessionLog) -> Policy:
 
     try:
         other = resolve(args.compare)
-        if args.compare in PRESETS:
+        if args.compare in preset_names():
             window, args.compare_window_source = resolve_window(log.header, args.model, args.window)
         else:
             window, args.compare_window_source = args.window, "--window" if args.window else "policy file"

@@ -10,7 +10,8 @@ from typing import Iterator
 
 from breakwater.core.log.visible import json_safe, visible
 from breakwater.cli import judge as judge_cli
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS
+from breakwater.core.policy import DEFAULT_PRESET, PRESETS, preset_names
+from breakwater.core.policy.agents import AGENT_OWN, AGENT_ROWS, AS_RECORDED
 
 SESSION_SUFFIXES = (".jsonl", ".json", ".traj", ".gz")
 BAR_WIDTH = 8
@@ -22,8 +23,10 @@ def register(sub) -> None:
                                    "compaction and the recall of the session's facts (goal and constraints, files, "
                                    "commands, errors, decisions, pinned messages) request by request.")
     p.add_argument("paths", nargs="+", metavar="FILES_OR_DIR", help="session files, or folders searched recursively")
-    p.add_argument("--presets", default=",".join(sorted(PRESETS)),
-                   help=f"comma-separated presets (default: all: {', '.join(sorted(PRESETS))})")
+    p.add_argument("--presets", default=",".join([*sorted(PRESETS), *AGENT_ROWS]),
+                   help=f"comma-separated presets (default: {', '.join([*sorted(PRESETS), *AGENT_ROWS])}); "
+                        f"'{AS_RECORDED}': what each session's agent sent; '{AGENT_OWN}': its agent's strategy "
+                        "replayed (Claude Code, Codex, pi, OpenHands; else as recorded); any other agent's preset")
     p.add_argument("--window", type=int, help="context window in tokens (default: each session's, else the preset's)")
     p.add_argument("--counter", choices=("exact", "heuristic"), default="exact",
                    help="exact: tiktoken near the limits (default); heuristic: never tiktoken")
@@ -61,9 +64,10 @@ def session_files(paths: list[str]) -> tuple[list[str], list[str]]:
 
 def parse_presets(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PRESETS]
+    known = [*preset_names(), *AGENT_ROWS]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ValueError(f"unknown preset {', '.join(unknown) or '(none given)'}; choose from {', '.join(sorted(PRESETS))}")
+        raise ValueError(f"unknown preset {', '.join(unknown) or '(none given)'}; choose from {', '.join(known)}")
     return list(dict.fromkeys(names))
 
 

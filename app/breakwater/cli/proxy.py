@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from breakwater.cli.core import fail
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError, load_toml, preset
+from breakwater.core.policy import DEFAULT_PRESET, PolicyError, load_toml, preset, preset_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="address to listen on (default 127.0.0.1; anything else lets other machines use your key's quota)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--observe", action="store_true", help="forward every request unchanged; record only")
-    mode.add_argument("--preset", choices=sorted(PRESETS), help=f"compact under this preset (default {DEFAULT_PRESET})")
+    mode.add_argument("--preset", choices=preset_names(),
+                      help=f"compact under this preset (default {DEFAULT_PRESET}; an agent's strategy too)")
     mode.add_argument("--policy", metavar="FILE.toml", help="compact under this policy file")
     p.add_argument("--sessions", metavar="DIR", type=Path,
                    help="where the session logs go (default: the folder `breakwater browse` lists them from)")

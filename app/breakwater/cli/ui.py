@@ -10,7 +10,7 @@ from pathlib import Path
 
 from breakwater.cli.core import add_replay_arguments, compare_policy, fail, read_session, resolve_policy, \
     sample_path
-from breakwater.core.policy import DEFAULT_PRESET, PRESETS, PolicyError
+from breakwater.core.policy import DEFAULT_PRESET, PolicyError, preset_names
 from breakwater.core.log.session_log import SessionLogError
 from breakwater.tools import sandbox
 
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--summary-model", help="model for deep-compaction summaries (default: --model)")
     c.add_argument("--workspace", metavar="DIR", type=Path, help="the directory the agent works in (default: .)")
     c.add_argument("--window", type=int, help="the model's context window in tokens")
-    c.add_argument("--preset", choices=sorted(PRESETS), help=f"compaction policy (default {DEFAULT_PRESET})")
+    c.add_argument("--preset", choices=preset_names(), help=f"compaction policy (default {DEFAULT_PRESET})")
     c.add_argument("--yes", dest="auto_approve", action="store_true", default=None,
                    help="approve every tool call without asking")
     sandbox.add_argument(c)

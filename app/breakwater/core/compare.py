@@ -7,10 +7,11 @@ messages are compared); everything else is arithmetic over their per-turn figure
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from breakwater.core.log.edits import Edit, View
-from breakwater.core.policy import PRESETS, Policy
+from breakwater.core.policy import PRESETS, Policy, preset
+from breakwater.core.policy.agents import agent_of
 from breakwater.core.log.session_log import SessionLog
 from breakwater.core.simulate import Simulation, TurnStats, simulate, token_counter
 
@@ -146,10 +147,14 @@ class Comparison:
         }
 
 
-def counterpart(policy: Policy) -> Policy:
-    """What to hold `policy` against by default, at its window: its own preset when it was edited,
-    else the next preset."""
+def counterpart(policy: Policy, header: Mapping[str, Any] | None = None) -> Policy:
+    """What to hold `policy` against by default, at its window: on the transcript of a known agent
+    (`header`, the log's) that agent's own strategy ("your agent today"), unless `policy` is it; else
+    its own preset when it was edited, else the next preset."""
     window = policy.window
+    agent = agent_of(header or {})
+    if agent is not None and policy.preset != agent:
+        return preset(agent).with_changes(window=window)
     own = PRESETS.get(policy.preset, Policy()).with_changes(window=window)
     if own != policy:
         return own

@@ -68,7 +68,10 @@ def replay_in_background(log: SessionLog, policy: Policy, counter: str, model: s
         child.wait()
         for pipe in (child.stdin, child.stdout):
             if not pipe.closed:
-                pipe.close()
+                try:
+                    pipe.close()
+                except BrokenPipeError:
+                    pass   # stopped while writing: closing flushes what the killed child no longer reads
 
 
 def main() -> None:

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from breakwater.core.log.message import Message
-from breakwater.core.policy import Policy, PolicyError, preset
+from breakwater.core.against_record import recorded_compactions, without
+from breakwater.core.policy import PRESETS, Policy, PolicyError, from_mapping, preset
+from breakwater.core.policy.agents import AGENT_OWN, AGENT_ROWS, AS_RECORDED, agent_of
 from breakwater.core.log.session_log import Event, SessionLog, SessionLogError
 from breakwater.core.log.text_cache import forget_all
 from breakwater.core.fold.own_request import own_history_policy
@@ -33,12 +35,31 @@ from breakwater.core.log.prompt_cache import Prices, recorded_cost
 
 def policy_for(name: str, log: SessionLog, window: int | None) -> Policy:
     """The named preset at `window`, else the session's own window, else its model's (as `simulate`:
-    core/log/models.py), else the preset's."""
+    core/log/models.py), else the preset's. `AGENT_ROWS` name the session's own agent's."""
+    if name in AGENT_ROWS:
+        policy = _own_agents(name, log)
+        if policy is not None:
+            return policy
+        name = agent_of(log.header) or log.header.get("preset")
     policy = preset(name)
     w = resolve_window(log.header, None, window)[0]
     if isinstance(w, int) and not isinstance(w, bool) and w != policy.window:
         policy = policy.with_changes(window=w)
     return policy
+
+
+def _own_agents(row: str, log: SessionLog) -> Policy | None:
+    """The policy of an `AGENT_ROWS` row for `log`, or None for a preset named by the log (its agent's,
+    or the one Breakwater's own agent recorded it under) to be taken at the evaluated window."""
+    header = log.header
+    if agent_of(header):
+        return own_history_policy() if row == AS_RECORDED else None
+    if isinstance(header.get("policy"), dict):   # Breakwater's own agent: its policy is its strategy
+        try:
+            return from_mapping(header["policy"])
+        except PolicyError:
+            return own_history_policy()
+    return None if header.get("preset") in PRESETS else own_history_policy()
 
 
 def billed_check(log: SessionLog, counter: str = "exact") -> BilledCheck | None:
@@ -181,7 +202,11 @@ def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, sc
     out: dict[str, PresetSummary | str] = {}
     for name, policy in named:
         try:
-            out[name] = summarize_run(replay(log, policy, counter, scorer), money_of(log, policy, counter))
+            # the agent's strategy makes the automatic compactions its agent recorded: those are taken
+            # out (manual ones, which the transcript marks, stay)
+            run_log = without(log, {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"}) \
+                if name == AGENT_OWN and agent_of(log.header) else log
+            out[name] = summarize_run(replay(run_log, policy, counter, scorer), money_of(run_log, policy, counter))
         except Exception as exc:  # one broken session must not end a run over thousands
             out[name] = f"{name}: {type(exc).__name__}: {exc}"
             break

@@ -140,9 +140,29 @@ class DeepCompaction:
                 if fu_i is not None and fu_i < last.cut:
                     head.append(out[fu_i].message)
                     fu = fu_i
+            head.extend(self.users_kept(last.cut, fu))
             head.append(last.message)
             head.extend(out[i].message for i in self.pinned_kept(last.cut, fu))
         return head, fu
+
+    def users_kept(self, cut: int, fu: int | None) -> tuple[Message, ...]:
+        """The user's own messages before the cut kept verbatim beside the summary, the newest first up
+        to `deep_keep_user_tokens` (Codex's compacted history), in their order; none when that is 0.
+        A scan back from the cut, made when a request's frame is worked out (core/fold/frames.py keeps it)."""
+        budget = self.policy.deep_keep_user_tokens
+        if not budget:
+            return ()
+        out, kept = self.index.san.out, []
+        for i in range(min(cut, len(out)) - 1, -1, -1):
+            m = out[i].message
+            if m.role != "user" or m.is_observation or i == fu or (m.meta or {}).get("compaction"):
+                continue
+            cost = heuristic_message(m)
+            if cost > budget:
+                break   # Codex cuts the oldest one it keeps to what is left; it is left out here
+            kept.append(m)
+            budget -= cost
+        return tuple(reversed(kept))
 
     def pinned_kept(self, cut: int, fu: int | None) -> list[int]:
         """Indices before the cut that stay verbatim after the summary: each pinned message's

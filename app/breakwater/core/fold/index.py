@@ -207,7 +207,12 @@ class Index:
         return forms.form_tokens(self.policy, msg, self._call_of(msg))
 
     def far_form(self, msg: Message, level: int):
-        return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
+        return forms.far_form(self.policy, msg, self._call_for(msg, level), level)
+
+    def _call_for(self, msg: Message, level: int):
+        """The call `msg` answers where the far form at `level` reads it: microcompacting names it, and
+        masking keeps the results of the tools `mask_exclude_tools` names."""
+        return self._call_of(msg) if level >= 3 or (level == 2 and self.policy.mask_exclude_tools) else None
 
     def near_form(self, msg: Message, level: int):
         return forms.near_form(self.policy, msg, level)
@@ -220,7 +225,7 @@ class Index:
         msg = self.san.out[i].message
         if near:
             return forms.near_form(self.policy, msg, level)
-        return forms.far_form(self.policy, msg, self._call_of(msg) if level >= 3 else None, level)
+        return forms.far_form(self.policy, msg, self._call_for(msg, level), level)
 
     def exact_sum(self, level: int, a: int, b: int) -> int:
         """tiktoken's tokens of out[a:b] at far stage `level`, or in working memory at NEAR (the form

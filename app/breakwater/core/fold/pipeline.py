@@ -268,8 +268,15 @@ class Pipeline:
             return None
         if counted != "estimate" and self.deep.last_failure:
             return None   # a rejected summary to be noted (`_plan_of`)
+        if self._over_message_count(request):
+            return None   # a deep compaction by message count (OpenHands' condenser)
         stamp = (self.turn + 1, self.raw_tokens, self.api_tokens)
         return self.short_cuts.plan(request.n, request.cut, request.framed, base, plain, stamp, counted)
+
+    def _over_message_count(self, request: _Request) -> bool:
+        """Whether the request holds more messages than `compact_trigger_messages` allows (0: no such limit)."""
+        limit = self.policy.compact_trigger_messages
+        return bool(limit) and len(request.framed[0]) + request.n - request.framed[1] > limit
 
     def _deep_compaction(self, request: _Request, force_deep: str | None) -> _Decision:
         """Stage 5: summarize the history before a cut when asked to, or when even every stage leaves
@@ -279,8 +286,9 @@ class Pipeline:
         decision = _Decision(request, force_deep, max(self.triggers.values(), default=0) if self.triggers else 0,
                              deep.just_undone)
         base = request.measured[0]
-        over = base > self._hard_limit and n >= p.fast_path_min_messages
-        if over and not force_deep and not p.deep_compact_first and self._stage_levels:
+        counted_out = self._over_message_count(request)
+        over = (base > self._hard_limit and n >= p.fast_path_min_messages) or counted_out
+        if over and not counted_out and not force_deep and not p.deep_compact_first and self._stage_levels:
             top = self._stage_levels[-1]
             jh, js, _, _, head_h = request.framed
             over = self.meter.measure(jh, top, js, self.index.near_start(top, js, n), n, None, None,

@@ -96,8 +96,8 @@ class ShortCuts:
         `framed`: the frame of the cut. Each request shape is counted as the general path counts it
         (`_shapes`), so that near the limits tiktoken's counts decide here as they decide there."""
         p = self.policy
-        if n < p.fast_path_min_messages or self.deep.last_failure:
-            return None   # too short for the soft zone to be searched; a note to give
+        if n < p.fast_path_min_messages or self.deep.last_failure or p.clear_at_least_tokens or p.mask_batch_tokens:
+            return None   # too short for the soft zone to be searched; a note to give; masking weighed
         soft, hard = self._soft_limit, self._hard_limit
         jh, js, joined, kept_fu, head_h = framed
         levels = self._stage_levels

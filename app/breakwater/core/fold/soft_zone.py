@@ -102,10 +102,15 @@ class SoftZone:
                 below = level
                 for lv in higher:
                     whole = at(lv, cut)
+                    if lv == 2 and p.clear_at_least_tokens and shape.sent - whole.sent < p.clear_at_least_tokens:
+                        continue   # masking all it may frees less than is worth a cache re-write: not done
                     if whole.sent <= soft:
-                        shape = self._oldest_first(at, lv, below, cut, n, whole)
+                        # every far observation at once (mask_all: Anthropic's clear_tool_uses), or
+                        # oldest first only as far as needed
+                        shape = self._batched(at, lv, below, cut, whole) if lv == 2 and p.mask_all \
+                            else self._oldest_first(at, lv, below, cut, n, whole)
                         break
-                    shape, below = whole, lv
+                    shape, below = self._batched(at, lv, below, cut, whole) if lv == 2 else whole, lv
 
         if shape.sent > self._hard_limit:
             # 6. shape history: the request must fit; keep [System][First user][Summary][Last N turns]
@@ -118,6 +123,23 @@ class SoftZone:
                 if shape.sent <= self._hard_limit:
                     break
         return shape
+
+    def _batched(self, at, lv: int, below: int, cut: int, whole: Shape) -> Shape:
+        """`whole` (stage `lv` on everything before working memory), or with `mask_batch_tokens` the
+        boundary kept where it was until moving it frees that many tokens: each move re-writes the
+        provider's cached prefix from the first message it changes, so it is made in batches that pay
+        for it rather than on every request (issue 41)."""
+        batch = self.policy.mask_batch_tokens
+        if not batch:
+            return whole
+        key = (cut, lv, below)
+        kept = self._soft_boundary.get(key)
+        if kept is not None and whole.start <= kept < whole.near_start:
+            held = at(lv, cut, below, kept)
+            if held.sent - whole.sent < batch and held.sent <= self._hard_limit:
+                return held
+        self._soft_boundary = {key: whole.near_start}
+        return whole
 
     def _oldest_first(self, at, lv: int, below: int, cut: int, n: int, whole: Shape) -> Shape:
         """Apply stage `lv` from the oldest message on, only as far as needed to get under the soft limit.

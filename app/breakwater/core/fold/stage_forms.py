@@ -101,7 +101,7 @@ def form_tokens(p: Policy, msg: Message, call: ToolCall | None) -> tuple[tuple[i
     masked_kind = near_kind = "snipped"
     facts = None
     if p.mask:
-        if size > p.mask_min_chars:
+        if size > p.mask_min_chars and not mask_stage.excluded(p, msg, call):
             facts = cleared_outcome(msg)
             line = mask_stage.masked_text(msg, facts, p.mask_placeholder)
             masked, masked_kind = (len(line) // 4 + 1 if line.isascii() else heuristic_text(line)) + extra, "masked"
@@ -137,7 +137,7 @@ def far_form(p: Policy, msg: Message, call: ToolCall | None, level: int):
         if res:
             return res
     if level >= 2 and p.mask:
-        res = mask_stage.mask_far(msg, p)
+        res = mask_stage.mask_far(msg, p, call)
         if res:
             return res
     return snip_form(p, msg, level)

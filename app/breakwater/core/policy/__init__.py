@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from breakwater.core.policy.agents import AGENT_STRATEGIES
+
 
 class PolicyError(ValueError):
     pass
@@ -20,6 +22,13 @@ class PolicyError(ValueError):
 SUMMARY_CHARS_PER_TOKEN = 4
 
 NOT_COMPACTION = ("tool_", "read_file_", "bash_", "scribe_", "memory_", "retrieval_", "project_")
+# settings added after policies were first fingerprinted, with the value that changes nothing: left
+# out of the fingerprint at that value, so a policy's fingerprint (and the compactions it logged) holds
+NEUTRAL: dict[str, Any] = {"mask_placeholder": "", "soft_trigger_tokens": 0, "hard_trigger_tokens": 0,
+                           "hard_window_share": 0.0, "reserve_tokens": 0, "compact_trigger_messages": 0,
+                           "mask_all": False, "clear_at_least_tokens": 0, "mask_exclude_tools": "",
+                           "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0,
+                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +43,17 @@ class Policy:
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
     # stays put while the request fits, so the compacted prefix (and the provider cache) holds
     soft_hysteresis_ratio: float = 0.10
+    # the limits as other agents state them (core/policy/agents.py); 0: the limits above. Each sets
+    # one limit in input tokens: the soft limit outright (Anthropic's clear_tool_uses `trigger`), the
+    # hard limit outright (Anthropic's compaction `trigger`), as a share of the window (Codex: 90%)
+    # or as the window less a reserve (pi's reserveTokens, Claude Code's output + 13,000 buffer)
+    soft_trigger_tokens: int = 0
+    hard_trigger_tokens: int = 0
+    hard_window_share: float = 0.0
+    reserve_tokens: int = 0
+    # > 0: a deep compaction is also due once the history holds more messages than this (OpenHands'
+    # condenser counts events: `max_size`)
+    compact_trigger_messages: int = 0
 
     sanitize: bool = True
 
@@ -52,6 +72,17 @@ class Policy:
     # observation becomes, with {lines} and {bytes} of the original: SWE-agent's LastNObservations
     # writes "Old environment output: ({lines} lines omitted)" (see docs/policies/complexity-trap.toml)
     mask_placeholder: str = ""
+    # once masking applies, every observation outside working memory is masked, not only as many as
+    # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`)
+    mask_all: bool = False
+    # masking that would free fewer tokens than this in a request is not done (Anthropic's
+    # clear_at_least: clearing re-writes the cached prefix, so it must be worth it)
+    clear_at_least_tokens: int = 0
+    # tool names, comma-separated, whose results are never masked (Anthropic's exclude_tools)
+    mask_exclude_tools: str = ""
+    # > 0: masking moves its boundary only when that frees this many tokens at once, so the cached
+    # prefix is re-written in batches that pay for it, not on every request (issue 41)
+    mask_batch_tokens: int = 0
     fold_min_chars: int = 200
     working_memory_max_chars: int = 1_000
     working_memory_head_chars: int = 500
@@ -68,8 +99,15 @@ class Policy:
     deep_cut: str = "keep-tokens"
     # (issue 41) 0.25 before the summary kept every instruction of the user: with them in it, a shorter
     # verbatim tail keeps what it did (pinned 99.7% at 32k on the shared fixtures) and saves what the longer
-    # summary costs (78.55% -> 78.73% of tokens). The seeds keep 0.25: it is no part of their strategy
+    # summary costs (78.55% -> 78.73% of tokens). The seeds and agents keep 0.25: no part of their strategy
     deep_keep_ratio: float = 0.22
+    # "keep-tokens" keeps this many tokens when > 0, instead of deep_keep_ratio x window (pi's
+    # keepRecentTokens); "keep-messages" keeps the last deep_keep_messages messages (OpenHands, LangChain)
+    deep_keep_tokens: int = 0
+    deep_keep_messages: int = 20
+    # > 0: after a summary the user's own messages stay verbatim, the newest first, up to this many
+    # tokens (Codex keeps 20,000 tokens of them before its summary)
+    deep_keep_user_tokens: int = 0
     keep_first_user: bool = True          # seed 003: [System][First user][Summary][Last N]
     summary_max_chars: int = 6_000
     # the user's instructions may take this share of the window (at SUMMARY_CHARS_PER_TOKEN) in a summary
@@ -129,11 +167,29 @@ class Policy:
         return min(self.buffer_tokens, int(self.small_window_buffer_ratio * self.window))
 
     @property
+    def states_limits(self) -> bool:
+        """Whether a limit is stated in tokens (another agent's rule) rather than by the seed's ratios."""
+        return bool(self.soft_trigger_tokens or self.hard_trigger_tokens or self.hard_window_share
+                    or self.reserve_tokens)
+
+    @property
     def soft_limit(self) -> int:
-        return int(self.soft_ratio * self.window)
+        soft = self.soft_trigger_tokens or int(self.soft_ratio * self.window)
+        # a stated trigger past the hard limit never fires before it: the soft zone starts below it
+        return min(soft, self.hard_limit - 1) if self.states_limits else soft
 
     @property
     def hard_limit(self) -> int:
+        if self.hard_trigger_tokens:
+            # a trigger past what the window holds (150,000 on a 128k model) is never reached: the
+            # buffer's limit stands in, as a request over the window is never sent
+            return min(self.hard_trigger_tokens, self.window - self.effective_buffer)
+        if self.hard_window_share:
+            return int(self.hard_window_share * self.window)
+        if self.reserve_tokens:
+            # a window smaller than twice the reserve (Claude Code's 45,000 on a 32k window) has no
+            # such agent: half of it stays usable rather than none
+            return self.window - min(self.reserve_tokens, self.window // 2)
         return self.window - self.effective_buffer
 
     @property
@@ -155,10 +211,9 @@ class Policy:
         import hashlib
 
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith(NOT_COMPACTION)}
-        if not self.mask_placeholder:   # as before the setting existed: compactions logged then still match
-            del data["mask_placeholder"]
-        if not self.summary_instruction_share:   # likewise: the seeds' fixed summary cap
-            del data["summary_instruction_share"]
+        for name in NEUTRAL:   # at their neutral value, as before they existed: compactions logged then still match
+            if data[name] == NEUTRAL[name]:
+                del data[name]
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +224,8 @@ class Policy:
 
 
 _BASE = Policy()
-# the seeds as they were before breakwater's summary kept every instruction (issue 41): their fingerprints hold
+# Breakwater's defaults before its summary kept every instruction (issue 41): the seeds and the other
+# agents' strategies keep them (the share and the shorter tail are breakwater's tuning), and their fingerprints
 _SEED = replace(_BASE, summary_instruction_share=0.0, deep_keep_ratio=0.25)
 
 PRESETS: dict[str, Policy] = {
@@ -199,16 +255,27 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
 }
 
 
+# other agents' strategies (core/policy/agents.py says where each value comes from)
+AGENT_PRESETS: dict[str, Policy] = {name: replace(_SEED, preset=name, **changes)
+                                    for name, changes in AGENT_STRATEGIES.items()}
+
+
 def preset(name: str) -> Policy:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    """A preset by name: Breakwater's own (PRESETS) or another agent's strategy (AGENT_PRESETS)."""
+    found = PRESETS.get(name) or AGENT_PRESETS.get(name)
+    if found is None:
+        raise PolicyError(f"unknown preset {name!r}; choose one of {', '.join(preset_names())}")
+    return found
+
+
+def preset_names() -> list[str]:
+    """Every preset a command line takes: Breakwater's, then the agents' strategies."""
+    return [*PRESETS, *AGENT_PRESETS]
 
 
 # str settings and the values they take
 CHOICES: dict[str, tuple[str, ...]] = {
-    "deep_cut": ("last-boundary", "keep-turns", "keep-tokens"),
+    "deep_cut": ("last-boundary", "keep-turns", "keep-tokens", "keep-messages"),
 }
 
 # (head, tail, limit): text over `limit` chars keeps its head and tail, so they must fit in it
@@ -232,6 +299,8 @@ def validate(p: Policy) -> Policy:
             raise PolicyError(f"{f.name} cannot be negative, got {value}")
         if f.name.endswith("_ratio") and not 0 < value < 1:
             raise PolicyError(f"{f.name} must be between 0 and 1 (exclusive), got {value}")
+    if not 0 <= p.hard_window_share < 1:
+        raise PolicyError(f"hard_window_share must be 0 (off) or below 1, got {p.hard_window_share}")
     for name, allowed in CHOICES.items():
         if getattr(p, name) not in allowed:
             raise PolicyError(f"{name} must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {getattr(p, name)!r}")
@@ -323,6 +392,6 @@ def load_toml(path: Path) -> Policy:
     return from_mapping(data)
 
 
-__all__ = ["Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "CHOICES", "DEFAULT_PRESET", "preset",
+__all__ = ["AGENT_PRESETS", "Policy", "PolicyError", "PRESETS", "PRESET_DESCRIPTIONS", "CHOICES", "DEFAULT_PRESET", "preset", "preset_names",
            "from_mapping", "load_toml",
            "validate"]

@@ -15,13 +15,15 @@ from breakwater.core.policy import CHOICES, NOT_COMPACTION, Policy
 # exact names or name prefixes match it
 GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("limits", ("window", "buffer_tokens", "soft_ratio", "small_window_buffer_ratio", "precise_ratio",
-                "soft_hysteresis_ratio"), ()),
+                "soft_hysteresis_ratio", "soft_trigger_tokens", "hard_trigger_tokens", "hard_window_share",
+                "reserve_tokens"), ()),
     ("sanitize", ("sanitize",), ()),
     ("fast path", ("fast_path_min_messages",), ()),
     ("snip", ("snip",), ("snip_",)),
-    ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations", "mask_placeholder"), ("working_memory_",)),
+    ("mask", ("mask", "mask_min_chars", "fold_min_chars", "mask_keep_observations", "mask_placeholder", "mask_all",
+              "clear_at_least_tokens", "mask_exclude_tools", "mask_batch_tokens"), ("working_memory_",)),
     ("microcompact", ("microcompact",), ("microcompact_",)),
-    ("deep compact", ("keep_first_user",), ("deep_", "summary_", "summarizer")),
+    ("deep compact", ("keep_first_user", "compact_trigger_messages"), ("deep_", "summary_", "summarizer")),
     ("shape history", ("user_keep_chars", "argument_max_chars"), ("shape_",)),
     ("tool output (tier 1)", (), ("tool_", "read_file_", "bash_")),
     ("memory (tier 3)", (), ("scribe_", "memory_", "retrieval_", "project_")),
@@ -32,7 +34,8 @@ UNIT_SUFFIXES = (("_tokens", "tokens"), ("_chars", "chars"), ("_head", "chars"),
                  ("_messages", "messages"), ("_turns", "turns"), ("_lines", "lines"), ("_bytes", "bytes"),
                  ("_entries", "entries"), ("_days", "days"), ("_s", "s"), ("_k", "hits"), ("_mb", "MB"))
 UNITS = {"window": "tokens", "soft_ratio": "× window", "small_window_buffer_ratio": "× window",
-         "deep_keep_ratio": "× window", "summary_instruction_share": "× window", "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
+         "deep_keep_ratio": "× window", "hard_window_share": "× window", "summary_instruction_share": "× window",
+         "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
          "shape_keep_last_max": "turns",
          "shape_keep_last_min": "turns", "memory_fragments_threshold": "files",
          "mask_keep_observations": "observations", "tool_max_procs": "processes"}

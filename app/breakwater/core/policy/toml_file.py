@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tomli_w
 
-from breakwater.core.policy import PRESETS, Policy, PolicyError, load_toml, preset, validate
+from breakwater.core.policy import Policy, PolicyError, load_toml, preset, preset_names, validate
 from breakwater.core.policy.field_groups import field_specs
 
 
@@ -60,12 +60,12 @@ def save(policy: Policy, path: str | Path) -> Path:
 
 def resolve(spec: str) -> Policy:
     """A preset name or the path of a policy file (what `--compare` takes)."""
-    if spec in PRESETS:
-        return PRESETS[spec]
+    if spec in preset_names():
+        return preset(spec)
     path = Path(spec).expanduser()
     if path.suffix == ".toml" or path.exists():
         return load_toml(path)
-    raise PolicyError(f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a policy file")
+    raise PolicyError(f"{spec!r} is neither a preset ({', '.join(preset_names())}) nor a policy file")
 
 
 __all__ = ["dumps", "save", "resolve"]

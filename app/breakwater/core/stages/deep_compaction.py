@@ -5,6 +5,7 @@ one, are core/fold/compactions.py's.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -83,7 +84,15 @@ def choose_cut(p: Policy, out: Sequence[SanitizedMessage], cands: Sequence[int],
             if keep <= len(cands) and fits(cands[-keep]):
                 return cands[-keep]
         return cands[-min(p.shape_keep_last_min, len(cands))]
-    budget = int(p.deep_keep_ratio * p.window)   # keep-tokens
+    if p.deep_cut == "keep-messages":    # OpenHands' condenser, LangChain's summarization: the last N messages
+        # the last turn start that keeps at least N messages, so a call never loses its results
+        k = bisect.bisect_right(cands, n - p.deep_keep_messages) - 1
+        if k < 0:
+            return start   # no more than N messages: nothing to summarize
+        while k < len(cands) - 1 and not fits(cands[k]):
+            k += 1
+        return cands[k]
+    budget = p.deep_keep_tokens or int(p.deep_keep_ratio * p.window)   # keep-tokens
     # the longest tail within the budget: the tail shrinks as the cut moves on, so a binary search
     lo, hi = 0, len(cands) - 1
     while lo < hi:

@@ -43,8 +43,17 @@ def middle_marker(removed_chars: int) -> str:
 Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, spans, kind)
 
 
-def mask_far(msg: Message, policy: Policy) -> Result:
-    if msg.is_observation and len(msg.content) > policy.mask_min_chars:
+def excluded(policy: Policy, msg: Message, call=None) -> bool:
+    """Whether the policy keeps this tool's results whatever their age (`mask_exclude_tools`)."""
+    if not policy.mask_exclude_tools:
+        return False
+    name = call.name if call is not None else msg.name
+    return name is not None and name in {t.strip() for t in policy.mask_exclude_tools.split(",")}
+
+
+def mask_far(msg: Message, policy: Policy, call=None) -> Result:
+    """`call`: the call a tool result answers, whose name `mask_exclude_tools` may keep it by."""
+    if msg.is_observation and len(msg.content) > policy.mask_min_chars and not excluded(policy, msg, call):
         return msg.with_content(masked_text(msg, template=policy.mask_placeholder)), ((0, len(msg.content)),), "masked"
     return fold(msg, policy)
 

@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 
 from breakwater.core.compare import Comparison, message_diffs
 from breakwater.core.log.visible import visible
-from breakwater.core.policy import PRESETS, Policy, PolicyError
+from breakwater.core.policy import Policy, PolicyError, preset_names
 from breakwater.core.policy.toml_file import resolve
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.ui.messages import SimulationFailed, TurnChosen
@@ -296,7 +296,7 @@ class CompareScreen(Screen):
         prompt.display = False
         self.query_one(MessageList).focus()
         spec = event.value.strip()
-        if spec in PRESETS:   # as with its key (and --compare): a preset keeps the window, a file brings its own
+        if spec in preset_names():   # as with its key (and --compare): a preset keeps the window, a file brings its own
             self.action_preset_b(spec)
             return
         try:

@@ -459,7 +459,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def action_compare(self) -> None:
         from breakwater.ui.screens.compare import CompareScreen
 
-        self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy), self.turn))
+        self.app.push_screen(CompareScreen(self.replay, counterpart(self.replay.policy, self.replay.log.header), self.turn))
 
     def action_context(self) -> None:
         line = self.query_one(ContextLine)
