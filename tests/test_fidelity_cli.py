@@ -276,3 +276,18 @@ def test_simulate_flags_a_compaction_loop_as_eval_does():
     assert f"⟳ {loop['text']}" in " ".join(table.stdout.split())
     calm = json.loads(simulate(session, "--json").stdout)                    # the default preset does not loop
     assert calm["loops"] == [] and calm["totals"]["compactions"] > 0
+
+
+def test_eval_piped_prints_every_column_whole_and_never_rounds_to_all_or_none():
+    import subprocess
+    import sys
+
+    from breakwater.cli.fidelity import pct
+    from support.transcripts import REAL
+
+    out = subprocess.run([sys.executable, "-m", "breakwater", "eval", str(REAL / "codex" /
+                          "agentsessions_codex_coverage_small.jsonl"), "--counter", "heuristic"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    header = next(line for line in out.splitlines() if "preset" in line and "billed tokens" in line)
+    assert "loop" in header and "…" not in out.split("billed tokens:")[0]   # no column cut
+    assert [pct(f) for f in (1.0, 0.996, 0.5, 0.004, 0.0, None)] == ["100%", ">99%", "50%", "<1%", "0%", "—"]

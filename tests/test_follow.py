@@ -150,3 +150,45 @@ def test_following_a_file_not_written_yet_waits_for_its_first_whole_line(tmp_pat
     log = Follower(dst).first(lambda: said.append(True), poll=0.01)
     proc.wait(timeout=30)
     assert log.issues == [] and log.entries and said == [True]
+
+
+def followed(dst, lines: int | None = None):
+    """The workbench following `dst`, which holds the subagent transcript's first `lines` lines: (app, log)."""
+    import argparse
+
+    dst.write_bytes(b"".join(SUBAGENT.read_bytes().splitlines(keepends=True)[:lines]))
+    follower = Follower(dst)
+    log = follower.read()
+    policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
+    return make_app(log, policy, counter="heuristic", settings=UISettings(), follower=follower), log
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("size", [(100, 30), (120, 40)])
+async def test_what_your_policy_does_stays_on_screen_when_narrow(tmp_path, size):
+    app, _ = followed(tmp_path / SUBAGENT.name)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.detail is not None and "your policy (" in screen_text(app))
+        line = next(x for x in screen_text(app).splitlines() if "your policy (" in x)
+        assert line.lstrip().startswith(f"at turn {screen.turn} your policy (")
+
+
+@pytest.mark.asyncio
+async def test_a_replaced_or_truncated_file_is_said_on_screen(tmp_path):
+    lines = SUBAGENT.read_bytes().splitlines(keepends=True)
+    dst = tmp_path / SUBAGENT.name
+    app, log = followed(dst, 40)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.detail is not None)
+        dst.write_bytes(b"".join(lines[:10]))               # truncated in place
+        await until(pilot, lambda: any("truncated" in str(n.title) for n in app._notifications), 10)
+        await until(pilot, lambda: len(screen.replay.log.entries) < len(log.entries), 10)
+        other = tmp_path / "other.jsonl"
+        other.write_bytes(b"".join(lines[:20]))
+        other.replace(dst)                                  # another file under its name (mv)
+        await until(pilot, lambda: any("replaced" in str(n.title) for n in app._notifications), 10)
+        # and the status line says it, before the rest of its line
+        await until(pilot, lambda: any(line.lstrip().startswith(f"{dst.name} was replaced by another file")
+                                       for line in screen_text(app).splitlines()), 10)

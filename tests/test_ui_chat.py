@@ -305,3 +305,21 @@ async def test_a_smaller_provider_window_is_learnt_said_and_shown(tmp_path):
             assert any("sending" in line for line in said[retry:])
             assert "of window 5,000" in screen_text(app)
             await pilot.press("ctrl+q")
+
+
+async def test_without_a_model_q_and_esc_type_and_the_footer_says_how_to_leave(tmp_path, monkeypatch):
+    monkeypatch.setenv("BREAKWATER_CONFIG", str(tmp_path / "none.toml"))
+    (tmp_path / "none.toml").write_text("")
+    from breakwater.agent.config import load_config
+
+    app = ChatApp(load_config({"workspace": tmp_path}, env={"BREAKWATER_CONFIG": str(tmp_path / "none.toml")}),
+                  configured=False, settings=UISettings())
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: hasattr(app.screen, "agent") and app.screen.detail is not None)
+        chat = app.screen.query_one("#chat-input", Input)
+        await pilot.press("q")
+        assert chat.value == "q" and app.is_running        # q is a letter in the input
+        assert "^q Quit" in screen_text(app).splitlines()[-1]   # and the footer says how to leave
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+    assert app.return_code in (0, None)

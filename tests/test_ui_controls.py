@@ -36,6 +36,16 @@ def open_app(path, turn=None):
                     settings=UISettings(), overlay=overlay)
 
 
+async def d_review(pilot, turn):
+    """At `turn`, D from the list: the replay screen, once the summary's review is open."""
+    await ready(pilot, turn)
+    screen = pilot.app.screen
+    screen.query_one(MessageList).focus()
+    await pilot.press("D")
+    await until(pilot, lambda: isinstance(pilot.app.screen, SummaryReviewScreen))
+    return screen
+
+
 async def pin_a_masked_message(pilot, turn):
     """At `turn`, select the first message the request masks and press P: (screen, list, its id)."""
     await ready(pilot, turn)
@@ -101,11 +111,7 @@ async def test_a_deep_compaction_is_previewed_edited_and_recorded_in_the_overlay
     path = recording(tmp_path)
     app = open_app(path, turn=30)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 30)
-        screen = app.screen
-        screen.query_one(MessageList).focus()
-        await pilot.press("D")
-        await until(pilot, lambda: isinstance(app.screen, SummaryReviewScreen))
+        screen = await d_review(pilot, 30)
         assert "Replaces" in screen_text(app)
         app.screen.query_one("#review-text").text = "## Original goal\n- kept by hand"
         await pilot.press("ctrl+s")
@@ -155,3 +161,107 @@ async def test_undo_of_a_pin_unpins(tmp_path):
         await until(pilot, lambda: masked not in lst.pins and screen.detail is not None
                     and any(e.message_id == masked and e.kind == "masked" for e in screen.detail.view.edits))
     assert [e.type for e in OverlayFile(overlay_path(path)).events] == ["pin", "undo"]
+
+
+async def test_undo_takes_back_an_edit_of_this_turn_and_the_title_counts_those_in_effect(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=105)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 105)
+        screen = app.screen
+        screen.query_one(MessageList).focus()
+        await pilot.press("M")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 1)
+        await ready(pilot, 105)
+        assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]
+        await pilot.press("u")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 2)
+        await ready(pilot, 105)
+        assert "edit applied" not in screen_text(app).splitlines()[0]   # an undo is no edit: none in effect
+        await pilot.press("M")
+        await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 3)
+        # at turn 70 the mask made at turn 105 is not this request's to undo
+        screen._go(70)
+        await ready(pilot, 70)
+        screen.query_one(MessageList).focus()
+        await pilot.press("u")
+        await until(pilot, lambda: any("Nothing to undo at or before turn 70" in str(n.message)
+                                       for n in app._notifications))
+        assert len(OverlayFile(overlay_path(path)).events) == 3
+        assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]
+
+
+async def test_d_with_nothing_left_to_summarize_offers_nothing_and_says_why(tmp_path):
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    nothing = "Nothing to compact at turn 30"
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 30)
+        screen = app.screen
+        # D, accept, again: each takes what the last left, until nothing is left to summarize
+        for accepted in range(6):
+            screen.query_one(MessageList).focus()
+            await pilot.press("D")
+            await until(pilot, lambda: any(nothing in str(n.message) or "Nothing before" in str(n.message)
+                                           for n in app._notifications)
+                        or isinstance(app.screen, SummaryReviewScreen))
+            if not isinstance(app.screen, SummaryReviewScreen):
+                break
+            assert app.screen.proposal.covered, "offered a summary that replaces no message"
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == accepted + 1)
+            await ready(pilot, 30)
+        assert any(nothing in str(n.message) or "Nothing before" in str(n.message) for n in app._notifications)
+
+
+async def test_a_summary_that_would_replace_no_message_is_not_offered(tmp_path, monkeypatch):
+    """The state the issue met (a compaction whose request is the one already sent: "Replaces 0
+    messages (—) 33,330 → 33,330"), made here by handing D the request on screen as its result."""
+    from breakwater.core.overlay import manual_compaction
+    from breakwater.ui.screens import replay as replay_screen
+
+    path = recording(tmp_path)
+    app = open_app(path, turn=40)
+
+    def same_request(log, policy, turn, counter, model):
+        comp, _ = manual_compaction(log, policy, turn, counter, model)
+        return comp, app.screen.detail.view
+    monkeypatch.setattr(replay_screen, "manual_compaction", same_request)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, 40)
+        app.screen.query_one(MessageList).focus()
+        await pilot.press("D")
+        await until(pilot, lambda: any("Nothing to compact at turn 40" in str(n.message) for n in app._notifications)
+                    or isinstance(app.screen, SummaryReviewScreen))
+        assert not isinstance(app.screen, SummaryReviewScreen)
+    assert not overlay_path(path).exists()
+
+
+async def test_a_compaction_made_with_d_is_said_to_be_yours_not_the_transcripts(tmp_path):
+    from breakwater.ui.widgets.timeline import Timeline
+
+    path = recording(tmp_path)
+    app = open_app(path, turn=30)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await d_review(pilot, 30)
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: screen.replay.recorded_origins() == {"by you": 1})
+        await until(pilot, lambda: "1 by you" in screen_text(app))
+        assert "recorded in the transcript" not in screen_text(app)
+        assert screen.query_one(Timeline).origins == {"by you": 1}
+
+
+def test_a_window_learnt_from_the_provider_is_said_to_come_from_it():
+    from breakwater.core.log.session_log import Event, SessionLog
+    from breakwater.core.replay import Replay
+
+    log = read_session(sample_path("long-refactor.jsonl"))
+    at = len(log.entries) // 2
+    learnt = Event("config", "e-learnt", {"window": 20_000, "was": 32_000,
+                                          "reason": "the provider's context-length error: maximum 20000"})
+    log = SessionLog(log.header, [*log.entries[:at], learnt, *log.entries[at:]])
+    replay = Replay(log, preset("breakwater").with_changes(window=32_000), "heuristic")
+    replay.run()
+    last = replay.detail(replay.turns)
+    assert last.view.window == 20_000 and last.window_source == "the provider's error"
+    assert replay.detail(1).window_source == "policy"

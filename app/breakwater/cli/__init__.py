@@ -28,6 +28,14 @@ EVERY = "*"
 # Commands that only read and print: once their output is flushed, nothing of theirs is left to
 # write (no log, lock or temp file), so the process may end without freeing what they built.
 ONE_SHOT = ("simulate", "tokens", "eval")
+# Commands that do nothing but print: a closed stdout (`simulate | head`) ends them at once and quietly
+# by the default SIGPIPE action. Every other command keeps Python's (the signal ignored, a write to a
+# closed pipe an exception where it happens): the workbench's threads write to pipes of their own (the
+# background measurement's process, which is stopped whenever the live session grows) and the default
+# action killed the whole app (exit 141) a second after a chat turn.
+PRINT_ONLY = ("simulate", "tokens", "eval")
+# ... unless they talk to a server: a socket the peer closed must be an error to report, not a silent death
+TALKS = ("judge", "dask")
 
 
 def wanted_command(argv: list[str]) -> str | None:
@@ -56,13 +64,22 @@ def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_pipe(command: str | None, args: argparse.Namespace | None = None) -> bool:
+    """Whether the default SIGPIPE action ends this command: help and the print-only commands (None,
+    the workbench, keeps it ignored)."""
+    if command == EVERY:
+        return True
+    return command in PRINT_ONLY and not any(getattr(args, name, None) for name in TALKS)
+
+
 def main(argv: list[str] | None = None) -> int:
-    if hasattr(signal, "SIGPIPE"):  # `breakwater ... | head` ends quietly, as a command-line tool should
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     program = argv is None   # the console script: the process ends when this returns
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(wanted_command(argv))
+    command = wanted_command(argv)
+    _sigpipe(quiet_pipe(command))   # `breakwater --help | head` ends quietly too
+    parser = build_parser(command)
     args = parser.parse_args(argv)
+    _sigpipe(quiet_pipe(getattr(args, "command", None) or command, args))
     try:
         code = int(_dispatch(args) or 0)
         if program:
@@ -75,12 +92,28 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        # stdout was closed by its reader: what is left to flush goes nowhere, not to a traceback at exit
+        _drop_stdout()
         return 0
     except Exception as exc:  # noqa: BLE001 - the last resort: one line and a report, never a traceback
         from breakwater.cli.crash import report_crash
 
         print(report_crash(exc, argv if argv is not None else sys.argv[1:]), file=sys.stderr)
         return 70  # EX_SOFTWARE
+
+
+def _sigpipe(default: bool) -> None:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL if default else signal.SIG_IGN)
+
+
+def _drop_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _dispatch(args: argparse.Namespace) -> int | None:

@@ -152,8 +152,7 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
     return "█" * full + "░" * (width - full)
 
 
-def pct(fraction: float | None) -> str:
-    return "—" if fraction is None else f"{100 * fraction:.0f}%"
+pct = judge_cli.pct
 
 
 def tokens(n: int) -> str:
@@ -165,13 +164,12 @@ def tokens(n: int) -> str:
 
 def print_report(corpus, order: list[str]) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from breakwater.fidelity.probes import CATEGORIES
 
-    console = Console()
+    console = judge_cli.report_console()
     done = [s for s in corpus.sessions if not s.error]
     turns = sum(s.turns for s in done)
     totals = {name: (t, t.to_json()) for name, t in corpus.totals().items()}

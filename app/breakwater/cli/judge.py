@@ -121,6 +121,26 @@ def with_progress(work, total: int):
         return work(lambda _verdict: bar.advance(job))
 
 
+def pct(fraction: float | None) -> str:
+    """A share as a whole percent that never says all or none when it is not: 0.996 is ">99%" (a
+    recall of "100%" beside "lost at turn 132" read as a contradiction), 0.004 "<1%"."""
+    if fraction is None:
+        return "—"
+    if 0.995 <= fraction < 1:
+        return ">99%"
+    if 0 < fraction < 0.005:
+        return "<1%"
+    return f"{100 * fraction:.0f}%"
+
+
+def report_console():
+    """The console the eval tables print on: a terminal's width, else (a file, a pipe) wide enough
+    for every column whole (Rich's 80 columns cut them: `savi…`, `lo…`)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=400)
+
+
 def score(cell: dict[str, Any]) -> str:
     return "—" if cell["mean"] is None else f"{cell['mean']:.1f} ({cell['count']})"
 
@@ -128,13 +148,12 @@ def score(cell: dict[str, Any]) -> str:
 def print_report(report, offline: dict[str, dict]) -> None:
     """The judged scores per preset and probe type, next to the offline recall of the same preset."""
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from breakwater.fidelity.judge import POINTS, PROBE_TYPES
 
-    console = Console()
+    console = report_console()
     u = report.usage
     table = Table(title=f"model-judged probes ({escape(visible(report.model))})", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left",
@@ -155,7 +174,7 @@ def print_report(report, offline: dict[str, dict]) -> None:
         table.add_column("ungraded", justify="right", no_wrap=True)
     for name, got in rows.items():
         recall = offline.get(name, {}).get("recall")
-        table.add_row(name, "—" if recall is None else f"{100 * recall:.0f}%",
+        table.add_row(name, pct(recall),
                       *(score(got["types"][t]) for t in PROBE_TYPES), *([str(got["ungraded"])] if ungraded else []))
     console.print(table)
 

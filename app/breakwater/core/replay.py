@@ -337,9 +337,40 @@ class Replay:
         exact = counter.exact_messages(view.messages) if counter.exact_available else None
         heuristic = sum(heuristic_message(m) for m in view.messages)
         kept[3] = TurnDetail(view, EditsById(view.edits), sent_by_id, summary, self.history_size(view.turn),
-                             heuristic, exact, counter.encoding_name, calibration, self.window_source, self.counter,
-                             joined)
+                             heuristic, exact, counter.encoding_name, calibration,
+                             self.window_source_at(view.window), self.counter, joined)
         return kept[3]
+
+    def recorded_origins(self) -> dict[str, int]:
+        """The log's compactions this replay applies, by who made them (37.2): "by you" (D, the
+        manual trigger, in an overlay or a live chat), "by the live agent" (Breakwater's own session
+        log) or "recorded in the transcript" (another agent's), in that order, those there are."""
+        sim = self.simulation
+        if sim is None or not sim.recorded:
+            return {}
+        events = {ev.id: ev for ev in self.log.events if ev.type == "compaction"}
+        counts = {"by you": 0, "by the live agent": 0, "recorded in the transcript": 0}
+        for cid in sim.recorded:
+            ev = events.get(cid)
+            if ev is not None and ev.get("trigger") == "manual":
+                counts["by you"] += 1
+            elif self.log.source_format == "native":
+                counts["by the live agent"] += 1
+            else:
+                counts["recorded in the transcript"] += 1
+        return {k: n for k, n in counts.items() if n}
+
+    def window_source_at(self, window: int) -> str:
+        """Where the window a request is planned under came from: the policy's source, unless the
+        session changed it on the way (a `config` event: the provider's context-length error, else
+        the session's own setting), issue 37.2."""
+        if window == self.policy.window:
+            return self.window_source
+        for ev in reversed(self.log.events):
+            if ev.type == "config" and ev.get("window") == window:
+                reason = str(ev.get("reason") or "")
+                return "the provider's error" if reason.startswith("the provider") else "set in the session"
+        return self.window_source
 
     def history_size(self, turn: int) -> int:
         """How many log messages come before request `turn` (its history)."""

@@ -14,7 +14,7 @@ from typing import IO, Any, Callable, Collection
 
 from breakwater.core.log.accounting import Calibration, prior_ratio
 from breakwater.core.log.prompt_cache import CacheModel, CacheRules, Misses, Prices, RequestCache, cache_rules, timestamp
-from breakwater.core.log.edits import View
+from breakwater.core.log.edits import View, above_window
 from breakwater.core.figures import FIGURE_RULES
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
@@ -340,7 +340,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 pending.billed_tokens = billed if isinstance(billed, int) else None
                 pending.billed_cached = cached if isinstance(cached, int) else None
                 pending.billed_cache_write = written if isinstance(written, int) else None
-                pending.recorded_over_window = isinstance(billed, int) and billed > pipe.policy.window
+                pending.recorded_over_window = isinstance(billed, int) and above_window(billed, pipe.policy.window)
                 if caches is not None and isinstance(billed, int):   # the provider's misses, as they happened
                     c = pending.cache
                     c = pending.cache_raw if c is None else c

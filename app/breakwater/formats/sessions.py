@@ -2,9 +2,11 @@
 
 Claude Code: ~/.claude/projects/<cwd-slug>/<id>.jsonl; Codex: ~/.codex/sessions/YYYY/MM/DD/
 rollout-*.jsonl; pi: ~/.pi/agent/sessions/--<cwd>--/*.jsonl; Breakwater's own agent: the
-workspace's .agent/sessions/*.jsonl. Each file is described from its first and last 64 KB only
-(project, model, the last request's tokens): a listing of hundreds of sessions reads a few MB,
-never whole transcripts.
+workspace's .agent/sessions/*.jsonl; the subagents of a Claude Code session
+(<id>/subagents/agent-*.jsonl) are sessions of their own. Each file is described from its first and
+last 64 KB only (project, model, the last request's tokens, its title or first prompt, when it started
+and ended): a listing of hundreds of sessions reads a few MB, never whole transcripts. A file whose
+first 64 KB hold no JSON object, or hold NUL bytes, is no transcript and is not listed.
 """
 
 from __future__ import annotations
@@ -30,12 +32,19 @@ class FoundSession:
     size: int            # bytes
     model: str | None
     last_tokens: int | None   # the last request's prompt tokens, as the API reported them
+    title: str | None = None      # the title the agent gave it, else its first prompt (one line, as written)
+    started: str | None = None    # the first timestamp the file holds (ISO 8601, as written)
+    ended: str | None = None      # the last one
+    parent: str | None = None     # a subagent's: the session file (stem) it ran under
 
 
-def _edges(path: Path, size: int) -> tuple[list[str], list[str]]:
-    """The whole lines in the first and the last EDGE bytes (one list when the file is small)."""
+def _edges(path: Path, size: int) -> tuple[list[str] | None, list[str]]:
+    """The whole lines in the first and the last EDGE bytes (one list when the file is small); None
+    for the first when the file is no transcript (`is_transcript`)."""
     with os.fdopen(open_regular(path), "rb") as fh:   # a FIFO or a device put there since: refused, not read
         head = fh.read(EDGE)
+        if not is_transcript(head):
+            return None, []
         if size <= EDGE:
             lines = head.decode("utf-8", "replace").splitlines()
             return lines, lines
@@ -116,10 +125,86 @@ def _native(head: list[str], tail: list[str]) -> tuple[str | None, str | None, i
 
 Describe = Callable[[list[str], list[str]], tuple[str | None, str | None, int | None]]
 
+TITLE_CHARS = 200
+# what an agent puts in a user message that the user did not type (instructions, environment, commands)
+NOT_TYPED = ("<environment_context", "<user_instructions", "# AGENTS.md", "<command-", "<local-command",
+             "Caveat: ", "<system-reminder")
+
+
+def _text(content: Any) -> str | None:
+    """The text of a message's content (a string, or a list of text parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+                 and p.get("type") in ("text", "input_text", None)]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def _user_text(r: dict[str, Any]) -> str | None:
+    """The text the user typed, if record `r` of any of the formats is one of their prompts."""
+    msg = r.get("message") if isinstance(r.get("message"), dict) else None
+    payload = r.get("payload") if isinstance(r.get("payload"), dict) else None
+    if r.get("type") == "user" and msg is not None and not r.get("isMeta"):                 # Claude Code
+        return _text(msg.get("content"))
+    if payload is not None and payload.get("type") == "user_message":                       # Codex
+        return payload.get("message") if isinstance(payload.get("message"), str) else None
+    if payload is not None and payload.get("type") == "message" and payload.get("role") == "user":
+        return _text(payload.get("content"))
+    if msg is not None and msg.get("role") == "user":                                       # pi
+        return _text(msg.get("content"))
+    if r.get("type") == "message" and r.get("role") == "user":                              # Breakwater's
+        return _text(r.get("content"))
+    return None
+
+
+def _title(head: list[str]) -> str | None:
+    """The title the agent gave the session (Claude Code's custom, AI or summary title; the
+    header's), else the first prompt the user typed; one line, at most TITLE_CHARS."""
+    titles: dict[str, str] = {}
+    prompt = None
+    for r in _records(head):
+        for key, rank in (("customTitle", "0"), ("aiTitle", "1"), ("summary", "2"), ("title", "3")):
+            if isinstance(r.get(key), str) and r[key].strip() and (key != "summary" or r.get("type") == "summary"):
+                titles.setdefault(rank, r[key])
+        if prompt is None:
+            text = _user_text(r)
+            if text and text.strip() and not text.lstrip().startswith(NOT_TYPED):
+                prompt = text
+    chosen = titles[min(titles)] if titles else prompt
+    if chosen is None:
+        return None
+    line = " ".join(chosen.split())
+    return line[:TITLE_CHARS - 1] + "…" if len(line) > TITLE_CHARS else line
+
+
+def _stamp(r: dict[str, Any]) -> str | None:
+    for key in ("timestamp", "created"):
+        value = r.get(key)
+        if isinstance(value, str) and len(value) >= 10 and value[:4].isdigit():
+            return value
+    return None
+
+
+def _times(head: list[str], tail: list[str]) -> tuple[str | None, str | None]:
+    first = next((t for t in map(_stamp, _records(head)) if t), None)
+    last = next((t for t in map(_stamp, _records(tail, reverse=True)) if t), None)
+    return first, last or first
+
+
+def is_transcript(head: bytes) -> bool:
+    """Whether a file's first bytes can be a JSON Lines transcript: no NUL byte, and a line that is
+    a JSON object (a binary file or a text file of another kind named .jsonl is not one)."""
+    if b"\0" in head:
+        return False
+    return next(_records(head.decode("utf-8", "replace").splitlines()[:64]), None) is not None
+
 
 def _places(home: Path, workspace: Path) -> list[tuple[str, Path, str, Describe]]:
     """(agent, folder, glob, how to describe a file) of every place sessions are kept."""
     return [("Claude Code", home / ".claude" / "projects", "*/*.jsonl", _claude),
+            ("Claude Code", home / ".claude" / "projects", "*/*/subagents/agent-*.jsonl", _claude),
             ("Codex", home / ".codex" / "sessions", "*/*/*/rollout-*.jsonl", _codex),
             ("pi", home / ".pi" / "agent" / "sessions", "*/*.jsonl", _pi),
             ("Breakwater", workspace / ".agent" / "sessions", "*.jsonl", _native),
@@ -149,12 +234,19 @@ def find_sessions(home: Path | None = None, workspace: Path | None = None) -> li
                 st = path.stat()
                 if not st.st_size or not stat.S_ISREG(st.st_mode):
                     continue
-                project, model, tokens = describe(*_edges(path, st.st_size))
+                head, tail = _edges(path, st.st_size)
+                if head is None:
+                    continue   # not a transcript: binary, or no JSON object in its first lines
+                project, model, tokens = describe(head, tail)
             except OSError:
                 continue
+            parent = path.parent.parent.name if path.parent.name == "subagents" else None
             # else the folder: Claude Code's and pi's name the directory; Breakwater's is the workspace's
-            project = project or (str(workspace) if agent == "Breakwater" else path.parent.name)
-            found.append(FoundSession(path, agent, project, st.st_mtime, st.st_size, model, tokens))
+            project = project or (str(workspace) if agent == "Breakwater" else
+                                  (path.parents[2] if parent else path.parent).name)
+            started, ended = _times(head, tail)
+            found.append(FoundSession(path, agent, project, st.st_mtime, st.st_size, model, tokens,
+                                      _title(head), started, ended, parent))
     found.sort(key=lambda s: s.modified, reverse=True)
     return found
 
@@ -165,3 +257,16 @@ def by_project(found: list[FoundSession]) -> list[tuple[str, list[FoundSession]]
     for s in found:   # already newest first
         groups.setdefault(s.project, []).append(s)
     return list(groups.items())
+
+
+def day(stamp: str | None) -> str | None:
+    """The date (YYYY-MM-DD) of an ISO 8601 timestamp as written."""
+    return stamp[:10] if stamp and len(stamp) >= 10 and stamp[4] == "-" else None
+
+
+def date_range(found: list[FoundSession]) -> str | None:
+    """The first and last day a group of sessions covers ("2026-01-05 – 2026-01-09"; one day once)."""
+    days = sorted(d for s in found for d in (day(s.started), day(s.ended)) if d)
+    if not days:
+        return None
+    return days[0] if days[0] == days[-1] else f"{days[0]} – {days[-1]}"

@@ -72,9 +72,11 @@ class BreakwaterApp(App):
             self.push_screen(CompareScreen(self.replay, self.compare, self.start_turn))
         self._report_issues()
 
-    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy", follower=None) -> None:
+    def open_session(self, log: SessionLog, policy: Policy, window_source: str = "policy", follower=None,
+                     turn: int | None = None) -> None:
         """The workbench on a session chosen in the browser, with its overlay, as `replay` opens it
-        (followed, with no overlay, when `follower` is given)."""
+        (followed, with no overlay, when `follower` is given), at `turn` (a search's first hit) or the last."""
+        self.start_turn = turn
         from breakwater.core.overlay import overlay_path
 
         overlay = OverlayFile(overlay_path(log.path)) if log.path is not None and follower is None else None

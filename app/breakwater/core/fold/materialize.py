@@ -114,7 +114,7 @@ def materialize(index: Index, deep: DeepCompaction, meter: Meter, plan: Plan) ->
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
                 api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),
-                stable_prefix_tokens=plan.stable_prefix_tokens)
+                stable_prefix_tokens=plan.stable_prefix_tokens, api_turn=plan.api_turn)
 
 
 def threshold(p: Policy, kind: str, near: bool) -> str:

@@ -112,6 +112,7 @@ class Pipeline:
         self.triggers: dict[str, int] = {}      # trigger event id -> stage level
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
+        self.api_turn: int | None = None        # the request api_tokens was reported for
 
     # what the drivers and the views read of the parts
     ledger = property(lambda self: self.index.ledger)
@@ -180,6 +181,8 @@ class Pipeline:
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):
                 self.api_tokens = prompt
+                turn = ev.get("turn")
+                self.api_turn = turn if isinstance(turn, int) and not isinstance(turn, bool) else self.turn
                 est = ev.get("estimate")
                 if not isinstance(est, int):   # another agent's figure (core/fold/own_request.py)
                     est = self.own.estimate(ev.get("turn"))
@@ -247,6 +250,7 @@ class Pipeline:
             shape = self._soft_zone(decision)            # 4 snip -> mask -> microcompact, oldest first; 6 shape
             shape = self._summarize_what_shaping_drops(decision, shape)
             plan = self._plan_of(decision, shape)
+        plan.api_turn = self.api_turn
         return self._finish(plan)
 
     def _sanitize(self) -> int:

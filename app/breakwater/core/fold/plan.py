@@ -50,3 +50,4 @@ class Plan:
     # provider's cache must write again because this request changed it (core/log/prompt_cache.py)
     stable_prefix_heuristic: int = 0
     rewritten_heuristic: int = 0
+    api_turn: int | None = None   # the request api_tokens belongs to (View.api_turn)

@@ -224,6 +224,13 @@ class Edits(Sequence[Edit]):
         return counts
 
 
+def above_window(api_tokens: int | None, window: int) -> bool:
+    """Whether the provider's own figure for a recorded request exceeds the window in use: the
+    recording sent more than this window holds (a larger window then, or a provider that counts
+    otherwise). simulate --json and the gauges both say it from here."""
+    return api_tokens is not None and api_tokens > window
+
+
 @dataclass(frozen=True, slots=True)
 class View:
     """The messages for one request, the edits that shaped them, and the counts."""
@@ -245,9 +252,16 @@ class View:
     # estimate, counted as sent_tokens is: tokens at the start identical to the previous request,
     # what a provider's prompt cache can reuse; 0 for the first request
     stable_prefix_tokens: int = 0
+    # the turn of the request api_tokens was reported for (an earlier one than this: the API answers
+    # a request after it is sent), so a figure is never read as this request's own
+    api_turn: int | None = None
 
     def to_api(self) -> list[dict[str, Any]]:
         return [m.to_api() for m in self.messages]
 
     def edit_counts(self) -> dict[str, int]:
         return self.edits.counts()
+
+    @property
+    def api_above_window(self) -> bool:
+        return above_window(self.api_tokens, self.window)

@@ -52,6 +52,9 @@ class ChatScreen(ReplayScreen):
         Binding("ctrl+x", "cancel_request", "Cancel request", id="chat.cancel",
                 tooltip="Stop the request or tool run in progress; the log stays valid"),
         Binding("tab", "focus_chat", "Chat", show=False, id="chat.focus", tooltip="Type a message to the agent"),
+        # the input keeps q and esc (they are letters and an edit there): the footer says how to leave
+        Binding("ctrl+q", "app.quit", "Quit", id="chat.quit", priority=True,
+                tooltip="Quit (q works too once the input does not have the focus: tab moves it)"),
     ]
 
     def __init__(self, replay: Replay, agent: AgentSession | None, problem: str | None = None, **kw):
@@ -78,7 +81,7 @@ class ChatScreen(ReplayScreen):
 
     def _placeholder(self) -> str:
         if self.agent is None:
-            return self.problem or HOW_TO_CONFIGURE
+            return (self.problem or HOW_TO_CONFIGURE) + " ctrl+q quits."
         return f"Message {self.agent.model or 'the agent'} — enter sends, ctrl+x cancels, tab/shift+tab moves focus"
 
     def on_mount(self, event: events.Mount) -> None:

@@ -18,18 +18,22 @@ BAR = 40
 class ContextScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     ContextScreen { align: center middle; }
+    ContextScreen #context-figures { padding: 0 0 1 0; }
     ContextScreen #context-body { width: 120; max-width: 95%; height: auto; max-height: 90%;
                                   border: round $primary; background: $surface; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,q,x", "dismiss", "Close", id="context.close", tooltip="Back to the workbench")]
 
-    def __init__(self, categories: ContextCategories, turn: int):
+    def __init__(self, categories: ContextCategories, turn: int, figures: Text | None = None):
         super().__init__()
         self.categories = categories
         self.turn = turn
+        self.figures = figures   # the gauges' lines, whole (a narrow gauge cuts their ends)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="context-body"):
+            if self.figures is not None and self.figures.plain:
+                yield Static(self.figures, id="context-figures")
             yield Static(self._table(), id="context-table")
 
     def on_mount(self) -> None:

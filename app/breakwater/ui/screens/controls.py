@@ -38,9 +38,28 @@ CONTROL_BINDINGS = [
 
 
 def undoable(events: list[Event]) -> list[Event]:
-    """Compactions, triggers and pins still in force, oldest first."""
+    """Compactions, triggers and pins still in force, oldest first (a pin unpinned since is not)."""
     undone = {str(e.get("target")) for e in events if e.type == "undo"}
-    return [e for e in events if e.type in ("compaction", "trigger", "pin") and e.id not in undone]
+    live: list[Event] = []
+    for e in events:
+        if e.type == "unpin":
+            live = [p for p in live if not (p.type == "pin" and p.get("message_id") == e.get("message_id"))]
+        elif e.type in ("compaction", "trigger", "pin") and e.id not in undone:
+            live.append(e)
+    return live
+
+
+def event_turns(entries) -> dict[str, int]:
+    """The turn each event of a log (overlay applied) first acts on: one past the assistant
+    messages before it."""
+    turns: dict[str, int] = {}
+    assistants = 0
+    for e in entries:
+        if isinstance(e, Event):
+            turns[e.id] = assistants + 1
+        elif getattr(e, "role", None) == "assistant":
+            assistants += 1
+    return turns
 
 
 def describe_event(e: Event) -> str:
@@ -104,9 +123,14 @@ class ControlsMixin:
             if lst.selected_index == SUMMARY_ROW and summary is not None and summary.compaction is not None:
                 target = summary.compaction.id
         if target is None:
-            live = undoable(self.replay.log.events)
+            # the latest edit at or before this turn: one made later in the session is not this
+            # request's to take back (u at turn 70 undid a mask made at turn 105)
+            turns = event_turns(self.replay.log.entries)
+            here = self.turn or 0
+            live = [e for e in undoable(self.replay.log.events) if turns.get(e.id, 0) <= here]
             if not live:
-                self.notify("Nothing to undo: no compaction, trigger or pin is in force.", severity="warning")
+                self.notify(f"Nothing to undo at or before turn {here}: no compaction, trigger or pin "
+                            f"made there is in force.", severity="warning")
                 return
             target = live[-1].id
         self.record_control("undo", {"target": target})

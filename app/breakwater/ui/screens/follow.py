@@ -19,9 +19,10 @@ from textual.binding import Binding
 from textual.widgets import Footer, Static
 
 from breakwater.core.log.json_lines import SessionLogError
+from breakwater.core.log.visible import visible
 from breakwater.core.replay import Replay, TurnDetail
 from breakwater.core.log.session_log import SessionLog
-from breakwater.formats.follow import Follower, OwnCompaction, own_compaction
+from breakwater.formats.follow import REPLACED, Follower, OwnCompaction, own_compaction
 from breakwater.ui.screens.replay import ReplayScreen
 from breakwater.ui.widgets.message_list import MessageList
 
@@ -29,7 +30,8 @@ WATCH_STEP_MS = 10   # how often watchfiles looks for more changes once one came
 
 
 class FollowScreen(ReplayScreen):
-    DEFAULT_CSS = "FollowScreen #follow-status { height: 2; padding: 0 1; background: $surface; color: $text; }"
+    DEFAULT_CSS = ("FollowScreen #follow-status { height: 2; padding: 0 1; background: $surface; color: $text; "
+                   "text-wrap: nowrap; text-overflow: ellipsis; }")
     BINDINGS = [
         Binding("F", "toggle_follow", "Follow", id="follow.toggle",
                 tooltip="Stay at the newest turn as the agent writes (End does too; stepping back stops it)"),
@@ -40,6 +42,7 @@ class FollowScreen(ReplayScreen):
         self.follower = follower
         self.follow = True
         self.appended = 0          # times the file grew while shown
+        self.said_change: str | None = None   # the last replacement or truncation, for the status line
         self._unwatch = asyncio.Event()
 
     def compose(self) -> ComposeResult:
@@ -75,17 +78,23 @@ class FollowScreen(ReplayScreen):
         try:
             log = await asyncio.to_thread(self.follower.read)
         except SessionLogError as exc:
-            self.notify(str(exc), title="The transcript could not be read", severity="error", timeout=10)
+            self.notify(visible(str(exc)), title="The transcript could not be read", severity="error", timeout=10)
             return
-        if log is not None and len(log.entries) != len(self.replay.log.entries):
-            self._grew(log)
+        changed = self.follower.changes()   # replaced, truncated, refused, gone (formats/follow.py)
+        for change in changed:
+            self.said_change = visible(change.message)
+            self.notify(visible(change.message), title=f"Transcript {change.kind}", severity="warning", timeout=10)
+        if log is not None and (changed or len(log.entries) != len(self.replay.log.entries)):
+            self._grew(log, fresh=any(c.kind == REPLACED for c in changed))
+        self._status()
 
-    def _grew(self, log: SessionLog) -> None:
+    def _grew(self, log: SessionLog, fresh: bool = False) -> None:
         r = self.replay
         self.appended += 1
         self.recording = log
-        self.reload(Replay(log, r.policy, r.counter, r.model, r.summarizer, tokens=r.tokens,
-                           window_source=r.window_source))
+        # another file under the name: its own model, not the one the old file named
+        self.reload(Replay(log, r.policy, r.counter, None if fresh else r.model, r.summarizer,
+                           tokens=None if fresh else r.tokens, window_source=r.window_source))
         if self.follow and self.messages:
             self.query_one(MessageList).select_index(len(self.messages) - 1)   # the newest in view
 
@@ -118,12 +127,18 @@ class FollowScreen(ReplayScreen):
             return
         r, turn = self.replay, self.turn
         where = "following: newest turn" if self.follow else f"paused at turn {turn} (F or End follows again)"
-        text = Text(where, style="bold")
+        # what your policy does here comes first, on a line of its own that is never wrapped away
+        # (at 120 columns the agent's line wrapped and pushed it off, 37.6); each line is cut, not folded
+        text = Text(no_wrap=True, overflow="ellipsis")
         stats = r.stats(turn) if turn and r.simulation is not None and turn <= r.turns else None
+        if stats is not None:
+            text.append(policy_line(r, stats, turn) + "\n", style="bold")
+        if self.said_change:   # before the rest of its line: a cut takes the agent's closeness, not this
+            text.append(self.said_change + " · ", style="bold")
+        text.append(where, style="bold")
         if stats is not None:
             own = own_compaction(r.log, r.policy.window)
             text.append(" · " + agent_line(own, stats.api_tokens or stats.base_tokens))
-            text.append("\n" + policy_line(r, stats, turn))
         self.query_one("#follow-status", Static).update(text)
 
 

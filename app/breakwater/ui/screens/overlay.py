@@ -35,10 +35,14 @@ def describe(ev: Event, log: SessionLog) -> str:
 
 
 def edits_note(overlay: OverlayFile | None) -> str:
-    """The title bar's word on the overlay: empty when nothing of it is applied."""
+    """The title bar's word on the overlay: the edits in effect (an undo is no edit, nor is what it
+    took back); empty when none is."""
+    from breakwater.ui.screens.controls import undoable
+
     if overlay is None or not overlay.events:
         return ""
-    return f"✎ {plural(len(overlay.events), 'edit')} applied"
+    n = len(undoable(list(overlay.events)))
+    return f"✎ {plural(n, 'edit')} applied" if n else ""
 
 
 class OverlayScreen(ModalScreen[str | None]):

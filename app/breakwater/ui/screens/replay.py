@@ -164,7 +164,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one("#spill").border_title = "Spill files"
         self.query_one(MessageList).focus()
         self._show_overlay_note()
-        if self.overlay is not None and self.overlay.events:
+        if self.overlay is not None and edits_note(self.overlay):
             self.notify(f"{edits_note(self.overlay)[2:]} from {self.overlay.path} (ctrl+p: Overlay… to list or "
                         f"clear them)", title="Your edits of this recording", timeout=8)
         self.call_after_refresh(self._simulate)   # the list paints first; the worker shares the GIL
@@ -257,6 +257,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return  # a run for a policy the panel has since changed, or of the log before it grew
         turns = self.replay.turns
         self.turn = max(1, min(self.turn_to_show(turns), turns + 1))
+        self.query_one(Timeline).origins = self.replay.recorded_origins()
         self.query_one(Timeline).show(message.simulation, self.turn)
         self.query_one(ReplayControls).update_state(turns=turns, progress=None, first_look=False)
         self._fidelity_due = True   # once the request is drawn: the measurement would slow its repaint
@@ -286,7 +287,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(MessageList).set_detail(detail)
         self.query_one(Gauges).show(detail, self.replay.stats(detail.view.turn))
         self.query_one(ContextLine).show(for_turn(self.replay, detail))
-        self.query_one(ReplayControls).update_state(pending=False)
+        p = self.replay.policy
+        # the window this request is planned under, and where it came from (a live session may have
+        # learnt a smaller one from the provider: the policy's figure is then not the one in use)
+        self.query_one(ReplayControls).update_state(
+            pending=False, policy_line=f"preset {p.preset} · window {detail.view.window:,}"
+                                      f"{'' if detail.view.window == p.window else ' (' + detail.window_source + ')'}"
+                                      f" · counter {self.replay.counter}")
         self._show_selected()
         if self._fidelity_due:
             # it replays every request of the session: started once the user has looked a moment,
@@ -464,7 +471,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def action_context(self) -> None:
         line = self.query_one(ContextLine)
         if line.categories is not None and self.detail is not None:
-            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn))
+            self.app.push_screen(ContextScreen(line.categories, self.detail.view.turn,
+                                               self.query_one(Gauges).figures()))
 
     def action_focus_inspector(self) -> None:
         self.query_one("#inspector-raw").focus()
@@ -500,7 +508,8 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         o = self.overlay
         if o is None or not o.events:
             return []
-        return [(f"Overlay: show the {edits_note(o)[2:]}", f"Kept in {o.path}", "show_overlay"),
+        return [(f"Overlay: show the {edits_note(o)[2:] or plural(len(o.events), 'overlay line') + ' (no edit in effect)'}",
+                 f"Kept in {o.path}", "show_overlay"),
                 ("Overlay: clear every edit", f"Show the recording as recorded ({o.path} is emptied)",
                  f"clear_overlay({ALL!r})"),
                 *((f"Overlay: clear {describe_event(ev)}", "Take this edit out of the overlay",
@@ -575,6 +584,13 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
             return
         before = self.detail.view if self.detail is not None and self.detail.view.turn == turn else None
         proposal = SummaryProposal.of(comp, view, before)
+        if not proposal.covered:
+            # a summary that replaces nothing saves nothing: offering it (and recording it on Accept)
+            # said "0 messages, 33,330 → 33,330" and then nothing at all
+            self.notify(f"Nothing to compact at turn {turn}: every message this summary would replace is "
+                        f"already summarized or kept as the recent turns the policy keeps whole.",
+                        severity="warning", timeout=6)
+            return
         at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))
         if decision.action == "cancel":

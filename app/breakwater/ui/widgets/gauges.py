@@ -41,24 +41,29 @@ class Gauges(Drawn):
         mark = "" if v.counted == "exact" else "≈"
         zone_style = self._c(v.zone)
         out = Text()
+        # the verdict and the zone first: a narrow gauge cuts the end of a line, never these (37.8)
+        if not v.fits:
+            out.append("DOES NOT FIT THE WINDOW", style=self._c("hard") + self._c("label"))
+            out.append(" · ")
+        out.append(ZONE_TEXT.get(v.zone, v.zone), style=zone_style + self._c("label"))
+        out.append(" · ")
         out.append("sent ", style="bold")
         out.append(f"{mark}{v.sent_tokens:,}", style=zone_style + self._c("label"))
         out.append(f" of window {v.window:,}")
         out.append(f" ({d.window_source})", style=self._c("dim"))
-        out.append(" · ")
-        out.append(ZONE_TEXT.get(v.zone, v.zone), style=zone_style + self._c("label"))
-        if v.zone != "safe":
-            limit = v.soft_limit if v.zone == "soft" else v.hard_limit
-            out.append(f" (history before stages {v.base_tokens:,} > {v.zone} limit {limit:,})",
-                       style=self._c("dim"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
-        if not v.fits:
-            out.append("  DOES NOT FIT THE WINDOW", style=self._c("hard") + self._c("label"))
         out.append("\n")
         out.append_text(self._bar(v, max(20, self.size.width - 2), d.calibration.overhead))
         out.append("\n")
         self._counts(out, d)
         return out
+
+    def figures(self) -> Text:
+        """Every line of the gauges but the bar, whole: the x view wraps what a narrow gauge cuts."""
+        if self.detail is None:
+            return Text()
+        lines = self.draw().split("\n")
+        return Text("\n").join(line for k, line in enumerate(lines) if k != 1)
 
     def _what_ran(self) -> str:
         """What the pipeline did for this request, in words."""
@@ -92,14 +97,23 @@ class Gauges(Drawn):
         v = d.view
         dim = self._c("dim")
         p = d.view
-        out.append("heuristic ", style=dim)
+        # the provider's figure first, with the request it belongs to (an earlier one: 37.10) and
+        # whether it is above the window in use (37.9)
+        out.append("API ", style=dim)
+        if v.api_tokens is None:
+            out.append("—")
+        else:
+            out.append(f"{v.api_tokens:,}", style=self._c("hard") + self._c("label") if v.api_above_window else None)
+            if v.api_turn is not None:
+                out.append(f" (turn {v.api_turn})", style=dim)
+            if v.api_above_window:
+                out.append(f" ABOVE THE WINDOW {v.window:,}", style=self._c("hard") + self._c("label"))
+        out.append(" · heuristic ", style=dim)
         out.append(f"≈{d.heuristic_tokens:,}")
         out.append(" · exact ", style=dim)
         out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None
                    else "counting…" if self.first_look
                    else "not counted (heuristic counter)" if d.counter == "heuristic" else "≈ unknown model")
-        out.append(" · API ", style=dim)
-        out.append(f"{v.api_tokens:,}" if v.api_tokens is not None else "—")
         out.append(" · ▓ ", style=dim)
         out.append(d.calibration.describe())
         out.append("\n")
@@ -110,6 +124,9 @@ class Gauges(Drawn):
             saved = v.raw_tokens - v.sent_tokens   # both counted by one calibration (core/log/accounting.py)
             out.append(" · saved ", style=dim)
             out.append(f"≈{saved:,} ({100 * saved / v.raw_tokens:.0f}%)", style=self._c("safe"))
+        if v.zone != "safe":   # why the zone is what it is: a detail, after the figures (the x view has it whole)
+            out.append(f" · history before stages {v.base_tokens:,} > {v.zone} limit "
+                       f"{v.soft_limit if v.zone == 'soft' else v.hard_limit:,}", style=dim)
         prefix = getattr(v, "stable_prefix_tokens", None)
         if prefix is None and self.stats is not None:
             prefix = getattr(self.stats, "stable_prefix_tokens", None)

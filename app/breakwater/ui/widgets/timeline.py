@@ -31,6 +31,7 @@ class Timeline(Drawn):
     def __init__(self, id: str | None = None):
         super().__init__(id=id)
         self.simulation: Simulation | None = None
+        self.origins: dict[str, int] = {}   # the log's compactions by who made them (core Replay.recorded_origins)
         self.turn = 1
         self.progress: tuple[int, int] | None = None
         self._cols_key: tuple | None = None
@@ -194,7 +195,8 @@ class Timeline(Drawn):
         recorded = len(sim.recorded)
         deep = f"{plural(len(sim.compactions) + recorded, 'deep compaction')} ▼"
         if recorded:
-            deep += f" ({len(sim.compactions)} by this policy, {recorded} recorded in the transcript)"
+            made = ", ".join(f"{n} {who}" for who, n in (self.origins or {"recorded in the transcript": recorded}).items())
+            deep += f" ({len(sim.compactions)} by this policy, {made})"
         text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,}", style=self._c("dim"))
         dropping = f"{plural(self._dropping, 'turn')} {'drops' if self._dropping == 1 else 'drop'} messages"
         text.append(f"\n {deep} · {dropping}", style=self._c("dim"))

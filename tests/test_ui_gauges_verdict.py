@@ -1,0 +1,65 @@
+"""The gauges never hide the verdict (37.8), flag a recorded request above the window in use
+(37.9) and say which request the API's figure is of (37.10); simulate --json carries the flag per
+turn (`recorded_over_window`, trust-accounting's, on the request billed), the same comparison as the
+screen's (core/log/edits.py above_window)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ui_support import app_for, ready, screen_text
+
+from breakwater.cli.core import sample_path
+from support.transcripts import REAL
+from breakwater.ui.screens.context import ContextScreen
+from breakwater.ui.widgets.gauges import Gauges
+
+WINDOW = 20_000   # below long-refactor's recorded requests (21,571 at turn 176)
+
+
+async def test_at_100_columns_the_verdict_and_the_zone_come_first_and_are_whole():
+    # a Claude Code session whose requests no compaction gets under an 8,000 window
+    app = app_for(REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl", window=8_000, counter="heuristic")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await ready(pilot)
+        assert not app.screen.detail.view.fits
+        line = screen_text(app).splitlines()[1]
+        assert line.lstrip().startswith("DOES NOT FIT THE WINDOW · hard zone · sent")
+        # the detail the line has no room for is whole in the x view
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ContextScreen)
+        figures = app.screen.figures.plain
+        assert "history before stages" in figures and app.screen_stack[-2].detail.calibration.describe() in figures
+
+
+async def test_a_recorded_request_above_the_window_is_flagged_and_its_turn_said():
+    app = app_for("long-refactor.jsonl", window=WINDOW, counter="heuristic")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await ready(pilot)
+        v = app.screen.detail.view
+        assert v.api_tokens == 21_571 and v.api_turn == 176 and v.api_above_window
+        text = screen_text(app)
+        assert f"API 21,571 (turn 176) ABOVE THE WINDOW {WINDOW:,}" in text
+        assert app.screen.query_one(Gauges).detail.view.api_above_window
+
+
+def test_simulate_json_carries_the_flag_per_turn_as_the_screen_does():
+    # one comparison (edits.above_window): simulate --json's recorded_over_window on the request the
+    # provider billed above the window, the gauge's flag on that figure when a later turn shows it
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(sample_path()), "--json",
+                          "--window", str(WINDOW), "--counter", "heuristic"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    turns = json.loads(out)["turns"]
+    assert any(t.get("recorded_over_window") for t in turns)
+    for t in turns:
+        assert bool(t.get("recorded_over_window")) == (t.get("billed_tokens") is not None
+                                                      and t["billed_tokens"] > WINDOW)
+    by_turn = {t["turn"]: t for t in turns}
+    for t in turns:   # the API figure a request shows is the one billed for the request it names
+        if "api_tokens" in t and t["turn"] - 1 in by_turn:
+            before = by_turn[t["turn"] - 1]
+            if before.get("billed_tokens") == t["api_tokens"]:
+                assert bool(before.get("recorded_over_window")) == (t["api_tokens"] > WINDOW)
