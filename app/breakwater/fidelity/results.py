@@ -7,7 +7,7 @@ which is all the workbench needs for a gauge (`recall_at`) and the probes lost a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, NamedTuple
 
 from breakwater.fidelity.probes import CATEGORIES, PINNED_KINDS, Probe
@@ -204,10 +204,8 @@ class Money:
     cache_rewrite_cost: float = 0.0
 
     def add(self, other: "Money") -> None:
-        self.cost_raw += other.cost_raw
-        self.cost_sent += other.cost_sent
-        self.cache_rewritten += other.cache_rewritten
-        self.cache_rewrite_cost += other.cache_rewrite_cost
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_json(self) -> dict[str, Any]:
         raw, sent = round(self.cost_raw, 6), round(self.cost_sent, 6)
