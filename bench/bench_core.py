@@ -84,16 +84,17 @@ def main() -> None:
     naive = (time.perf_counter() - t0) / len(probe) * len(cuts)
     print(f"straight per-turn recompute (fresh pipeline per turn, breakwater): ~{naive:.1f} s "
           f"(extrapolated from {len(probe)} turns)")
-    sim = simulate(log, policy, counter="exact")  # warm the tokenizer load out of the figure
-    counter_probe = TokenCounter("o200k_base")
+    # the tokenizer's own figures: no count store (bench_counter times first opens and reopens with it)
+    sim = simulate(log, policy, counter="exact", tokens=TokenCounter("o200k_base", store=False))  # warm its load
+    counter_probe = TokenCounter("o200k_base", store=False)
     t0 = time.perf_counter()
-    pipe = make_pipeline(log, policy, "exact")
+    pipe = make_pipeline(log, policy, "exact", tokens=TokenCounter("o200k_base", store=False))
     for e in log.entries:
         if isinstance(e, Message) and e.role == "assistant":
             pipe.plan()
         pipe.feed(e)
     exact_s = time.perf_counter() - t0
-    counted = pipe.counter.exact_encoded_chars
+    counted = pipe.counter.tokenized_chars
     sample = "".join(m.content for m in msgs)[:counted] if counted else ""
     t0 = time.perf_counter()
     counter_probe.exact_text(sample) if sample else None

@@ -7,6 +7,11 @@ received, so the figure is exact about what was sent) and the heuristic count of
 
 Prints a table per agent and the median / p90 error from the second request on (the first has no usage
 to fit from). Needs the agents installed (scripts/install_agents.sh). Run: .venv/bin/python scripts/proxy_accuracy.py
+
+Then the same agents' *proxied* logs (the proxy's own session log, which holds the whole request: system prompt,
+tool schemas in its notes) predicted by `simulate --json` (the whole request counted, no overhead fitted), observing
+and compacting (`--proxied`, under a policy of window 30,000: `--policy`'s file given to simulate too, so it plans
+what the proxy sent). Run: .venv/bin/python scripts/proxy_accuracy.py --proxied
 """
 
 from __future__ import annotations
@@ -46,7 +51,44 @@ def _predicted(transcript: Path) -> list[int]:
     return [t["raw_tokens"] for t in json.loads(out.stdout)["turns"]]
 
 
+def _proxied(root: Path, steps: list[Step], run, *mode: str, sim_args: tuple[str, ...] = ()) -> tuple[list, list, dict]:
+    """(predicted per request from the proxied log, billed per request, the fit) for the agent run through the proxy."""
+    with ScriptedProvider(steps) as provider, running_proxy(provider.url, root, *mode) as (url, sessions):
+        run(url, root)
+        billed = [sum(v for k, v in usage_for(r.body).items() if k != "output")
+                  for i, r in enumerate(provider.received) if r.offers_tools and i in provider.usages]
+    logs = [p for p in sessions.glob("*.jsonl") if '"tools_sha256"' in p.read_text()]
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(max(logs, key=lambda p: p.stat().st_size)),
+                          "--json", *sim_args], capture_output=True, text=True, check=True)
+    sim = json.loads(out.stdout)
+    return [t["sent_tokens"] for t in sim["turns"]], billed, sim["totals"]["calibration"]
+
+
+def proxied() -> None:
+    for name, steps, run, _ in AGENTS:
+        for mode in ("observe", "compact"):
+            with tempfile.TemporaryDirectory() as tmp:
+                root = Path(tmp)
+                policy = root / "policy.toml"
+                policy.write_text('preset = "breakwater"\nwindow = 30000\n')
+                args = ("--observe",) if mode == "observe" else ("--policy", str(policy))
+                sim_args = ("--window", "1000000") if mode == "observe" else ("--policy", str(policy))
+                predicted, billed, fit = _proxied(root, steps, run, *args, sim_args=sim_args)
+            errors = [(p - b) / b for p, b in zip(predicted, billed)]
+            later = sorted(abs(e) for e in errors[1:])
+            print(f"\n{name}, {mode}: {len(billed)} requests billed, {len(predicted)} turns in the proxied log; fit: "
+                  f"overhead {fit['overhead']}, ratio {fit['ratio']} ± {fit['ratio_error']}, tool schemas {fit.get('tool_schemas')}")
+            print("  per request (predicted/billed, error): " + " · ".join(
+                f"{p:,}/{b:,} {e:+.1%}" for p, b, e in zip(predicted, billed, errors)))
+            if later:
+                print(f"  request 1: {errors[0]:+.2%}; from request 2 on: median |error| {statistics.median(later):.2%}, "
+                      f"p90 {later[int(len(later) * 0.9)]:.2%}, max {later[-1]:.2%}")
+
+
 def main() -> None:
+    if "--proxied" in sys.argv[1:]:
+        proxied()
+        return
     for name, steps, run, pattern in AGENTS:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)

@@ -46,3 +46,20 @@ def test_a_text_searched_for_errors_keeps_no_utf8_copy():
     found = error_signatures(text)
     assert [s.text for s in found] == ["KeyError: 'ключ'", "FAILED tests/t.py::test_é - résumé"]
     assert sys.getsizeof(text) == size
+
+
+MAY_HOLD_WORDS = ("Error", "Exception", "FAILED", "ERROR", "error", "Exit", "Warning", "Fault")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PIECES + ["Erro", "rror", "Exceptio", "Faul", "é", "x" * 300]), max_size=30),
+       st.booleans())
+def test_may_hold_is_any_word_in_the_text(parts, kept):
+    """One pass over the text (ASCII, or the UTF-8 kept of a long one) finds what eight scans found."""
+    from breakwater.core.log.message import LONG_TEXT, utf8
+
+    text = "".join(parts)
+    if kept and not text.isascii():
+        text = text + "é" * (LONG_TEXT + 1)   # long enough that its UTF-8 is kept a while
+        utf8(text)
+    assert _may_hold(text) == any(w in text for w in MAY_HOLD_WORDS)

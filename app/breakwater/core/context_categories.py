@@ -42,6 +42,7 @@ class ContextCategories:
     results_compacted: int
     summaries: int
     overhead: int | None       # unseen: known when the API's figure for this request is recorded
+    whole: bool = False        # the log holds the whole request (a proxied session): nothing is unseen
 
     @property
     def counted(self) -> int:
@@ -73,7 +74,8 @@ class ContextCategories:
                 ("tool results", self.results, f"{self.results_n:,} results, {self.results_compacted:,} compacted")]
         if self.summaries:
             rows.append(("summaries", self.summaries, share(self.summaries)))
-        unseen = ("fitted to the recorded usage (the gauge's ▓): tool schemas and a system prompt the "
+        unseen = "none: the log holds the whole request (system prompt and tool schemas)" if self.whole \
+            else ("fitted to the recorded usage (the gauge's ▓): tool schemas and a system prompt the "
                   "transcript does not hold") if self.overhead is not None \
             else "none counted: no recorded usage to fit it"
         rows += [("unseen overhead", self.overhead, unseen),
@@ -111,7 +113,7 @@ def memory_tokens(msg: Message) -> int:
 
 def categories(messages: Sequence[Message], kinds, window: int, hard_limit: int,
                sent_tokens: int | None = None, overhead: int | None = None,
-               tool_schemas: Sequence[Any] | None = None) -> ContextCategories:
+               tool_schemas: Sequence[Any] | int | None = None, whole: bool = False) -> ContextCategories:
     """`messages`: the request as sent; `kinds(message_id)`: the edit kinds applied to one;
     `sent_tokens`: the request's size as the gauge states it, `overhead` the unseen part of it (None
     when no usage was recorded to fit it): the categories are scaled to `sent_tokens − overhead`."""
@@ -136,7 +138,9 @@ def categories(messages: Sequence[Message], kinds, window: int, hard_limit: int,
         else:
             user += t - mem
     tools = None
-    if tool_schemas:
+    if isinstance(tool_schemas, int):   # their heuristic count (a proxied log's: core/log/accounting.py `whole`)
+        tools = tool_schemas or None
+    elif tool_schemas:
         import json
 
         tools = heuristic_text(json.dumps(list(tool_schemas), ensure_ascii=False))
@@ -145,7 +149,7 @@ def categories(messages: Sequence[Message], kinds, window: int, hard_limit: int,
         parts = shared_out(parts, max(0, sent_tokens - (overhead or 0)))
     system, tools_n, memory, user, assistant, results, summaries = parts
     return ContextCategories(window, hard_limit, system, tools_n if tools is not None else None, memory, user,
-                             assistant, results, n_results, compacted, summaries, overhead)
+                             assistant, results, n_results, compacted, summaries, overhead, whole)
 
 
 def shared_out(weights: list[int], total: int) -> list[int]:
@@ -165,5 +169,8 @@ def shared_out(weights: list[int], total: int) -> list[int]:
 def for_turn(replay, detail) -> ContextCategories:
     """The categories of the request `detail` (core.replay.TurnDetail) of `replay`."""
     view, tools, fit = detail.view, replay.log.header.get("tools"), detail.calibration
+    if fit.whole:   # the whole request is in the log: the tool schemas in force, nothing unseen
+        return categories(view.messages, detail.kinds, view.window, view.hard_limit, view.sent_tokens, 0,
+                          fit.tool_schemas, whole=True)
     return categories(view.messages, detail.kinds, view.window, view.hard_limit, view.sent_tokens,
                       fit.overhead if fit.samples else None, tools if isinstance(tools, list) else None)

@@ -35,7 +35,7 @@ from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import resolve_window
 from breakwater.core.log.session_log import Event, SessionLog, new_session_id, utc_now
-from breakwater.core.log.tokens import TokenCounter
+from breakwater.core.log.tokens import TokenCounter, heuristic_messages
 from breakwater.core.overlay import OverlayFile, apply_overlay, overlay_path
 from breakwater.core.policy import Policy
 from breakwater.proxy.wire import Conversation, Reply, fingerprint
@@ -90,6 +90,8 @@ class ProxySession:
         self.used = time.monotonic()
         self.pipe: Pipeline | None = None
         self._overlay_stamp: tuple[int, int] | None = None
+        self._tools_note: dict[str, Any] = {}   # the request's note as far as the pipeline reads it (`view`)
+        self._estimate: int | None = None       # heuristic tokens of the view sent upstream (compacting)
         self.lock = asyncio.Lock()    # compacting: one request of the session at a time (its view is planned in a thread)
 
     # -- matching ---------------------------------------------------------------------------------
@@ -142,10 +144,12 @@ class ProxySession:
                 self.tools = conv.tools
                 data["tools"] = conv.tools
             data["tools_sha256"] = self.tools_sha
+        self._tools_note = {"kind": "request", **({"tools": data["tools"]} if "tools" in data else {})}
         return turn, data
 
     def sent(self, turn: int, data: dict[str, Any], body: bytes, same: bool) -> None:
-        """What went upstream for request `turn`, logged with what the agent sent in one note."""
+        """What went upstream for request `turn`, logged with what the agent sent in one note (the
+        pipeline had it before the view was planned: `view`)."""
         data["sent"] = data["received"] if same else self._keep("sent", body)
         self._append(Event("note", self.log.next_event_id(), data), feed=False)
 
@@ -167,7 +171,10 @@ class ProxySession:
             self.ids.append(msg.id)
             self._reply_last = True
         if reply.usage is not None:
-            self._append(Event("usage", self.log.next_event_id(), {"turn": turn, **reply.usage.record()}))
+            # compacting, the bill is for the view sent, not for the agent's request: its count is the pair's
+            # other side (core/fold/own_request.py); observing, the two are one
+            estimate = {"estimate": self._estimate} if self.pipe is not None and self._estimate is not None else {}
+            self._append(Event("usage", self.log.next_event_id(), {"turn": turn, **reply.usage.record(), **estimate}))
 
     def _keep(self, what: str, body: bytes) -> dict[str, Any]:
         name = f"{self.requests:05d}.{what}.json"
@@ -188,7 +195,11 @@ class ProxySession:
         edits of each kind shaped it. The workbench's overlay, when it changed, is read first: the pipeline is
         folded again from the log with it, so a pin, trigger or undo counts from this request."""
         self._sync_overlay()
+        # the request's tool schemas are part of it (core/log/accounting.py `whole`): the pipeline knows
+        # them before planning, as one folding the log does (its note is logged once the view is sent)
+        self.pipe.feed(Event("note", "request", self._tools_note))
         view, comp = self.pipe.view()
+        self._estimate = heuristic_messages(view.messages)
         take = getattr(self.settings.summarizer, "take_outcomes", None)
         failed = [o for o in take() if not o.ok] if take is not None else []
         if comp is not None:

@@ -11,11 +11,11 @@ the pipeline feeds the sanitizer and tells the index to catch up (`sync`).
 from __future__ import annotations
 
 import bisect
-from array import array
 from typing import Callable
 
 from breakwater.core.fold import stage_forms as forms
 from breakwater.core.fold.ledger import NEAR, Ledger
+from breakwater.core.fold.range_sums import RangeSums
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
 from breakwater.core.policy import Policy
@@ -35,8 +35,8 @@ class Index:
         self._ids: dict[str, int] = {}          # log message id -> sanitized index, for out[:_indexed]
         self._indexed = 0
         self._looked = 0                        # messages looked through since (see `index_of`)
-        self._exact: dict[int, tuple[int, array]] = {}  # level (NEAR: working memory's) -> (base index, prefix sums)
-        self._lower: dict[int, tuple[int, array]] = {}  # the same of core/log/tokens.py lower_message
+        self._exact: dict[int, RangeSums] = {}  # level (NEAR: working memory's) -> the sums of tiktoken's counts
+        self._lower: dict[int, RangeSums] = {}  # the same of core/log/tokens.py lower_message
         self._fresh: dict[int, int] = {}        # id(message) -> heuristic tokens, of those fed since `sync`
         self._fu: int | None = None             # index of the first user message, once found
         self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
@@ -49,8 +49,8 @@ class Index:
             policy=self.policy, _policy_id=self._policy_id, san=san, counter=self.counter,
             ledger=self.ledger.copy(), calls=self.calls.copy(), pins=self.pins.copy(),
             pins_version=self.pins_version, _ids=self._ids.copy(), _indexed=self._indexed,
-            _looked=self._looked, _exact={L: (base, arr[:]) for L, (base, arr) in self._exact.items()},
-            _lower={L: (base, arr[:]) for L, (base, arr) in self._lower.items()},
+            _looked=self._looked, _exact={L: sums.copy() for L, sums in self._exact.items()},
+            _lower={L: sums.copy() for L, sums in self._lower.items()},
             _fresh=self._fresh.copy(),
             _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy())
         return new
@@ -91,12 +91,9 @@ class Index:
         ledger = self.ledger
         if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
             ledger.truncate(d)
-            for sums in (self._exact, self._lower):
-                for L, (base, arr) in list(sums.items()):
-                    if d < base:
-                        del sums[L]
-                    else:
-                        del arr[d - base + 1:]
+            for by_level in (self._exact, self._lower):
+                for sums in by_level.values():
+                    sums.truncate(d)
         if self._fu is not None and self._fu >= d:
             self._fu = None
         if d < self._fu_scanned:
@@ -237,7 +234,8 @@ class Index:
         return self._summed(self._lower, lower_message, level, a, b)
 
     def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
-        """`count` of messages [a, b) at far stage `level` (or NEAR), from prefix sums kept in `sums` by level."""
+        """`count` of messages [a, b) at far stage `level` (or NEAR), each message counted once per level
+        (core/fold/range_sums.py)."""
         if a >= b:
             return 0
         if level and not self.ledger.level_changes(level, a, b):
@@ -245,17 +243,20 @@ class Index:
             # builds none): their count as sent, not a second pass over the same messages (a chat of
             # short messages counted every one at level 0 and again at microcompaction's)
             level = 0
-        base, arr = sums.get(level, (a, None))
-        if arr is None or not base <= a < base + len(arr):   # not from the messages summed: start again at a
-            base, arr = a, array("q", [0])   # 8 bytes a message, where a list of int objects took 36
-        sums[level] = (base, arr)
-        out = self.san.out
+        at = sums.get(level)
+        if at is None:
+            at = sums[level] = RangeSums()
+        else:
+            known = at.known(a, b)
+            if known is not None:
+                return known
+        out, transform = self.san.out, self.transform
         form, near = (2, True) if level == NEAR else (level, False)
-        while base + len(arr) - 1 < b:
-            i = base + len(arr) - 1
-            res = self.transform(i, form, near)
-            arr.append(arr[-1] + count(res[0] if res else out[i].message))
-        return arr[b - base] - arr[a - base]
+
+        def counted(i: int) -> int:
+            res = transform(i, form, near)
+            return count(res[0] if res else out[i].message)
+        return at.total(a, b, counted)
 
     def _call_of(self, msg: Message) -> ToolCall | None:
         return self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None

@@ -9,13 +9,14 @@ counter, the calibration the API's figures fit, and the request shapes one plan 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from breakwater.core.fold.index import Index
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.log.message import Message
-from breakwater.core.log.tokens import TokenCounter, heuristic_message, lower_message
+from breakwater.core.log.tokens import TokenCounter, heuristic_message, heuristic_text, lower_message
 from breakwater.core.policy import Policy
 
 # tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
@@ -55,6 +56,15 @@ class Meter:
         self._parts = {}
         self._first = True
         self.calibration.freeze()
+
+    def whole_request(self, tools: object = None) -> None:
+        """The log shows the whole request (a proxy's request note, core/log/accounting.py `whole`); `tools`:
+        the tool schemas it carries from now on, as the note gives them (None: unchanged), counted as the
+        wire carries them: compact JSON."""
+        self.calibration.whole = True
+        if tools is not None:
+            self.calibration.frame = heuristic_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":"))) \
+                if tools else 0
 
     def in_band(self, heuristic: int) -> bool:
         """Whether tiktoken counts a request of `heuristic` plain tokens: whenever the verdict (the zone,

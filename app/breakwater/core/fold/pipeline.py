@@ -177,6 +177,8 @@ class Pipeline:
             window = ev.get("window")
             if isinstance(window, int) and not isinstance(window, bool) and 0 < window != self.policy.window:
                 self._retune(self.policy.with_changes(window=window))
+        elif ev.type == "note" and ev.get("kind") == "request":   # a proxy's: the whole request is in the log
+            self.meter.whole_request(ev.get("tools"))
         elif ev.type == "usage":
             prompt = ev.get("prompt_tokens")
             if isinstance(prompt, int):

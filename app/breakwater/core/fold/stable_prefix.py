@@ -95,8 +95,9 @@ def counted_as_sent(calibration: Calibration, plan: Plan, h: int) -> int:
     plan.stable_prefix_heuristic = h
     if plan.counted != "exact":
         return calibration.apply(h)
-    # the unseen overhead (system prompt, tools) leads every request: cached with the prefix
-    overhead = calibration.overhead
+    # the unseen overhead (system prompt, tools), or a whole request's tool schemas, lead every request:
+    # cached with the prefix
+    overhead = calibration.leading
     return overhead + (plan.sent_tokens - overhead) * h // plan.sent_heuristic if plan.sent_heuristic else 0
 
 def assigned(plan: Plan, i: int) -> tuple[int, bool]:

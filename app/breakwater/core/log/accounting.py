@@ -28,6 +28,14 @@ next user message, billed as input (their reasoning tokens, from the usage of th
 them). That is added to every whole request as it stands (`resent`), and taken out of the billed
 side of each pair before the fit.
 
+A log that shows the whole request (Breakwater's proxy: the system prompt is a message, the tool
+schemas are in its request notes) has nothing unseen (`whole`): the tool schemas in force are counted
+as part of every request (`frame`, in the fit's unit: `apply_exact` says why), the overhead is held at 0 and only the ratio is fitted, bounded, through the origin. With the
+overhead gone a single pair fixes the ratio (it is billed / counted), so the prior, there to keep
+three near points from trading ratio for overhead, is not used; fitting an overhead beside it gave
+`0.01 × heuristic + 28.2k` once the proxy compacted: its requests stayed flat while the bill was
+mostly Claude Code's tool schemas, which the fit then took for unseen.
+
 "Without compaction" and "with" are both counted by one `Calibration`, so their difference is
 the tokens a policy removed times the ratio: `saved = without − with`, never negative for a
 policy that only removes text.
@@ -86,11 +94,16 @@ class Calibration:
     _k: float = 1.0   # their quotient, as it stood when the request being planned began (`freeze`)
     resent: int = 0   # tokens the next request resends that no message shows (Codex's reasoning)
     _resent: int = 0  # as they stood when the request being planned began
+    whole: bool = False   # the log shows the whole request (a proxied one): no unseen overhead
+    frame: int = 0        # heuristic tokens of the tool schemas in force (`whole` only): part of every request
+    _frame: int = 0       # as they stood when the request being planned began
 
     def observe(self, api_prompt_tokens: int, estimate: int) -> None:
         api_prompt_tokens -= self._resent   # the request this usage is for resent them: not the line's
         if api_prompt_tokens <= 0 or estimate <= 0:
             return
+        if self.whole:   # this usage's request carried the tool schemas in force (its note came before it)
+            estimate += self.frame
         x, y = float(estimate), float(api_prompt_tokens)
         self.samples += 1
         self._tx += x
@@ -106,8 +119,8 @@ class Calibration:
 
     def restart(self) -> None:
         """The history restarted (a recorded compaction): the overhead is fitted again from the pairs
-        that follow; until one arrives, the last one stands."""
-        if not self._n:
+        that follow; until one arrives, the last one stands. A whole request has no overhead to fit again."""
+        if not self._n or self.whole:
             return
         mx, my = self._sx / self._n, self._sy / self._n
         self._cxx += self._sxx - self._n * mx * mx
@@ -118,6 +131,9 @@ class Calibration:
         self.restarts += 1
 
     def _fit(self) -> None:
+        if self.whole:
+            self._fit_ratio()
+            return
         n, a0 = self._n, self.prior
         mx, my = self._sx / n, self._sy / n
         sxx = self._cxx + self._sxx - n * mx * mx
@@ -134,6 +150,15 @@ class Calibration:
         self.ratio, self.offset = a, b
         self.ratio_error = math.sqrt(s2 / (sxx + lam))
         self.offset_error = math.sqrt(s2 * (1 / n + mx * mx / (sxx + lam))) if b else 0.0
+
+    def _fit_ratio(self) -> None:
+        """The whole request counted: billed ≈ ratio × counted, least squares through the origin, bounded
+        (`restart` keeps every pair in one segment here)."""
+        a = _bounded(self._sxy / self._sxx)
+        dof = self.samples - 1
+        s2 = max(0.0, self._syy - 2 * a * self._sxy + a * a * self._sxx) / dof if dof > 0 else 0.0
+        self.ratio, self.offset = a, 0.0
+        self.ratio_error, self.offset_error = math.sqrt(s2 / self._sxx), 0.0
 
     def exact(self, tokenizer: int, heuristic: int) -> None:
         """The request being planned, counted both ways (core/fold/meter.py): what converts the tokenizer's
@@ -153,20 +178,37 @@ class Calibration:
         every count of one plan (and the view built from it) converts alike."""
         self._k = self._eh / self._ex if self._ex and self._eh else 1.0
         self._resent = self.resent
+        self._frame = self.frame
 
     @property
     def overhead(self) -> int:
         """The unseen overhead of a request, in the provider's tokens."""
         return round(self.offset)
 
+    @property
+    def tool_schemas(self) -> int:
+        """Heuristic tokens of the tool schemas a whole request carries (0: none, or not a whole request)."""
+        return self._frame
+
+    @property
+    def leading(self) -> int:
+        """What leads every request and no message holds, in the provider's tokens: the unseen overhead,
+        or the tool schemas of a whole request (both cached with the prefix)."""
+        return self.overhead + self.scale(self._frame)
+
     def apply(self, counted: int) -> int:
         """A whole request's provider tokens from its visible count (heuristic)."""
+        counted += self._frame
         return (round(self.ratio * counted + self.offset) if self.samples else counted) + self._resent
 
     def apply_exact(self, tokenizer: int) -> int:
         """A whole request's provider tokens from its tokenizer count: the same line as `apply`, the
-        count brought into the heuristic's unit first."""
-        return (round(self.ratio * tokenizer * self._k + self.offset) if self.samples else tokenizer) + self._resent
+        count brought into the heuristic's unit first. A whole request's tool schemas are added in that unit
+        as the fit saw them: brought in by the quotient of the messages, o200k's count of them was 5-15% off
+        (JSON schemas and prose split differently), and their own quotient gives back the heuristic's count."""
+        if not self.samples:
+            return tokenizer + self._frame + self._resent
+        return round(self.ratio * (tokenizer * self._k + self._frame) + self.offset) + self._resent
 
     def scale(self, counted: int) -> int:
         """A part of a request (no overhead of its own) in the provider's tokens."""
@@ -174,6 +216,14 @@ class Calibration:
 
     def describe(self, unit: str = "heuristic") -> str:
         """For the screen: 'unseen ≈14.8k ± 0.3k · 1.42 ± 0.01 × heuristic · 102 requests'."""
+        if self.whole:
+            text = "whole request counted, nothing unseen"
+            if self._frame:
+                text += f" (tool schemas ≈{_k(self.scale(self._frame))})"
+            if not self.samples:
+                return text + ": no recorded usage yet"
+            return text + f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit} · {self.samples} " \
+                f"request{'' if self.samples == 1 else 's'}"
         if not self.samples:
             return "no recorded usage: visible tokens only"
         text = f"unseen ≈{_k(self.offset)} ± {_k(self.offset_error)}"
@@ -184,7 +234,8 @@ class Calibration:
     def to_json(self) -> dict:
         return {"samples": self.samples, "overhead": self.overhead, "overhead_error": round(self.offset_error),
                 "ratio": round(self.ratio, 4), "ratio_error": round(self.ratio_error, 4),
-                "prior_ratio": self.prior, "restarts": self.restarts}
+                "prior_ratio": self.prior, "restarts": self.restarts,
+                **({"whole_request": True, "tool_schemas": self.scale(self._frame)} if self.whole else {})}
 
 
 def _bounded(ratio: float) -> float:

@@ -12,6 +12,7 @@ after checking them against the SHA-256 tiktoken expects.
 from __future__ import annotations
 
 import binascii
+import functools
 import gzip
 import hashlib
 import os
@@ -19,7 +20,7 @@ import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from breakwater.core.log.message import LONG_TEXT, Message, text_copy, text_sizes, utf8
 from breakwater.core.log.text_cache import TextCache
@@ -69,12 +70,17 @@ def heuristic_messages(msgs: Iterable[Message]) -> int:
 
 
 # -- exact (tiktoken, offline) -----------------------------------------------------------------
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """Breakwater's cache folder: $BREAKWATER_CACHE_DIR, else $XDG_CACHE_HOME/breakwater, else ~/.cache/breakwater."""
     base = os.environ.get("BREAKWATER_CACHE_DIR")
     if base:
-        return Path(base) / "tiktoken"
+        return Path(base)
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(xdg) / "breakwater" / "tiktoken"
+    return Path(xdg) / "breakwater"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "tiktoken"
 
 
 def _cache_name(url: str) -> str:
@@ -175,6 +181,69 @@ def encoding_for_model(model: str | None) -> str | None:
     return name if name in ENCODINGS else None
 
 
+def store_namespace(encoding: str | None) -> str:
+    """What a stored count depends on besides its text: the encoding, the engine that counts, and how a
+    long text is cut (`pieces`)."""
+    return f"{encoding}|{engine()}|pieces {PIECE_CHARS}"
+
+
+# -- the engine that counts: rs-bpe where its wheel installs, else tiktoken ---------------------------
+# rs-bpe counts the same tokens as tiktoken (tests/test_tokenizers_agree.py holds them to each other on
+# every fixture) in ~0.5× its time and loads in 0.05 s where tiktoken takes ~0.3 s: a first simulate of
+# the 31 MB bench session 2.6 -> 1.8 s CPU, the 20,000-message session 5.6 -> 4.0 s. Its wheels are for
+# CPython 3.11-3.13 on Linux x86-64 only: elsewhere, or with BREAKWATER_TOKENIZER=tiktoken, tiktoken
+# counts (the reference).
+@functools.cache
+def engine() -> str:
+    """The engine exact counts come from, with its version: "rs-bpe 0.1.0" or "tiktoken 0.14.0" (the
+    modules' own versions: importlib.metadata took 50-110 ms to find them)."""
+    if os.environ.get("BREAKWATER_TOKENIZER", "").lower() != "tiktoken":
+        try:
+            import rs_bpe
+            import rs_bpe.bpe  # noqa: F401
+
+            return f"rs-bpe {rs_bpe.__version__}"
+        except ImportError:
+            pass
+    import tiktoken
+
+    return f"tiktoken {getattr(tiktoken, '__version__', 'unknown')}"
+
+
+_counters: dict[str, Callable[[str], int]] = {}
+
+
+def _surrogates_replaced(count: Callable[[str], int]) -> Callable[[str], int]:
+    """`count`, reading a text with a lone surrogate (no UTF-8 has one) as tiktoken's `encode_ordinary`
+    does: each replaced by U+FFFD."""
+    def counted(text: str) -> int:
+        try:
+            return count(text)
+        except UnicodeEncodeError:
+            return count(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
+    return counted
+
+
+def get_count(name: str) -> Callable[[str], int]:
+    """The count of tokens of a text (at most PIECE_CHARS long, see `pieces`) in encoding `name`, by
+    `engine()`."""
+    if name not in ENCODINGS:
+        raise TokenizerUnavailable(f"no offline BPE file for encoding {name!r}")
+    with _enc_lock:
+        count = _counters.get(name)
+    if count is None:
+        if engine().startswith("rs-bpe"):
+            from rs_bpe.bpe import openai
+
+            count = _surrogates_replaced(getattr(openai, name)().count)
+        else:
+            encode = get_encoding(name).encode_ordinary
+            count = lambda text: len(encode(text))  # noqa: E731
+        with _enc_lock:
+            count = _counters.setdefault(name, count)
+    return count
+
+
 # tiktoken's work and memory grow faster than the length of one run without whitespace (a 1 GB word
 # asked for 32 GiB and aborted): text longer than this is counted piece by piece, cut before a
 # whitespace where the piece has one after a word (where tiktoken splits anyway), else inside the run, which may
@@ -240,19 +309,35 @@ def lower_message(msg: Message) -> int:
     return total
 
 
+# A text shorter than this costs the tokenizer about what a lookup costs (hashing, a query: ~5 µs). The
+# first SHORT_LOOKUPS of them a counter meets are stored all the same, so that a reopened session loads
+# no tokenizer (its tool names, short replies and arguments); past that (a chat of a million short
+# messages, which would fill the store) they are counted.
+STORED_FROM_CHARS = 256
+SHORT_LOOKUPS = 1 << 16
+
+
 class TokenCounter:
     """Heuristic and exact counts, each exact count cached per distinct content, for the last
     `CACHE_TEXTS` texts: when full the cache starts again empty (one call, safe beside a worker thread
     asking), as core/log/text_cache.py does. Unbounded, a million short messages held a million entries
-    (~50 MB) and every transformed text counted stayed alive through its key."""
+    (~50 MB) and every transformed text counted stayed alive through its key.
+
+    Behind that, the count store on disk (core/log/count_store.py): a text counted by any earlier run is
+    not counted again (short ones: see SHORT_LOOKUPS), and the tokenizer is loaded only for a text no run
+    has counted (`store=False`: no store, for figures from the tokenizer itself)."""
 
     CACHE_TEXTS = 1 << 18
 
-    def __init__(self, encoding: str | None = None):
+    def __init__(self, encoding: str | None = None, store: bool = True):
         self.encoding_name = encoding
         self._enc = None
         self._cache: dict[str, int] = {}
-        self.exact_encoded_chars = 0  # how much text went through tiktoken (for benchmarks)
+        self._store = None
+        self._stored = store and encoding is not None   # the store is found at the first text counted
+        self._short_lookups = 0
+        self.exact_encoded_chars = 0  # how much text was counted exactly, by the tokenizer or found stored
+        self.tokenized_chars = 0      # how much of it went through the tokenizer (for benchmarks)
 
     @classmethod
     def for_model(cls, model: str | None) -> "TokenCounter":
@@ -262,11 +347,11 @@ class TokenCounter:
     def exact_available(self) -> bool:
         return self.encoding_name is not None
 
-    def _encoder(self):
+    def _counter(self) -> Callable[[str], int]:
         if self._enc is None:
             if self.encoding_name is None:
                 raise TokenizerUnavailable("no exact encoding for this model")
-            self._enc = get_encoding(self.encoding_name)
+            self._enc = get_count(self.encoding_name)
         return self._enc
 
     def exact_text(self, text: str) -> int:
@@ -275,19 +360,48 @@ class TokenCounter:
         hit = self._cache.get(text)
         if hit is not None:
             return hit
-        encode = self._encoder().encode_ordinary
-        if len(text) <= PIECE_CHARS:
-            # tiktoken reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for as
-            # long as the str lives (a message's text: the session's): it reads a copy, gone after (pieces
-            # of a longer text are copies already)
-            n = len(encode(text if text.isascii() else text_copy(text)))
+        store = self._store
+        if store is None and self._stored:
+            store = self._open_store()
+        if store is not None and (len(text) >= STORED_FROM_CHARS or self._short_lookups < SHORT_LOOKUPS):
+            self._short_lookups += len(text) < STORED_FROM_CHARS
+            key = store.key_of(text.encode("ascii") if text.isascii() else utf8(text))
+            n = store.get(key)
+            if n is None:
+                n = self._tokenized(text)
+                store.put(key, n)
         else:
-            n = sum(len(encode(piece)) for piece in pieces(text))
+            n = self._tokenized(text)
         self.exact_encoded_chars += len(text)
         if len(self._cache) >= self.CACHE_TEXTS:
             self._cache.clear()
         self._cache[text] = n
         return n
+
+    def _open_store(self):
+        """The count store of this counter's encoding and engine (sqlite3, xxhash and the engine imported
+        only by a counter that counts: a session never near a limit needs none)."""
+        from breakwater.core.log import count_store
+
+        self._stored = False
+        self._store = count_store.shared(store_namespace(self.encoding_name), cache_root() / "counts.sqlite3")
+        return self._store
+
+    def _tokenized(self, text: str) -> int:
+        """The tokenizer's count of `text`."""
+        count = self._counter()
+        self.tokenized_chars += len(text)
+        if len(text) <= PIECE_CHARS:
+            # the tokenizer reads a str as UTF-8, which CPython then keeps inside a str that is not ASCII for
+            # as long as the str lives (a message's text: the session's): it reads a copy, gone after
+            # (pieces of a longer text are copies already)
+            return count(text if text.isascii() else text_copy(text))
+        return sum(count(piece) for piece in pieces(text))
+
+    def flush(self) -> None:
+        """Write the counts worked out so far to the store (done on their own now and then, and at exit)."""
+        if self._store is not None:
+            self._store.flush()
 
     def exact_message(self, msg: Message) -> int:
         total = self.exact_text(msg.content) + MESSAGE_OVERHEAD

@@ -1,0 +1,76 @@
+"""The index's sums of exact counts (core/fold/range_sums.py): each message counted once per level,
+whatever ranges a plan asks for and in whatever order, and every sum what adding the counts gives."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from breakwater.core.fold.range_sums import RangeSums
+
+N = 200
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("sum"), st.integers(0, N), st.integers(0, N)),
+                          st.tuples(st.just("cut"), st.integers(0, N), st.just(0))), max_size=60),
+       st.lists(st.integers(0, 1000), min_size=N, max_size=N))
+def test_sums_are_exact_and_each_count_is_asked_once(ops, values):
+    sums = RangeSums()
+    version = [0] * N          # a message changed by a cut is counted again, once
+    asked: dict[tuple[int, int], int] = {}
+
+    def count(i):
+        key = (i, version[i])
+        asked[key] = asked.get(key, 0) + 1
+        return values[i] + version[i]
+
+    for op, a, b in ops:
+        if op == "cut":
+            sums.truncate(a)
+            for i in range(a, N):
+                version[i] += 1
+            continue
+        a, b = min(a, b), max(a, b)
+        want = sum(values[i] + version[i] for i in range(a, b))
+        assert sums.total(a, b, count) == want
+        if a < b:
+            assert sums.known(a, b) == want
+    assert all(n == 1 for n in asked.values())
+
+
+def test_ranges_asked_in_turn_count_the_history_once():
+    """A plan's pattern: working memory's last messages, then the history from its start, as the
+    session grows; what restarted its sums counted each message ~7 times at 20,000 messages."""
+    sums, calls = RangeSums(), [0]
+
+    def count(i):
+        calls[0] += 1
+        return 1
+
+    for n in range(10, 20_000, 2):
+        assert sums.total(n - 6, n, count) == 6
+        assert sums.total(1 + n // 3, n - 6, count) == n - 7 - n // 3
+    assert calls[0] == 20_000 - 2 - 1 - 10 // 3
+
+
+def test_a_simulation_counts_each_message_about_once_per_level(monkeypatch):
+    """Five levels (as sent, snipped, masked, microcompacted, working memory's form): each message's
+    exact count is asked about five times, however long the session. Sums that started again counted
+    each 15-17 times from 2,000 messages on."""
+    from synth import as_log, session_messages
+
+    from breakwater.core.log.tokens import TokenCounter
+    from breakwater.core.policy import preset
+    from breakwater.core.simulate import simulate
+
+    calls = [0]
+    exact_message = TokenCounter.exact_message
+
+    def counted(self, msg):
+        calls[0] += 1
+        return exact_message(self, msg)
+
+    monkeypatch.setattr(TokenCounter, "exact_message", counted)
+    n = 2000
+    simulate(as_log(session_messages(n, avg_tool_chars=2000, seed=7), window=128_000),
+             preset("breakwater").with_changes(window=128_000))
+    assert calls[0] <= 6 * n
