@@ -53,7 +53,8 @@ def test_a_valid_summary_is_kept_and_the_request_follows_the_spec():
     ("Sure! Here is a summary of the conversation.", "missing <summary> tags"),
     ("<analysis>ok</analysis><summary>   </summary>", "empty <summary>"),
     ("<summary>" + "word " * 200 + "</summary>", "one word repeated"),
-    ("<summary>" + "A" * 7000 + "</summary>", "summary over 6000 chars"),
+    # the cap is the policy's, with the user's instructions' share of the window (issue 41)
+    ("<summary>" + "A" * (POLICY.summary_limit + 1) + "</summary>", f"summary over {POLICY.summary_limit} chars"),
 ])
 def test_rejected_output_falls_back_to_the_extractive_summary_and_says_why(output, reason):
     script = Script(summaries=[Reply(text=output)])

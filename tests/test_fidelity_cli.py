@@ -227,10 +227,33 @@ def test_the_default_preset_keeps_the_pinned_facts_at_half_the_cost():
     data = json.loads(out.stdout)
     default, masking = data["presets"]["breakwater"], data["presets"]["seed-001"]
     assert default["sessions"] == 17 and default["compactions"] > 0
-    # pinned recall by facts, not wording (issue 24): the facts a summary of 6,000 chars cannot hold
-    # (pi's hundred chat instructions) and an error line snipped out of a long npm log are lost now
-    assert default["saving"] >= 0.5 and default["pinned_recall"] >= 0.9
+    # issue 41: the summary holds every instruction (pi's hundred: a share of the window, not 6,000 chars)
+    # and a squeezed first message keeps its goal; main had pinned 90.0%, goal 85.1%, saving 81.50% here
+    assert default["saving"] >= 0.815 and default["pinned_recall"] >= 0.99
+    assert default["by_category"]["goal"] >= 0.99
     assert masking["pinned_recall"] < 0.5                                     # the metric discriminates
+
+
+def test_eval_prints_money_beside_tokens_as_simulate_prices_it():
+    """Issue 41: input $ without and with compaction and the cache re-writes compaction causes, per
+    preset, computed once (core/log/prompt_cache.py through simulate) and the same in both commands."""
+    session = str(Path(__file__).resolve().parent / "fixtures" / "real" / "claude-code"
+                  / "agenticprimer_v2.0.76_subagent_a0294d5.jsonl")
+    out = run(session, "--window", "32000", "--presets", "breakwater", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    total, (one,) = data["presets"]["breakwater"], [s["presets"]["breakwater"] for s in data["sessions"]]
+    sim = simulate(session, "--preset", "breakwater", "--window", "32000", "--json")
+    assert sim.returncode == 0, sim.stderr
+    totals = json.loads(sim.stdout)["totals"]
+    for key in ("cost_raw", "cost_sent", "cache_rewritten", "cache_rewrite_cost"):
+        assert one[key] == total[key] == totals[key]
+    assert 0 < total["cost_sent"] < total["cost_raw"] and total["cache_rewritten"] > 0
+    assert total["cost_saving"] == pytest.approx(1 - total["cost_sent"] / total["cost_raw"])
+    assert total["sessions_priced"] == 1
+    table = run(session, "--window", "32000", "--presets", "breakwater")
+    assert f"${totals['cost_raw']:,.2f} → ${totals['cost_sent']:,.2f}" in table.stdout
+    assert "cache re-writes" in table.stdout
 
 
 def simulate(*args):

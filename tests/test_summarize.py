@@ -127,14 +127,56 @@ def test_user_instructions_beyond_the_budget_are_counted_not_lost_silently():
     for i in range(40):
         msgs += [Message(f"u{i}", "user", f"Never rename the option --flag-{i:02d}, scripts depend on it " + "x" * 60),
                  Message(f"a{i}", "assistant", "ok")]
-    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    fixed = P.with_changes(summary_instruction_share=0.0)   # the seeds' fixed cap
+    body = ExtractiveSummarizer().summarize(msgs, None, fixed).text
     goal = body.split("## Progress")[0]
     kept = [i for i in range(40) if f"--flag-{i:02d}" in goal]
     assert kept == list(range(40 - len(kept), 40)) and 10 < len(kept) < 40      # the most recent ones
     assert f"({40 - len(kept)} earlier user instructions left out)" in goal
-    again = ExtractiveSummarizer().summarize([Message("v", "user", "Also never print colours.")], body, P).text
+    again = ExtractiveSummarizer().summarize([Message("v", "user", "Also never print colours.")], body, fixed).text
     assert f"({40 - len(kept) + 1} earlier user instructions left out)" in again and "never print colours" in again
-    assert validate_summary(f"<summary>{again}</summary>", P).ok
+    assert validate_summary(f"<summary>{again}</summary>", fixed).ok
+
+
+def test_the_seeds_keep_their_fixed_summary_cap_and_fingerprints():
+    from breakwater.core.policy import PRESETS
+    assert {name: (p.summary_limit, p.fingerprint()) for name, p in PRESETS.items() if name != "breakwater"} == {
+        "seed-000": (6_000, "44bf549c454a"), "seed-001": (6_000, "d74a219a609e"), "seed-003": (6_000, "c2d9996570ae")}
+
+
+def _instructed_session(n: int) -> list[Message]:
+    """A long session's user instructions, pi's size: ~100 of ~125 chars (12,500 chars in all)."""
+    msgs = [Message("u", "user", "Port the CLI to click.")]
+    for i in range(n):
+        msgs += [Message(f"u{i}", "user", f"Never rename the option --flag-{i:03d}, scripts depend on it " + "x" * 70),
+                 Message(f"a{i}", "assistant", "ok")]
+    return msgs
+
+
+def test_the_instructions_budget_scales_with_the_window_and_keeps_every_instruction_verbatim():
+    msgs = _instructed_session(100)
+    at_32k = P.with_changes(window=32_000)
+    body = ExtractiveSummarizer().summarize(msgs, None, at_32k).text
+    goal = body.split("## Progress")[0]
+    assert all(f"- User: Never rename the option --flag-{i:03d}, scripts depend on it " + "x" * 70 in goal
+               for i in range(100))
+    assert "left out" not in goal
+    assert 6_000 < len(body) <= at_32k.summary_limit
+    assert validate_summary(f"<summary>{body}</summary>", at_32k).ok
+    # the budget is a share of the window: a smaller one keeps the most recent and counts the rest
+    small = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(window=8_000)).text
+    kept = [i for i in range(100) if f"--flag-{i:03d}," in small]
+    assert kept == list(range(100 - len(kept), 100)) and 40 < len(kept) < 100
+    assert f"({100 - len(kept)} earlier user instructions left out)" in small
+
+
+def test_instructions_the_fixed_cap_kept_leave_the_other_sections_as_they_were():
+    # a summary with few instructions is as long as before: the instructions' share is theirs alone
+    msgs = _instructed_session(3) + [Message("a", "assistant", "", tool_calls=[
+        ToolCall(f"c{i}", "bash", json.dumps({"command": f"pytest tests/test_{i:03d}.py -q"})) for i in range(300)])]
+    msgs += [Message(f"t{i}", "tool", "ok", tool_call_id=f"c{i}") for i in range(300)]
+    fixed = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(summary_instruction_share=0.0)).text
+    assert ExtractiveSummarizer().summarize(msgs, None, P).text == fixed
 
 
 def test_user_questions_and_chatter_are_not_instructions():
@@ -221,3 +263,26 @@ def test_a_text_may_say_holds_every_sentence_the_patterns_find():
     for text in _texts_around(CONSTRAINT_WORDS + CONSTRAINT_CJK):
         want = [s for s in sentences(text) if USER_CONSTRAINT.search(s) and not s.endswith(("?", "？"))]
         assert user_instructions(text) == want, text
+
+
+def test_a_long_instruction_keeps_what_shaping_keeps_of_a_user_message():
+    trace = "Error: Variable reference not found: dimGray\n" + "\n".join(
+        f"    at frame_{i} (/src/theme/theme.ts:{100 + i}:5)" for i in range(20))
+    msgs = [Message("u", "user", "Port the CLI to click."), Message("a", "assistant", "ok"),
+            Message("u1", "user", "the theme does not load, fix it:\n" + trace), Message("a1", "assistant", "ok")]
+    assert 800 < len(trace) < P.user_keep_chars
+    body = ExtractiveSummarizer().summarize(msgs, None, P).text
+    assert "frame_19 (/src/theme/theme.ts:119:5)" in body
+    fixed = ExtractiveSummarizer().summarize(msgs, None, P.with_changes(summary_instruction_share=0.0)).text
+    assert "frame_0 " in fixed and "frame_19 " not in fixed   # the seeds' 400 chars
+
+
+def test_breakwater_keeps_a_shorter_verbatim_tail_now_that_its_summary_keeps_every_instruction():
+    from breakwater.core.stages.deep_compaction import choose_cut
+    from breakwater.core.policy import PRESETS
+    # turns of 1,000 tokens each: the tail kept verbatim is at most 22% of the window (it was 25%)
+    p = Policy().with_changes(window=100_000)
+    cands = list(range(1, 100))
+    cut = choose_cut(p, [], cands, 0, 100, lambda c: True, lambda c: (100 - c) * 1_000)
+    assert (100 - cut) * 1_000 == 22_000
+    assert PRESETS["seed-000"].deep_keep_ratio == PRESETS["seed-003"].deep_keep_ratio == 0.25

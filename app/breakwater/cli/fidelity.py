@@ -188,6 +188,7 @@ def print_report(corpus, order: list[str]) -> None:
                       f"{pct(j['recall']):>4} {bar(j['recall'])}",
                       pct(j["pinned_recall"]), str(t.flagged) if t.flagged else "")
     console.print(table)
+    _print_money(console, totals)
     cats = Table(title="recall per category", title_justify="left", box=box.SIMPLE_HEAD)
     cats.add_column("preset")
     for c in CATEGORIES:
@@ -211,6 +212,25 @@ def print_report(corpus, order: list[str]) -> None:
             console.print(f"[bold]{escape(s.title)}[/] ({s.turns} turns)")
             for line in lines:
                 console.print(line, highlight=False)
+
+
+def _print_money(console, totals: dict) -> None:
+    """Input $ without and with compaction beside the tokens, and the cache re-writes compaction caused
+    (issue 41): `simulate`'s figures (core/log/prompt_cache.py), over the sessions whose model is priced."""
+    from rich import box
+    from rich.table import Table
+
+    priced = max((t.priced for t, _ in totals.values()), default=0)
+    if not priced:
+        return
+    money = Table(title=f"input cost through the provider's prompt cache ({priced} session{'s' if priced != 1 else ''}"
+                        " with known prices)", title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("preset", "USD", "saving", "cache re-writes"):
+        money.add_column(col, justify="left" if col == "preset" else "right", no_wrap=True)
+    for name, (t, j) in totals.items():
+        money.add_row(name, f"${j['cost_raw']:,.2f} → ${j['cost_sent']:,.2f}", pct(j["cost_saving"]),
+                      f"{tokens(j['cache_rewritten'])} tokens, ${j['cache_rewrite_cost']:,.2f}")
+    console.print(money)
 
 
 MISSING_SHOWN = 3   # facts the table names per session and preset (eval --json lists them all)

@@ -7,7 +7,7 @@ which is all the workbench needs for a gauge (`recall_at`) and the probes lost a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, NamedTuple
 
 from breakwater.fidelity.probes import CATEGORIES, PINNED_KINDS, Probe
@@ -193,6 +193,32 @@ class FidelityRun:
 
 
 @dataclass(slots=True)
+class Money:
+    """A session's input in USD at its model's prices through the provider's cache, without compaction
+    and with it, and the cached tokens compaction made the provider write again (and what that cost
+    beyond reading them): `simulate`'s figures (core/log/prompt_cache.py), which eval only adds up."""
+
+    cost_raw: float = 0.0
+    cost_sent: float = 0.0
+    cache_rewritten: int = 0
+    cache_rewrite_cost: float = 0.0
+
+    def add(self, other: "Money") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def to_json(self) -> dict[str, Any]:
+        raw, sent = round(self.cost_raw, 6), round(self.cost_sent, 6)
+        return {"cost_raw": raw, "cost_sent": sent, "cost_saving": saving_money(raw, sent), "cache_rewritten": self.cache_rewritten,
+                "cache_rewrite_cost": round(self.cache_rewrite_cost, 6)}
+
+
+def saving_money(raw: float, sent: float) -> float | None:
+    """The share of the money compaction saves (negative: it cost more); None with nothing priced."""
+    return (raw - sent) / raw if raw else None
+
+
+@dataclass(slots=True)
 class PresetSummary:
     """One session under one preset, as a worker sends it back (no probe texts)."""
 
@@ -204,9 +230,11 @@ class PresetSummary:
     loops: list[str]
     sent_estimated: bool   # any request's sent figure an estimate (≈)
     facts: list[FactState] = field(default_factory=list)   # per probe, in the session's order
+    money: Money | None = None   # None: the session names no model whose prices are known
 
     def to_json(self) -> dict[str, Any]:
         return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
+                **({} if self.money is None else self.money.to_json()),
                 "lost_turns": [{"turn": k, "lost": n} for k, n in self.lost_turns], "loops": list(self.loops)}
 
 

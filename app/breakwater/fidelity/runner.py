@@ -27,7 +27,7 @@ from breakwater.core.simulate import make_pipeline, simulate
 from breakwater.core.stages.summarize import Summarizer
 from breakwater.fidelity import loops
 from breakwater.fidelity.probes import CATEGORIES, extract
-from breakwater.fidelity.results import (BilledCheck, FidelityRun, PresetSummary, SessionSummary, Tally,
+from breakwater.fidelity.results import (BilledCheck, FidelityRun, Money, PresetSummary, SessionSummary, Tally,
                                          fact_json, totals_json)
 from breakwater.fidelity.scoring import Scorer, Tracker
 from breakwater.core.log.prompt_cache import Prices, recorded_cost
@@ -143,9 +143,19 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
                        tuple(compaction_turns), tuple(loops.file_reads(log)), estimated)
 
 
-def summarize_run(run: FidelityRun) -> PresetSummary:
+def summarize_run(run: FidelityRun, money: Money | None = None) -> PresetSummary:
     return PresetSummary(run.billed_raw, run.billed_sent, len(run.compaction_turns), run.tally(), run.lost_turns(),
-                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated, run.fact_states())
+                         loops.detect(run.compaction_turns, run.reads), run.sent_estimated, run.fact_states(), money)
+
+
+def money_of(log: SessionLog, policy: Policy, counter: str = "exact") -> Money | None:
+    """The session's input in USD without and with compaction under `policy`, as `simulate` prices it
+    (its cache model: one figure, computed once); None when its model's prices are unknown. After a
+    replay of the same session its token counts are cached: a tenth of the replay's time."""
+    sim = simulate(log, policy, counter, on_turn=lambda _sim, _turn: None)
+    if sim.prices is None:
+        return None
+    return Money(sim.cost_raw, sim.cost_sent, sim.cache_rewritten, sim.cache_rewrite_cost)
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
@@ -196,7 +206,7 @@ def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, sc
             # out (manual ones, which the transcript marks, stay)
             run_log = without(log, {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"}) \
                 if name == AGENT_OWN and agent_of(log.header) else log
-            out[name] = summarize_run(replay(run_log, policy, counter, scorer))
+            out[name] = summarize_run(replay(run_log, policy, counter, scorer), money_of(run_log, policy, counter))
         except Exception as exc:  # one broken session must not end a run over thousands
             out[name] = f"{name}: {type(exc).__name__}: {exc}"
             break
@@ -466,9 +476,12 @@ class PresetTotals:
     flagged: int = 0
     tally: Tally = field(default_factory=Tally)
     sent_estimated: bool = False
+    money: Money = field(default_factory=Money)   # over the sessions priced
+    priced: int = 0
 
     def to_json(self) -> dict:
         return {**totals_json(self.billed_raw, self.billed_sent, self.compactions, self.tally, self.sent_estimated),
+                **self.money.to_json(), "sessions_priced": self.priced,
                 "sessions": self.sessions, "sessions_flagged": self.flagged}
 
 
@@ -482,7 +495,8 @@ class Corpus:
 
     def totals(self) -> dict[str, PresetTotals]:
         out = {name: PresetTotals() for name in self.presets}
-        for s in self.sessions:
+        # in the sessions' order, not their arrival's: sums of USD (floats) are the same however many jobs
+        for s in sorted(self.sessions, key=lambda s: s.path):
             for name, ps in s.presets.items():
                 t = out[name]
                 t.billed_raw += ps.billed_raw
@@ -492,6 +506,9 @@ class Corpus:
                 t.sessions += 1
                 t.flagged += bool(ps.loops)
                 t.tally.merge(ps.tally)
+                if ps.money is not None:
+                    t.money.add(ps.money)
+                    t.priced += 1
         return out
 
     def ordered(self, order: Iterable[str]) -> list[SessionSummary]:

@@ -34,7 +34,8 @@ UNIT_SUFFIXES = (("_tokens", "tokens"), ("_chars", "chars"), ("_head", "chars"),
                  ("_messages", "messages"), ("_turns", "turns"), ("_lines", "lines"), ("_bytes", "bytes"),
                  ("_entries", "entries"), ("_days", "days"), ("_s", "s"), ("_k", "hits"), ("_mb", "MB"))
 UNITS = {"window": "tokens", "soft_ratio": "× window", "small_window_buffer_ratio": "× window",
-         "deep_keep_ratio": "× window", "hard_window_share": "× window", "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
+         "deep_keep_ratio": "× window", "hard_window_share": "× window", "summary_instruction_share": "× window",
+         "precise_ratio": "× soft", "soft_hysteresis_ratio": "× soft",
          "shape_keep_last_max": "turns",
          "shape_keep_last_min": "turns", "memory_fragments_threshold": "files",
          "mask_keep_observations": "observations", "tool_max_procs": "processes"}

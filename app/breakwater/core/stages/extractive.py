@@ -23,7 +23,7 @@ from breakwater.core.stages.summarize import (MIN_SENTENCE_CHARS, SECTIONS, SUMM
                                               user_text)
 
 GOAL_CHARS = 600
-INSTRUCTION_CHARS = 400
+INSTRUCTION_CHARS = 400   # one instruction, under a fixed cap (the seeds'); with a share of the window: user_keep_chars
 LATEST_REQUEST_CHARS = 400
 NEXT_CHARS = 500
 COMMAND_CHARS = 200
@@ -83,14 +83,17 @@ class ExtractiveSummarizer:
 
     def summarize(self, messages: Sequence[Message], previous: str | None, policy: Policy) -> SummaryResult:
         prev = _parse_previous(previous)
-        s = _State(prev)
+        # with the instructions' own share, each keeps what shaping keeps of a user message: a pasted
+        # stack trace or a list of colours (pi) is the instruction, not its first 400 chars
+        s = _State(prev, policy.user_keep_chars if policy.summary_instruction_share else INSTRUCTION_CHARS)
         s.read(messages, policy)
-        body = s.render(policy.summary_max_chars)
+        body = s.render(policy.summary_max_chars, policy.summary_instruction_chars)
         return SummaryResult(body, True, self.name)
 
 
 class _State:
-    def __init__(self, prev: dict[str, list[str]]) -> None:
+    def __init__(self, prev: dict[str, list[str]], instruction_chars: int = INSTRUCTION_CHARS) -> None:
+        self.instruction_chars = instruction_chars
         self.goal = prev["Goal"][0] if prev["Goal"] else None
         self.said, self.said_left_out = [], 0
         for line in prev["Constraints"]:
@@ -162,12 +165,12 @@ class _State:
         if self.goal is None:
             self.goal = _clip(task if task is not None else text, GOAL_CHARS)
             if task is not None:   # the framework's rules around the task statement, as it states them
-                self.said += [_INSTRUCTION + _clip(x, INSTRUCTION_CHARS)
+                self.said += [_INSTRUCTION + _clip(x, self.instruction_chars)
                               for x in user_instructions(m.content.replace(task, "\n"))]
             return
         if task is not None or len(text) < MIN_SENTENCE_CHARS:
             return
-        line = _INSTRUCTION + _clip(text, INSTRUCTION_CHARS)
+        line = _INSTRUCTION + _clip(text, self.instruction_chars)
         if line not in self.said:
             self.said.append(line)
         self.latest = _LATEST + _clip(text, LATEST_REQUEST_CHARS)
@@ -203,11 +206,12 @@ class _State:
                 self.errors.append(_Error(sig.text, "open", command or ""))
 
     # -- writing the summary -----------------------------------------------------------------------
-    def render(self, limit: int) -> str:
-        """The sections within `limit` chars, filled in order of what an agent can least do without: the
-        goal, the next step, the current error, the files modified; then the user's instructions (the
-        most recent first, leaving OTHERS chars); then the errors (the open ones, a few resolved),
-        the decisions, the commands run and the files read, each the most recent that fit."""
+    def render(self, limit: int, instruction_chars: int = 0) -> str:
+        """The sections within `limit` + `instruction_chars` chars, filled in order of what an agent can
+        least do without: the goal, the next step, the current error, the files modified; then the
+        user's instructions (the most recent first, leaving OTHERS chars, and `instruction_chars` more
+        that only they may use); then the errors (the open ones, a few resolved), the decisions, the
+        commands run and the files read, each the most recent that fit."""
         current = self.errors[-1] if self.errors else None
         latest = [self.latest] if self.latest and (_INSTRUCTION + self.latest[len(_LATEST):]) not in self.said else []
         doing = [self.doing] if self.doing else []
@@ -219,9 +223,12 @@ class _State:
             "Progress": doing,
         }
         room = limit - len(render_sections(sections))
-        sections["Constraints"] = said = within(self.said, max(room - OTHERS, room // 2), self.said_left_out,
+        share = max(room - OTHERS, room // 2)
+        sections["Constraints"] = said = within(self.said, share + instruction_chars, self.said_left_out,
                                                 "earlier user instruction{s} left out")
-        room -= _size(said)
+        # the rest get what they would without the instructions' own chars: the summary grows only by
+        # instructions the fixed cap would have left out
+        room -= min(_size(said), share)
         open_ = [e for e in self.errors if e.status == "open" or e is current]
         resolved = [e for e in self.errors if e not in open_][-MAX_RESOLVED:]
         errors = [e.line() for e in self.errors if e in open_ or e in resolved][-MAX_ERRORS:]
@@ -236,6 +243,7 @@ class _State:
                                         self.read_left_out + max(0, len(self.read_paths) - MAX_READ_PATHS),
                                         "more file{s} read, not listed", note_first=False)
         body = render_sections(sections)
+        limit += instruction_chars
         if len(body) > limit:   # a goal and files modified past the cap on their own: cut at a line
             body = body[: limit].rsplit("\n", 1)[0]
         return body

@@ -19,6 +19,9 @@ from breakwater.core.log.edits import Edit
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.policy import Policy
 from breakwater.core.log.tokens import heuristic_message
+from breakwater.core.stages.summarize import wrapper_spans
+
+WRAPPER_MARKER = "[harness output cut so the request fits the window]"
 
 
 def join_users(msgs: list[Message]) -> tuple[list[Message], list[str]]:
@@ -50,6 +53,8 @@ def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], 
     target = policy.hard_limit
     total = count(msgs)
     for allow_user in (False, True):
+        if allow_user and total > target:
+            total = _cut_wrappers(msgs, edits, policy, count, total)
         while total > target:
             best, best_room = None, 0
             for i, m in enumerate(msgs):
@@ -79,6 +84,29 @@ def squeeze(msgs: list[Message], policy: Policy, count) -> tuple[list[Message], 
     if total > target:
         total = _cut_arguments(msgs, edits, policy, count, total)
     return msgs, edits
+
+
+def _cut_wrappers(msgs: list[Message], edits: list[Edit], policy: Policy, count, total: int) -> int:
+    """Before a user message loses its middle, the harness's wrapping in it goes: a slash command's
+    output, reminders, the caveat (Claude Code, Codex) are not the user's words. Where the first user
+    message holds them, the goal and the summary joined to it would otherwise be the middle cut."""
+    for i, m in enumerate(msgs):
+        if total <= policy.hard_limit:
+            break
+        spans = [(a, b) for a, b in wrapper_spans(m.content) if b - a > len(WRAPPER_MARKER)] if m.role == "user" else []
+        if not spans:
+            continue
+        parts, at = [], 0
+        for a, b in spans:
+            parts += [m.content[at:a], WRAPPER_MARKER]
+            at = b
+        new = m.with_content("".join(parts) + m.content[at:])
+        before, after = heuristic_message(m), heuristic_message(new)
+        edits.append(Edit(m.id, "shape_history", "snipped", tuple(spans), before, after,
+                          f"request over hard limit {policy.hard_limit}: harness output in a user message"))
+        msgs[i] = new
+        total = count(msgs)
+    return total
 
 
 def _argument_marker(removed: int) -> str:

@@ -108,8 +108,8 @@ def validate_summary(output: str | None, policy: Policy, summarizer: str = "llm"
     body = found[-1].strip()
     if not body:
         return SummaryResult("", False, summarizer, "empty <summary>")
-    if len(body) > policy.summary_max_chars:
-        return SummaryResult("", False, summarizer, f"summary over {policy.summary_max_chars} chars ({len(body)})")
+    if len(body) > policy.summary_limit:
+        return SummaryResult("", False, summarizer, f"summary over {policy.summary_limit} chars ({len(body)})")
     problem = garbled(body)
     if problem:
         return SummaryResult("", False, summarizer, f"garbled summary: {problem}")
@@ -201,6 +201,13 @@ _WRAPPERS = re.compile(
 def user_text(text: str) -> str:
     """A user message without what the agent's harness wrapped into it."""
     return _WRAPPERS.sub("", text).strip() if "<" in text or "Caveat" in text else text
+
+
+def wrapper_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each piece of harness wrapping in a user message (`user_text` drops them)."""
+    if "<" not in text and "Caveat" not in text:
+        return []
+    return [m.span() for m in _WRAPPERS.finditer(text) if m.end() > m.start()]
 
 
 def is_wrapper(text: str) -> bool:
