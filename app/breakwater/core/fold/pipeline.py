@@ -401,6 +401,10 @@ class Pipeline:
         # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
         # the request without compaction is at least it
         plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
+        if not plan.counts:
+            # nothing was edited: the request is the log whole, and without compaction is what it sends
+            # (saved 0, not the difference between the tokenizer's count and the heuristic's)
+            plan.raw_tokens = plan.sent_tokens
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
