@@ -31,6 +31,12 @@ class RangeSums:
         new._spans = [arr[:] for arr in self._spans]
         return new
 
+    def __eq__(self, other: object) -> bool:
+        """The same sums over the same spans (a snapshot's copy equals what it copied)."""
+        return isinstance(other, RangeSums) and self._bases == other._bases and self._spans == other._spans
+
+    __hash__ = None   # a mutable value
+
     def __len__(self) -> int:
         """How many messages are counted (for tests and benchmarks)."""
         return sum(len(arr) - 1 for arr in self._spans)
