@@ -282,7 +282,7 @@ def test_eval_piped_prints_every_column_whole_and_never_rounds_to_all_or_none():
     import subprocess
     import sys
 
-    from breakwater.cli.fidelity import pct
+    from breakwater.core.log.words import pct
     from support.transcripts import REAL
 
     out = subprocess.run([sys.executable, "-m", "breakwater", "eval", str(REAL / "codex" /

@@ -10,6 +10,7 @@ from typing import Iterator
 
 from breakwater.core.log.visible import json_safe, visible
 from breakwater.cli import judge as judge_cli
+from breakwater.core.log.words import pct
 from breakwater.core.policy import DEFAULT_PRESET, PRESETS, preset_names
 from breakwater.core.policy.agents import AGENT_OWN, AGENT_ROWS, AS_RECORDED
 
@@ -150,9 +151,6 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
         return ""
     full = round(fraction * width)
     return "█" * full + "░" * (width - full)
-
-
-pct = judge_cli.pct
 
 
 def tokens(n: int) -> str:

@@ -11,6 +11,7 @@ import sys
 from typing import Any, Sequence
 
 from breakwater.core.log.visible import visible
+from breakwater.core.log.words import pct
 
 DEFAULT_QUESTIONS = 24
 DEFAULT_TIMEOUT_S = 120.0
@@ -119,18 +120,6 @@ def with_progress(work, total: int):
                   console=console, transient=True) as bar:
         job = bar.add_task("questions", total=total)
         return work(lambda _verdict: bar.advance(job))
-
-
-def pct(fraction: float | None) -> str:
-    """A share as a whole percent that never says all or none when it is not: 0.996 is ">99%" (a
-    recall of "100%" beside "lost at turn 132" read as a contradiction), 0.004 "<1%"."""
-    if fraction is None:
-        return "—"
-    if 0.995 <= fraction < 1:
-        return ">99%"
-    if 0 < fraction < 0.005:
-        return "<1%"
-    return f"{100 * fraction:.0f}%"
 
 
 def report_console():

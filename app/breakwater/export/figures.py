@@ -54,12 +54,3 @@ def policy_line(side: Side) -> str:
     counter = f"{h['counter']} counter" + (f" ({enc})" if enc else " (≈ heuristic estimate)")
     return (f"preset {h['preset']} · window {h['window']:,} tokens ({h['window_source']}) · soft limit "
             f"{h['soft_limit']:,} · hard limit {h['hard_limit']:,} · {counter} · model {model}")
-
-
-def fact_share(x: float | None) -> str:
-    """A recall as a percentage; never 100% while something is lost."""
-    if x is None:
-        return "—"
-    if x < 1 and round(100 * x) >= 100:
-        return ">99%"
-    return f"{100 * x:.0f}%"

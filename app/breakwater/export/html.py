@@ -12,7 +12,8 @@ from importlib import resources
 from breakwater import __version__
 from breakwater.core.log.edits import ALL_KINDS, kind_label, kind_meaning
 from breakwater.core.log.visible import visible
-from breakwater.export.figures import fact_share, policy_line, totals_rows
+from breakwater.core.log.words import pct
+from breakwater.export.figures import policy_line, totals_rows
 from breakwater.export.report import CompactionRow, Fact, MessageRow, Part, Report, Side
 from breakwater.export.timeline import axis_top, timeline_svg
 
@@ -147,8 +148,8 @@ def _side(name: str, side: Side, report: Report) -> str:
             f'figures). Lines: the window {side.header["window"]:,} (dashed), the hard limit '
             f'{side.header["hard_limit"]:,}, the soft limit {side.header["soft_limit"]:,}.</p>'
             f'<h4>Deep compactions ({len(side.compactions)})</h4>{comps}'
-            f'<h4>Facts at turn {report.turn}</h4><p>carried: {fact_share(side.recall)} of {side.facts:,} '
-            f'(pinned: {fact_share(side.pinned)})</p>'
+            f'<h4>Facts at turn {report.turn}</h4><p>carried: {pct(side.recall)} of {side.facts:,} '
+            f'(pinned: {pct(side.pinned)})</p>'
             + (f'<details><summary>{len(side.missing):,} facts not carried</summary><ul>{missing}</ul></details>'
                if side.missing else "")
             + f'<details><summary>The policy, as a file</summary><pre>{_t(side.policy_file)}</pre></details></section>')

@@ -9,7 +9,8 @@ import re
 
 from breakwater import __version__
 from breakwater.core.log.visible import visible
-from breakwater.export.figures import fact_share, policy_line, totals_rows
+from breakwater.core.log.words import pct
+from breakwater.export.figures import policy_line, totals_rows
 from breakwater.export.report import CompactionRow, Fact, Report, Side
 
 FACTS_LISTED = 200   # facts listed per section; the rest are counted
@@ -69,8 +70,8 @@ def _compaction(c: CompactionRow) -> list[str]:
 
 def _side(name: str, side: Side, report: Report) -> list[str]:
     out = [f"### {_plain(name)}: {_plain(side.header['preset'])}", "", _plain(policy_line(side)), "",
-           f"At turn {report.turn}: {fact_share(side.recall)} of {side.facts:,} facts carried "
-           f"(pinned: {fact_share(side.pinned)}); {len(side.missing):,} not carried.", ""]
+           f"At turn {report.turn}: {pct(side.recall)} of {side.facts:,} facts carried "
+           f"(pinned: {pct(side.pinned)}); {len(side.missing):,} not carried.", ""]
     if side.missing:
         out += _facts(side.missing) + [""]
     out += [f"{len(side.compactions)} deep compactions.", ""]
