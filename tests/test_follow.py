@@ -192,3 +192,28 @@ async def test_a_replaced_or_truncated_file_is_said_on_screen(tmp_path):
         # and the status line says it, before the rest of its line
         await until(pilot, lambda: any(line.lstrip().startswith(f"{dst.name} was replaced by another file")
                                        for line in screen_text(app).splitlines()), 10)
+
+
+@pytest.mark.asyncio
+async def test_an_edit_made_while_following_stays_in_effect_as_the_file_grows(tmp_path):
+    """A pin made on a followed transcript goes to its overlay; the next lines the agent writes must
+    not rebuild the replay from the file alone (the title said "1 edit" while the request was sent
+    without it)."""
+    from ui_support import select_row
+
+    lines = SUBAGENT.read_bytes().splitlines(keepends=True)
+    dst = tmp_path / SUBAGENT.name
+    app, log = followed(dst, 30)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.detail is not None)
+        await select_row(pilot, 1)
+        pinned = screen.messages[1].id
+        await pilot.press("P")
+        await until(pilot, lambda: any(e.type == "pin" for e in screen.replay.log.events), 10)
+        with open(dst, "ab") as fh:
+            fh.write(b"".join(lines[30:60]))
+        await until(pilot, lambda: len(screen.replay.log.messages) > len(log.messages), 10)
+        await until(pilot, lambda: screen.detail is not None and screen.replay.simulation is not None, 30)
+        assert [e.get("message_id") for e in screen.replay.log.events if e.type == "pin"] == [pinned]
+        assert screen.replay.recording is screen.recording   # the file as written, the overlay beside it

@@ -92,8 +92,10 @@ class FollowScreen(ReplayScreen):
         r = self.replay
         self.appended += 1
         self.recording = log
-        # another file under the name: its own model, not the one the old file named
-        self.reload(Replay(log, r.policy, r.counter, None if fresh else r.model, r.summarizer,
+        # the user's pins, triggers and undos (the overlay) on top of what the agent wrote, as on any
+        # recording; another file under the name: its own model, not the one the old file named
+        shown = self.overlay.apply(log) if self.overlay is not None else log
+        self.reload(Replay(shown, r.policy, r.counter, None if fresh else r.model, r.summarizer, recording=log,
                            tokens=None if fresh else r.tokens, window_source=r.window_source))
         if self.follow and self.messages:
             self.query_one(MessageList).select_index(len(self.messages) - 1)   # the newest in view
@@ -139,7 +141,8 @@ class FollowScreen(ReplayScreen):
         if stats is not None:
             own = own_compaction(r.log, r.policy.window)
             text.append(" · " + agent_line(own, stats.api_tokens or stats.base_tokens))
-        self.query_one("#follow-status", Static).update(text)
+        for status in self.query("#follow-status").results(Static):   # none once the screen is coming down
+            status.update(text)
 
 
 def agent_line(own: OwnCompaction | None, tokens: int) -> str:
