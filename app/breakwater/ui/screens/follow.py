@@ -84,7 +84,9 @@ class FollowScreen(ReplayScreen):
         for change in changed:
             self.said_change = visible(change.message)
             self.notify(visible(change.message), title=f"Transcript {change.kind}", severity="warning", timeout=10)
-        if log is not None and (changed or len(log.entries) != len(self.replay.log.entries)):
+        # compared whole, not counted: the lines of one Claude Code reply (thinking, text, each call)
+        # grow its one message, and a count waited for the tool result to show them (37.5)
+        if log is not None and (changed or log.entries != self.recording.entries):
             self._grew(log, fresh=any(c.kind == REPLACED for c in changed))
         self._status()
 
