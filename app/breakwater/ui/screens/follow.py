@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 from breakwater.core.log.json_lines import SessionLogError
 from breakwater.core.log.visible import visible
 from breakwater.core.replay import Replay, TurnDetail
+from breakwater.core.simulate import provider_figure
 from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.follow import REPLACED, Follower, OwnCompaction, own_compaction
 from breakwater.ui.screens.replay import ReplayScreen
@@ -142,7 +143,8 @@ class FollowScreen(ReplayScreen):
         text.append(where, style="bold")
         if stats is not None:
             own = own_compaction(r.log, r.policy.window)
-            text.append(" · " + agent_line(own, stats.api_tokens or stats.base_tokens))
+            api = provider_figure(self.detail.view, stats) if self.detail is not None and self.detail.view.turn == turn else None
+            text.append(" · " + agent_line(own, api.tokens if api is not None else stats.base_tokens))
         for status in self.query("#follow-status").results(Static):   # none once the screen is coming down
             status.update(text)
 
