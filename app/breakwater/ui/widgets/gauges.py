@@ -53,7 +53,7 @@ class Gauges(Drawn):
         out.append(f" ({d.window_source})", style=self._c("dim"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
         out.append("\n")
-        out.append_text(self._bar(v, max(20, self.size.width - 2), 0 if d.calibration.whole else d.calibration.overhead))
+        out.append_text(self._bar(v, max(20, self.size.width - 2), unseen_overhead(d)))
         out.append("\n")
         self._counts(out, d)
         return out
@@ -118,9 +118,9 @@ class Gauges(Drawn):
         out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None
                    else "counting…" if self.first_look
                    else "not counted (heuristic counter)" if d.counter == "heuristic" else "≈ unknown model")
-        # ▓ is the unseen overhead's glyph on the bar: a proxied session's log holds the whole request,
-        # nothing is unseen and the bar has none, so its legend has none either
-        out.append(" · " if d.calibration.whole else " · ▓ ", style=dim)
+        # ▓ is the unseen overhead's glyph on the bar: where there is none (a proxied session's log holds
+        # the whole request; no usage fitted yet) the bar has none, and neither has its legend
+        out.append(" · ▓ " if unseen_overhead(d) else " · ", style=dim)
         out.append(d.calibration.describe())
         out.append("\n")
         out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
@@ -143,3 +143,8 @@ class Gauges(Drawn):
         if st is not None and st.cost_sent is not None:
             out.append(" · cost ", style=dim)
             out.append(f"${st.cost_sent:.4f} (without ${st.cost_raw:.4f})")
+
+
+def unseen_overhead(d: TurnDetail) -> int:
+    """The provider's tokens of the request no message shows (the bar's ▓): none for a whole request."""
+    return 0 if d.calibration.whole else max(0, d.calibration.overhead)
