@@ -160,6 +160,12 @@ def _user_text(r: dict[str, Any]) -> str | None:
     return None
 
 
+def _command(text: str) -> bool:
+    """A bare slash command (pi's "/mode", "/model"): it sets something, it says nothing of the session."""
+    words = text.split()
+    return len(words) == 1 and words[0].startswith("/") and words[0][1:2].isalpha() and "/" not in words[0][1:]
+
+
 def _title(head: list[str]) -> str | None:
     """The title the agent gave the session (Claude Code's custom, AI or summary title; the
     header's), else the first prompt the user typed; one line, at most TITLE_CHARS."""
@@ -171,7 +177,7 @@ def _title(head: list[str]) -> str | None:
                 titles.setdefault(rank, r[key])
         if prompt is None:
             text = _user_text(r)
-            if text and text.strip() and not text.lstrip().startswith(NOT_TYPED):
+            if text and text.strip() and not text.lstrip().startswith(NOT_TYPED) and not _command(text):
                 prompt = text
     chosen = titles[min(titles)] if titles else prompt
     if chosen is None:
