@@ -153,11 +153,12 @@ def test_following_a_file_not_written_yet_waits_for_its_first_whole_line(tmp_pat
     assert log.issues == [] and log.entries and said == [True]
 
 
-def followed(dst, lines: int | None = None):
-    """The workbench following `dst`, which holds the subagent transcript's first `lines` lines: (app, log)."""
+def followed(dst, lines: int | None = None, src=SUBAGENT):
+    """The workbench following `dst`, which holds the first `lines` lines of `src` (the subagent
+    transcript): (app, log)."""
     import argparse
 
-    dst.write_bytes(b"".join(SUBAGENT.read_bytes().splitlines(keepends=True)[:lines]))
+    dst.write_bytes(b"".join(src.read_bytes().splitlines(keepends=True)[:lines]))
     follower = Follower(dst)
     log = follower.read()
     policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
@@ -233,13 +234,7 @@ async def test_each_line_of_a_claude_code_reply_shows_as_it_arrives(tmp_path):
                 "message": {**text_line["message"], "content": [
                     {"type": "thinking", "thinking": "Which tar members are links", "signature": "s"}]}}
     dst = tmp_path / ccl.name
-    dst.write_bytes(b"".join(lines[:12]))
-    follower = Follower(dst)
-    log = follower.read()
-    import argparse
-
-    policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
-    app = make_app(log, policy, counter="heuristic", settings=UISettings(), follower=follower)
+    app, _ = followed(dst, 12, ccl)
     said = text_line["message"]["content"][0]["text"].split()[:4]
     call = call_line["message"]["content"][0]["name"]
     async with app.run_test(size=SIZE) as pilot:
