@@ -24,6 +24,8 @@ AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent_compactions"
 PI_RUN = AGENTS / "pi-0.73.1-auto-compactions.jsonl"
 PI_WINDOW = 48_000
 CC_RUN = AGENTS / "claude-code-2.0.55-auto-compactions.jsonl"
+# Codex 0.171.0 driven the same way (record_codex.py there): 40 prompts, model_context_window = 48,000
+CODEX_RUN = AGENTS / "codex-0.171.0-auto-compactions.jsonl"
 CLAUDE = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"      # Claude Code 2.0.55, 103 turns, to 133k tokens
 CODEX = REAL / "codex" / "agentsessions_codex_coverage_small.jsonl"
 OPENHANDS = REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"
@@ -57,6 +59,25 @@ def test_claude_code_compacts_where_claude_code_did():
     got = check(log, policy, counter="heuristic")
     assert got.predicted == [14, 29] and got.elsewhere == [] and got.agrees
     assert not check(log, preset("pi"), counter="heuristic").agrees
+
+
+def test_codex_compacts_where_codex_did():
+    """The real Codex compacted itself twice past 90% of the 48,000 it was told (43,200); its rollout
+    reports 95% of that as the window (45,600), which is the window Breakwater reads and the preset's
+    18/19 share is of."""
+    log = load_session(CODEX_RUN)
+    assert log.header["window"] == 45_600 and log.header["cli_version"] == "0.171.0"
+    assert [(r.turn, r.trigger) for r in recorded_compactions(log)] == [(35, "auto"), (71, "auto")]
+    policy = preset("codex").with_changes(window=log.header["window"])
+    assert policy.hard_limit == 43_200
+    got = check(log, policy, counter="heuristic")
+    # one request early, as pi's and Claude Code's: Codex decides on the last reply's usage
+    assert got.predicted == [34, 70] and got.elsewhere == [] and got.agrees
+    for other in ("pi", "claude-code", "breakwater"):
+        assert not check(log, preset(other).with_changes(window=log.header["window"]), counter="heuristic").agrees
+    # 90% of the reported window (what the preset did before it knew the 95%) fires two requests early
+    early = check(log, policy.with_changes(hard_window_share=0.9), counter="heuristic")
+    assert early.predicted == [32, 68] and not early.agrees
 
 
 def test_pi_keeps_its_recent_tokens_after_a_compaction():
@@ -111,7 +132,7 @@ def test_codex_keeps_the_users_messages_before_its_summary():
     recorded = {r.event_id for r in recorded_compactions(log)}
     log = without(log, recorded)
     policy = preset("codex").with_changes(window=4_000)
-    assert policy.hard_limit == 3_600   # 90% of the window (codex-rs openai_models.rs)
+    assert policy.hard_limit == 3_789   # 90% of the model's window, of which Codex reports 95% (openai_models.rs)
     sim = simulate(log, policy, "heuristic")
     assert sim.compactions
     turn = sim.compactions[0].turn
