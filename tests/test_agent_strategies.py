@@ -302,6 +302,20 @@ def test_eval_prints_as_recorded_beside_its_agents_strategy(tmp_path):
 
 
 # -- masking in batches (issue 41) -----------------------------------------------------------------
+def test_eval_replays_a_row_once_when_an_earlier_row_had_its_policy(monkeypatch):
+    """On a session of no known agent 'agent' is 'as-recorded' (its record): one replay, not two."""
+    from breakwater.fidelity import runner
+    replays = []
+    real = runner.replay
+    monkeypatch.setattr(runner, "replay", lambda log, policy, *a, **k: replays.append(policy.preset) or real(log, policy, *a, **k))
+    got = runner.evaluate_path(str(SWE), ("breakwater", "as-recorded", "agent"), counter="heuristic")
+    assert got.error is None and len(replays) == 2
+    assert got.presets["agent"].to_json() == got.presets["as-recorded"].to_json()
+    replays.clear()   # on pi's own transcript the agent's strategy is a replay of its own
+    runner.evaluate_path(str(PI_RUN), ("as-recorded", "agent"), window=PI_WINDOW, counter="heuristic")
+    assert len(replays) == 2
+
+
 def test_masking_in_batches_rewrites_the_cache_less_and_costs_less():
     """The Complexity Trap's rule masks one more observation on nearly every request: each move
     re-writes the cached prefix from there on. With mask_batch_tokens the boundary moves only when

@@ -200,13 +200,21 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
 def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, scorer: Scorer) -> dict:
     """Each preset's summary, or why it failed (and none after it: they are not run)."""
     out: dict[str, PresetSummary | str] = {}
+    # a row whose policy and history an earlier row had is that row's figures, not a second replay:
+    # 'agent' is 'as-recorded' on a session of no known agent, and the recorded preset's row on one of
+    # Breakwater's own recordings
+    done: dict[tuple[bool, Policy], PresetSummary] = {}
     for name, policy in named:
         try:
             # the agent's strategy makes the automatic compactions its agent recorded: those are taken
             # out (manual ones, which the transcript marks, stay)
-            run_log = without(log, {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"}) \
-                if name == AGENT_OWN and agent_of(log.header) else log
-            out[name] = summarize_run(replay(run_log, policy, counter, scorer), money_of(run_log, policy, counter))
+            auto = {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"} \
+                if name == AGENT_OWN and agent_of(log.header) else set()
+            run_log = without(log, auto) if auto else log
+            key = (run_log is log, policy)
+            if key not in done:
+                done[key] = summarize_run(replay(run_log, policy, counter, scorer), money_of(run_log, policy, counter))
+            out[name] = done[key]
         except Exception as exc:  # one broken session must not end a run over thousands
             out[name] = f"{name}: {type(exc).__name__}: {exc}"
             break
