@@ -189,6 +189,36 @@ def test_anthropic_clear_tool_uses_clears_all_but_the_last_three_past_the_trigge
     assert any(m.content == "[cleared]" for m in excl.messages)
 
 
+def test_clear_tool_inputs_clears_the_far_calls_arguments_with_their_results():
+    """Anthropic's clear_tool_inputs (`mask_clear_tool_inputs`), on Claude Code's transcript: the
+    calls of the cleared tool uses send `{}`, the last three tool uses and the excluded tools keep theirs,
+    and the log keeps every argument."""
+    log = load_session(CLAUDE)
+    base = preset("anthropic-clear-tool-uses")
+    assert base.mask_clear_tool_inputs is False   # off in Anthropic's defaults, and LangChain's
+    policy = base.with_changes(mask_clear_tool_inputs=True)
+    turn = simulate(log, base, "heuristic").turns[-1].turn
+    plain, view = sent_view(log, base, turn), sent_view(log, policy, turn)
+    calls = [c for m in view.messages if m.role == "assistant" for c in m.tool_calls]
+    results = {m.tool_call_id: m.content for m in view.messages if m.role == "tool"}
+    kept = [c for c in calls if c.arguments != "{}"]
+    # the tool uses kept whole are the last three, each a call and its result, and only they
+    assert kept == calls[-3:] and all(results[c.id] != "[cleared]" for c in kept)
+    assert all(results.get(c.id) in ("[cleared]", "", None) for c in calls[:-3])
+    assert view.sent_tokens < plain.sent_tokens - 1_000
+    by_id = {c.id: c for m in log.messages for c in m.tool_calls}
+    assert all(by_id[c.id].arguments not in ("", "{}") for c in calls[:-3] if c.id in by_id and
+               len(by_id[c.id].arguments) > 2)   # the log is untouched
+    edits = {e.message_id: e.kind for e in view.edits}
+    assert any(edits.get(m.id) == "masked" for m in view.messages if m.role == "assistant")
+    # an excluded tool keeps its calls' arguments and its results
+    excl = sent_view(log, policy.with_changes(mask_exclude_tools="Edit"), turn)
+    edit_calls = [c for m in excl.messages if m.role == "assistant" for c in m.tool_calls if c.name == "Edit"]
+    assert edit_calls and all(c.arguments == by_id[c.id].arguments for c in edit_calls)
+    # off: no call is changed, as before
+    assert all(c.arguments == by_id[c.id].arguments for m in plain.messages for c in m.tool_calls if c.id in by_id)
+
+
 def test_langchain_context_editing_is_anthropics_defaults_with_its_placeholder():
     a, b = preset("anthropic-clear-tool-uses"), preset("langchain-context-editing")
     assert (b.soft_trigger_tokens, b.mask_keep_observations, b.clear_at_least_tokens, b.mask_exclude_tools,
