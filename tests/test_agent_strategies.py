@@ -336,14 +336,28 @@ def test_eval_replays_a_row_once_when_an_earlier_row_had_its_policy(monkeypatch)
     """On a session of no known agent 'agent' is 'as-recorded' (its record): one replay, not two."""
     from breakwater.fidelity import runner
     replays = []
-    real = runner.replay
-    monkeypatch.setattr(runner, "replay", lambda log, policy, *a, **k: replays.append(policy.preset) or real(log, policy, *a, **k))
+    real = runner.replay_priced
+    monkeypatch.setattr(runner, "replay_priced",
+                        lambda log, policy, *a, **k: replays.append(policy.preset) or real(log, policy, *a, **k))
     got = runner.evaluate_path(str(SWE), ("breakwater", "as-recorded", "agent"), counter="heuristic")
     assert got.error is None and len(replays) == 2
     assert got.presets["agent"].to_json() == got.presets["as-recorded"].to_json()
     replays.clear()   # on pi's own transcript the agent's strategy is a replay of its own
     runner.evaluate_path(str(PI_RUN), ("as-recorded", "agent"), window=PI_WINDOW, counter="heuristic")
     assert len(replays) == 2
+
+
+def test_eval_plans_each_request_once_per_row(monkeypatch):
+    """A row's replay and its money come from one pass: each request is planned once, not twice."""
+    from breakwater.core.fold.pipeline import Pipeline
+    from breakwater.fidelity import runner
+    planned = []
+    real = Pipeline.plan
+    monkeypatch.setattr(Pipeline, "plan", lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
+    got = runner.evaluate_path(str(CC_RUN), ("breakwater",), counter="heuristic", billed=False)
+    turns = load_session(CC_RUN).turn_count()
+    assert got.error is None and got.presets["breakwater"].money is not None   # priced: a Claude model
+    assert len(planned) == turns
 
 
 def test_masking_in_batches_rewrites_the_cache_less_and_costs_less():
