@@ -64,9 +64,12 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
     # Anthropic context editing, clear_tool_uses_20250919 with its defaults (platform.claude.com docs,
     # "Context editing"; beta context-management-2025-06-27): past `trigger` = 100,000 input tokens,
     # every tool result but the last `keep` = 3 tool uses is cleared; clear_at_least: none;
-    # exclude_tools: none. The placeholder's wording is not published: LangChain's "[cleared]" stands in.
-    # clear_tool_inputs (clearing the calls' arguments too) is not reproduced. No summary: a request
-    # still over the window drops its oldest turns (shape history), where the API would refuse it.
+    # exclude_tools: none; clear_tool_inputs: false (`mask_clear_tool_inputs = true` clears the calls'
+    # arguments too, to "{}": the replacement is not published either). The placeholder's wording is not
+    # published: LangChain's "[cleared]" stands in. No summary: a request still over the window drops its
+    # oldest turns (shape history), where the API would refuse it. clear_thinking_20251015 is not
+    # reproduced: Breakwater never counts or sends earlier turns' thinking (docs/notes/round-5, issue 40); Claude
+    # Code 2.1.197 sends it itself, with keep "all".
     "anthropic-clear-tool-uses": dict(_CLEAR_ONLY, window=200_000,
                                          soft_trigger_tokens=100_000, mask_all=True, mask_keep_observations=3,
                                          mask_placeholder="[cleared]"),
