@@ -354,3 +354,48 @@ def test_mini_swe_agent_cost_matches_its_recorded_usage():
     """Its reads were taken as the previous request alone: 2.8% high before round 5's carry, 3.9% after."""
     check = billed_check(load_session(MINI))
     assert abs(check.cost_errors[0]) <= 0.01, check.to_json()["cost"]
+
+
+# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/SOURCES.md) -------------
+CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
+
+
+def without_encrypted_reasoning(path: Path, out: Path) -> Path:
+    objs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for o in objs:
+        if o.get("payload", {}).get("type") == "reasoning":
+            o["payload"].pop("encrypted_content", None)
+    out.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return out
+
+
+def test_a_real_codex_rollout_is_predicted_within_one_percent(tmp_path):
+    """Codex 0.171's own rollout of two user turns, every reply with encrypted reasoning: 1.11% median,
+    1.53% p90 with round 4's line; the reasoning it sends back, uncounted, 5.65% / 7.70%."""
+    log = load_session(CODEX_RUN)
+    for counter in ("exact", "heuristic"):
+        errs = errors(simulate(log, WIDE, counter).turns)
+        assert len(errs) == 10
+        median, p90 = spread(errs)
+        assert median <= 0.01 and p90 <= 0.03, (counter, median, p90)
+    bare = errors(simulate(load_session(without_encrypted_reasoning(CODEX_RUN, tmp_path / "bare.jsonl")), WIDE,
+                           "exact").turns)
+    assert spread(bare)[0] > 0.03   # the resent reasoning is what the rule counts
+
+
+def test_codex_sends_its_reasoning_back_across_user_turns(tmp_path):
+    """Round 4's rule was written from OpenAI's documentation alone ("until the next user message"): the real
+    client sends every earlier reasoning item back, and the provider's default keeps out of context (and does
+    not bill) those before the last user message (tests/support/scripted_provider.py `usage_for`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from make_codex_rollout import make
+    from support.proxy_run import agent_missing
+
+    if agent_missing("codex"):
+        pytest.skip(agent_missing("codex"))
+    sent = make(tmp_path / "rollout.jsonl")
+    assert len(sent) == 11
+    second_turn = [r for r in sent if r["users"] == 3]
+    assert second_turn and all(len(r["reasoning_sent"]) >= 6 for r in second_turn)
+    errs = errors(simulate(load_session(tmp_path / "rollout.jsonl"), WIDE, "exact").turns)
+    assert spread(errs)[0] <= 0.01
