@@ -58,6 +58,8 @@ class Step:
     text: str = ""
     fail: tuple[int, dict[str, Any]] | None = None    # answered once before the step is played
     delay: float = 0.0                # seconds the reply's stream pauses after its first event (a model thinking)
+    gap: float = 0.0                  # seconds between each two of its later events (a model writing slowly)
+    tail: float = 0.0                 # seconds between the stream's last event and its end
     reasoning: str = ""               # Responses wire: a reasoning item (summary + encrypted content) leads the reply
 
 
@@ -160,7 +162,8 @@ class ScriptedProvider:
             for k, (name, data) in enumerate(events["stream"]):
                 line = (f"event: {name}\n" if name else "") + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
                 await out.write(line.encode())
-                await asyncio.sleep(step.delay if k == 0 else 0)
+                await asyncio.sleep(step.delay if k == 0 else step.gap)
+            await asyncio.sleep(step.tail)
             await out.write_eof()
             return out
         return web.json_response(events["whole"])
