@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support.proxy_run import AGENTS, agent_missing  # noqa: E402
 from support.scripted_provider import ScriptedProvider, Step  # noqa: E402
-from test_proxy_agents import KEY, _env, _finished, _workspace  # noqa: E402
+from test_proxy_agents import KEY, _env, _finished, _workspace, codex_config  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
 
@@ -41,25 +41,13 @@ STEPS = _turn(["seq 1 400", "ls -la", "seq 1 2500", "printf 'a%.0s' $(seq 1 3000
     _turn(["wc -l result.txt", "seq 1 900", "cat result.txt", "seq 1 60"], "Checked: result.txt holds done.")
 
 
-def _config(home: Path, url: str) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(f'''model = "scripted-model"
-model_provider = "scripted"
-[model_providers.scripted]
-name = "scripted"
-base_url = "{url}/v1"
-wire_api = "responses"
-env_key = "SCRIPTED_API_KEY"
-''')
-
-
 def make(out: Path) -> list[dict]:
     """Run the two turns, copy the rollout to `out`; per main request, the ids of the reasoning items it sent."""
     with tempfile.TemporaryDirectory() as tmp, ScriptedProvider(STEPS) as provider:
         root = Path(tmp)
         ws = _workspace(root)
         home = Path(_env(root)["HOME"]) / ".codex"
-        _config(home, provider.url)
+        codex_config(home, provider.url)
         env = _env(root, CODEX_HOME=str(home), SCRIPTED_API_KEY=KEY)
         codex = str(AGENTS / "codex")
         flags = ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
