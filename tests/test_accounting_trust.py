@@ -333,6 +333,7 @@ def test_the_last_requests_miss_is_carried_whole_to_the_next_and_by_share_to_a_s
     assert abs(cal.apply(30_000) - truth) < abs(line - truth) / 2   # 385 vs the line's 1,030
     assert cal.apply(14_000) - round(cal.ratio * 14_000 + cal.offset) == pytest.approx(cal.residual * 14_000 / 28_000, abs=1)
     assert cal.apply(10_000) < cal.apply(14_000) < cal.apply(30_000)   # still rising with the request
+    assert f"last miss +{cal.residual / 1000:.1f}k carried" in cal.describe()   # the gauge says it is there
     cal.restart()   # the history restarted: the miss was in what the summary replaced
     cal.freeze()
     assert cal.apply(30_000) == round(cal.ratio * 30_000 + cal.offset)

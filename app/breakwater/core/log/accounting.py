@@ -251,21 +251,26 @@ class Calibration:
         return round(self.ratio * counted) if self.samples else counted
 
     def describe(self, unit: str = "heuristic") -> str:
-        """For the screen: 'unseen ≈14.8k ± 0.3k · 1.42 ± 0.01 × heuristic · 102 requests'."""
+        """For the screen: 'unseen ≈14.8k ± 0.3k · 1.42 ± 0.01 × heuristic · last miss +310 carried · 102 requests'."""
         if self.whole:
             text = "whole request counted, nothing unseen"
             if self._frame:
                 text += f" (tool schemas ≈{_k(self.scale(self._frame))})"
             if not self.samples:
                 return text + ": no recorded usage yet"
-            return text + f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit} · {self.samples} " \
+            return text + f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit}{self._carried()} · {self.samples} " \
                 f"request{'' if self.samples == 1 else 's'}"
         if not self.samples:
             return "no recorded usage: visible tokens only"
         text = f"unseen ≈{_k(self.offset)} ± {_k(self.offset_error)}"
         if self.ratio != 1.0:
             text += f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit}"
-        return text + f" · {self.samples} request{'' if self.samples == 1 else 's'}"
+        return text + f"{self._carried()} · {self.samples} request{'' if self.samples == 1 else 's'}"
+
+    def _carried(self) -> str:
+        """' · last miss +1.2k carried': what the line missed in the last recorded request, added to this one."""
+        miss = round(self._residual)
+        return f" · last miss {'+' if miss > 0 else '−'}{_k(abs(miss))} carried" if miss else ""
 
     def to_json(self) -> dict:
         return {"samples": self.samples, "overhead": self.overhead, "overhead_error": round(self.offset_error),
