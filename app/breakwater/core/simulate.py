@@ -347,6 +347,10 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                     c = pending.cache
                     c = pending.cache_raw if c is None else c
                     caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.after_user)
+                    output = entry.get("completion_tokens")
+                    if isinstance(output, int):
+                        for model in caches:
+                            model.replied(output)
             continue
         if entry.role == "assistant":
             if pending is not None:
