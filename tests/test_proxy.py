@@ -308,6 +308,26 @@ def test_an_edited_tool_result_keeps_its_call_and_the_rest_as_sent(wire, body, k
         assert {"type": "reasoning", "summary": [], "encrypted_content": "xyz"} in out["input"]
 
 
+@pytest.mark.parametrize("wire, body, key", [(anthropic, ANTHROPIC_BODY, "messages"), (chat, CHAT_BODY, "messages"),
+                                             (responses, RESPONSES_BODY, "input")])
+def test_a_call_whose_arguments_the_view_changed_goes_out_with_them(wire, body, key):
+    """A policy clearing far tool inputs (mask_clear_tool_inputs) sends the call with the arguments its
+    view counted; its id, name and the rest of the message go as the agent sent them."""
+    from breakwater.core.log.message import ToolCall
+
+    conv = wire.read_request(body)
+    new = '{"cleared":true}'
+    view = [m.with_calls(tuple(ToolCall(c.id, c.name, new) for c in m.tool_calls)) if m.tool_calls else m
+            for m in _ids(conv)]
+    out = wire.rebuild(body, conv.items, view)
+    again = [m for m in _ids(wire.read_request(out)) if m.tool_calls]
+    assert again and all(json.loads(c.arguments) == {"cleared": True} for m in again for c in m.tool_calls)
+    assert [(c.id, c.name) for m in again for c in m.tool_calls] == \
+        [(c.id, c.name) for m in view for c in m.tool_calls]
+    assert [m.content for m in _ids(wire.read_request(out))] == [m.content for m in view]
+    assert {k: v for k, v in out.items() if k != key} == {k: v for k, v in body.items() if k != key}
+
+
 def test_a_summary_replaces_what_it_covers_and_the_wire_still_alternates():
     conv = anthropic.read_request(ANTHROPIC_BODY)
     view = _ids(conv)
