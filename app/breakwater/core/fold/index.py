@@ -227,15 +227,16 @@ class Index:
     def exact_sum(self, level: int, a: int, b: int) -> int:
         """tiktoken's tokens of out[a:b] at far stage `level`, or in working memory at NEAR (the form
         from masking up; below it working memory's form is the far one)."""
-        return self._summed(self._exact, self.counter.exact_message, level, a, b)
+        return self._summed(self._exact, self.counter.exact_message, level, a, b, self.counter.prefetch)
 
     def lower_sum(self, level: int, a: int, b: int) -> int:
         """A lower bound of those tokens (core/log/tokens.py `lower_message`)."""
         return self._summed(self._lower, lower_message, level, a, b)
 
-    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
+    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int,
+                prefetch: Callable[[list[Message]], None] | None = None) -> int:
         """`count` of messages [a, b) at far stage `level` (or NEAR), each message counted once per level
-        (core/fold/range_sums.py)."""
+        (core/fold/range_sums.py); `prefetch`: told the messages about to be counted, a run at a time."""
         if a >= b:
             return 0
         if level and not self.ledger.level_changes(level, a, b):
@@ -251,12 +252,43 @@ class Index:
             if known is not None:
                 return known
         out, transform = self.san.out, self.transform
+        if not level:
+            if prefetch is None:
+                return at.total(a, b, lambda i: count(out[i].message))
+            return at.total(a, b, lambda i: count(out[i].message),
+                            lambda lo, hi: prefetch([out[i].message for i in range(lo, hi)]))
         form, near = (2, True) if level == NEAR else (level, False)
+        # a message the level leaves as sent (the ledger's rank does not step at it: most of a session's,
+        # all but its long tool results) counts what it counts at level 0, which that level's sums often
+        # hold already: neither its form looked for nor its count worked out again (exact and bound, ~4
+        # levels each, were each a transform and a count of every message in a band of a long session)
+        rank, sent = self.ledger.rank[level], sums.get(0)
+        forms: dict[int, Message] = {}   # the run `before` looked up, by index
 
         def counted(i: int) -> int:
-            res = transform(i, form, near)
-            return count(res[0] if res else out[i].message)
-        return at.total(a, b, counted)
+            msg = forms.pop(i, None)
+            if msg is None:
+                if rank[i + 1] == rank[i]:
+                    n = sent.known(i, i + 1) if sent is not None else None
+                    if n is not None:
+                        return n
+                    msg = out[i].message
+                else:
+                    res = transform(i, form, near)
+                    msg = res[0] if res else out[i].message
+            return count(msg)
+
+        def before(lo: int, hi: int) -> None:
+            forms.clear()
+            for i in range(lo, hi):
+                if rank[i + 1] == rank[i]:
+                    if sent is None or sent.known(i, i + 1) is None:
+                        forms[i] = out[i].message
+                else:
+                    res = transform(i, form, near)
+                    forms[i] = res[0] if res else out[i].message
+            prefetch(forms.values())
+        return at.total(a, b, counted, before if prefetch is not None else None)
 
     def _call_of(self, msg: Message) -> ToolCall | None:
         return self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None

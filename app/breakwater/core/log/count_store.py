@@ -38,6 +38,7 @@ BUSY_MS = 2000                 # how long a writer waits for another before it g
 # row found that is older than this many writes is marked seen again, so that eviction keeps it (one
 # UPDATE per row now and then, not one per reopen)
 REFRESH_GENERATIONS = 64
+PREFETCH_KEYS = 500            # keys a query of `prefetch` asks for (SQLite allows 32,766 variables)
 
 
 def max_rows() -> int:
@@ -72,6 +73,7 @@ class CountStore:
         self._pid = 0
         self._ns = 0
         self._pending: dict[bytes, int] = {}
+        self._found: dict[bytes, int | None] = {}   # what `prefetch` looked up (None: not stored), for `get`
         self._refresh: list[bytes] = []     # keys found that were last seen on an earlier day
         self._since = 0.0                   # when the oldest pending count was added
         self._stale_below = 0               # rows of an older generation than this are marked seen again
@@ -83,7 +85,7 @@ class CountStore:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         if self._conn is not None:   # a forked child: the parent's connection and pending counts stay its own
-            self._conn, self._pending, self._refresh = None, {}, []
+            self._conn, self._pending, self._refresh, self._found = None, {}, [], {}
         if self.broken:
             return None
         try:
@@ -159,6 +161,13 @@ class CountStore:
             n = self._pending.get(key)
             if n is not None:
                 return n
+            if key in self._found:   # looked up by `prefetch`
+                n = self._found.pop(key)
+                if n is None:
+                    self.misses += 1
+                else:
+                    self.hits += 1
+                return n
             conn = self._connection()
             if conn is None:
                 return None
@@ -178,6 +187,37 @@ class CountStore:
                 self._refresh.append(key)
             self.hits += 1
             return n
+
+    def prefetch(self, keys: list[bytes]) -> None:
+        """Look `keys` up a few hundred at a query, for the `get` of each that follows: one query per key
+        cost ~12 µs of Python and SQLite's own work a time (0.25 s for the 20,000 texts a reopen of the
+        20k-message session looks up), a query of PREFETCH_KEYS ~1.5 µs a key. What was looked up and not
+        asked for is forgotten at the next call."""
+        with self._lock:
+            found = self._found
+            found.clear()
+            want = [k for k in keys if k not in self._pending]
+            conn = self._connection() if want else None
+            if conn is None:
+                return
+            try:
+                for s in range(0, len(want), PREFETCH_KEYS):
+                    chunk = want[s:s + PREFETCH_KEYS]
+                    rows = conn.execute(f"SELECT h, n, seen, chk FROM counts WHERE ns = ? AND h IN "
+                                        f"({','.join('?' * len(chunk))})", (self._ns, *chunk)).fetchall()
+                    for key in chunk:
+                        found[key] = None
+                    for key, n, seen, chk in rows:
+                        if chk != _check(key, n) or n < 0:
+                            found.clear()
+                            self._rebuild()
+                            return
+                        if seen < self._stale_below:
+                            self._refresh.append(key)
+                        found[key] = n
+            except sqlite3.DatabaseError:
+                found.clear()
+                self._rebuild()
 
     def put(self, key: bytes, n: int) -> None:
         with self._lock:
