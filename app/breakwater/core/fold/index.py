@@ -227,16 +227,15 @@ class Index:
     def exact_sum(self, level: int, a: int, b: int) -> int:
         """tiktoken's tokens of out[a:b] at far stage `level`, or in working memory at NEAR (the form
         from masking up; below it working memory's form is the far one)."""
-        return self._summed(self._exact, self.counter.exact_message, level, a, b, self.counter.prefetch)
+        return self._summed(self._exact, self.counter.exact_message, level, a, b)
 
     def lower_sum(self, level: int, a: int, b: int) -> int:
         """A lower bound of those tokens (core/log/tokens.py `lower_message`)."""
         return self._summed(self._lower, lower_message, level, a, b)
 
-    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int,
-                prefetch: Callable[[list[Message]], None] | None = None) -> int:
+    def _summed(self, sums: dict, count: Callable[[Message], int], level: int, a: int, b: int) -> int:
         """`count` of messages [a, b) at far stage `level` (or NEAR), each message counted once per level
-        (core/fold/range_sums.py); `prefetch`: told the messages about to be counted, a run at a time."""
+        (core/fold/range_sums.py)."""
         if a >= b:
             return 0
         if level and not self.ledger.level_changes(level, a, b):
@@ -251,44 +250,24 @@ class Index:
             known = at.known(a, b)
             if known is not None:
                 return known
-        out, transform = self.san.out, self.transform
+        out = self.san.out
         if not level:
-            if prefetch is None:
-                return at.total(a, b, lambda i: count(out[i].message))
-            return at.total(a, b, lambda i: count(out[i].message),
-                            lambda lo, hi: prefetch([out[i].message for i in range(lo, hi)]))
+            return at.total(a, b, lambda i: count(out[i].message))
+        transform, rank, sent = self.transform, self.ledger.rank[level], sums.get(0)
         form, near = (2, True) if level == NEAR else (level, False)
-        # a message the level leaves as sent (the ledger's rank does not step at it: most of a session's,
-        # all but its long tool results) counts what it counts at level 0, which that level's sums often
-        # hold already: neither its form looked for nor its count worked out again (exact and bound, ~4
-        # levels each, were each a transform and a count of every message in a band of a long session)
-        rank, sent = self.ledger.rank[level], sums.get(0)
-        forms: dict[int, Message] = {}   # the run `before` looked up, by index
 
         def counted(i: int) -> int:
-            msg = forms.pop(i, None)
-            if msg is None:
-                if rank[i + 1] == rank[i]:
-                    n = sent.known(i, i + 1) if sent is not None else None
-                    if n is not None:
-                        return n
-                    msg = out[i].message
-                else:
-                    res = transform(i, form, near)
-                    msg = res[0] if res else out[i].message
-            return count(msg)
-
-        def before(lo: int, hi: int) -> None:
-            forms.clear()
-            for i in range(lo, hi):
-                if rank[i + 1] == rank[i]:
-                    if sent is None or sent.known(i, i + 1) is None:
-                        forms[i] = out[i].message
-                else:
-                    res = transform(i, form, near)
-                    forms[i] = res[0] if res else out[i].message
-            prefetch(forms.values())
-        return at.total(a, b, counted, before if prefetch is not None else None)
+            if rank[i + 1] == rank[i]:
+                # a message the level leaves as sent (the ledger's rank does not step at it: all but a
+                # session's long results and replies) counts what it counts at level 0, which that
+                # level's sums mostly hold already: its form not looked for, its count not worked out
+                # again (the bound and the exact count at each of ~4 levels were each a transform and a
+                # count of every message in a band of a long session)
+                n = sent.known(i, i + 1) if sent is not None else None
+                return count(out[i].message) if n is None else n
+            res = transform(i, form, near)
+            return count(res[0] if res else out[i].message)
+        return at.total(a, b, counted)
 
     def _call_of(self, msg: Message) -> ToolCall | None:
         return self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None

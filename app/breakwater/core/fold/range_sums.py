@@ -16,9 +16,6 @@ from bisect import bisect_right
 from typing import Callable
 
 
-CHUNK = 256   # messages `total` hands `before` at a time: their forms are held until counted
-
-
 class RangeSums:
     __slots__ = ("_bases", "_spans")
 
@@ -56,11 +53,8 @@ class RangeSums:
             return None
         return arr[b - base] - arr[a - base]
 
-    def total(self, a: int, b: int, count: Callable[[int], int],
-              before: Callable[[int, int], None] | None = None) -> int:
-        """The sum of `count(i)` for i in [a, b), calling `count` only for messages not counted yet;
-        `before(lo, hi)`, if given, first for each run of at most CHUNK of them (to look up their counts
-        at once)."""
+    def total(self, a: int, b: int, count: Callable[[int], int]) -> int:
+        """The sum of `count(i)` for i in [a, b), calling `count` only for messages not counted yet."""
         if a >= b:
             return 0
         bases, spans = self._bases, self._spans
@@ -77,17 +71,9 @@ class RangeSums:
                 continue
             stop = min(b, bases[k + 1]) if k + 1 < len(bases) else b
             last, append = arr[-1], arr.append
-            if before is None:
-                for i in range(end, stop):
-                    last += count(i)
-                    append(last)
-                continue
-            for lo in range(end, stop, CHUNK):
-                hi = min(lo + CHUNK, stop)
-                before(lo, hi)
-                for i in range(lo, hi):
-                    last += count(i)
-                    append(last)
+            for i in range(end, stop):
+                last += count(i)
+                append(last)
         return arr[b - base] - arr[a - base]
 
     def _join(self, k: int) -> array:
