@@ -1,6 +1,7 @@
 """The index's sums of exact counts (core/fold/range_sums.py): each message counted once per level,
 whatever ranges a plan asks for and in whatever order, and every sum what adding the counts gives."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +78,8 @@ def test_a_simulation_counts_each_message_about_once_per_level(monkeypatch):
 
 
 
-def test_a_level_forms_only_the_messages_it_changes(monkeypatch):
+@pytest.mark.parametrize("changes", [{}, {"mask_clear_tool_inputs": True}])
+def test_a_level_forms_only_the_messages_it_changes(monkeypatch, changes):
     """A message a stage level leaves as sent (the ledger's rank does not step at it) is summed at that
     level with its count as sent: its form is not looked for. Before, each level's exact count and bound
     transformed every message of a range (the 20k session: 146,598 transforms, 108,314 finding nothing
@@ -101,7 +103,8 @@ def test_a_level_forms_only_the_messages_it_changes(monkeypatch):
     monkeypatch.setattr(Index, "transform", looked)
     pipes = []
     simulate(as_log(session_messages(1500, avg_tool_chars=2000, seed=7), window=128_000),
-             preset("breakwater").with_changes(window=128_000), before_turn=lambda pipe, i: pipes[:1] or pipes.append(pipe))
+             preset("breakwater").with_changes(window=128_000, **changes),
+             before_turn=lambda pipe, i: pipes[:1] or pipes.append(pipe))
     assert calls[0] and calls[1] >= 0.9 * calls[0], calls
     monkeypatch.undo()
     index = pipes[0].index
