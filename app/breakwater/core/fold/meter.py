@@ -22,6 +22,7 @@ from breakwater.core.policy import Policy
 # tokens <= UTF-8 bytes (a token is at least one byte), and a text's bytes are at most this many times
 # its heuristic count (ASCII: 4 per token counted; 4-byte characters: 2 per token counted, 8 bytes)
 BYTES_PER_HEURISTIC_TOKEN = 8
+HEADS_KEPT = 8   # heads whose counts a new plan keeps (one, mostly: the frame of the cut)
 
 
 class Meter:
@@ -32,7 +33,8 @@ class Meter:
         self.mode = mode if counter.exact_available else "heuristic"
         self.calibration = Calibration()
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
-        # one plan's heads, each counted once (a plan measures ~7 shapes, most with the same head):
+        # the heads of the requests measured, each counted once (a plan measures ~7 shapes, most with
+        # the same head, and the next plans mostly send that head again: core/fold/frames.py keeps it):
         # [messages, bound, exact] by id(head); the history, working memory too, is summed by the index
         self._parts: dict[object, list] = {}
         self._first = True   # the next measure is the plan's first: its request at no stage
@@ -53,7 +55,11 @@ class Meter:
     def new_plan(self) -> None:
         """A new request is planned: what the last one counted may have changed."""
         self._measured = {}
-        self._parts = {}
+        if len(self._parts) > HEADS_KEPT:
+            # a head's counts stay while its messages do (the entry holds the list, which no one changes
+            # in place, so no other list takes its id): a chat of a million short messages counted its
+            # system prompt exactly once a request
+            self._parts = {}
         self._first = True
         self.calibration.freeze()
 
@@ -150,7 +156,7 @@ class Meter:
     def _part(self, key: object, msgs: list[Message]) -> list:
         """[msgs, bound, exact] of a part of this plan's requests (the bound and count when first asked)."""
         part = self._parts.get(key)
-        if part is None:
+        if part is None or part[0] is not msgs:
             part = self._parts[key] = [msgs, None, None]
         return part
 

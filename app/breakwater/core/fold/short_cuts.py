@@ -18,7 +18,7 @@ from breakwater.core.fold.ledger import NEAR
 from breakwater.core.fold.meter import Meter
 from breakwater.core.fold.plan import Plan
 from breakwater.core.fold.soft_zone import SoftZone
-from breakwater.core.fold.stable_prefix import CachePrefix
+from breakwater.core.fold.stable_prefix import CachePrefix, counted_as_sent
 from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.policy import Policy
 
@@ -70,8 +70,6 @@ class ShortCuts:
         plan = Plan(stamp[0], n, cut, js, level, near_start, kept_fu, jh, stamp[1], est, est, zone,
                     counted, est <= p.window, counted, False, None, {}, [], stamp[2], None, level,
                     near_start, cut, joined, None, h, None, head_h)
-        if counted != "estimate":
-            return plan   # its cache-stable prefix: a share of the exact count (`Pipeline._finish`)
         prev = self.prefix.previous
         if prev is not None and prev.head is jh and prev.start == js and prev.built is None \
                 and (zone == "soft" or not (prev.level or prev.lower)):
@@ -80,9 +78,12 @@ class ShortCuts:
             # message changed or added since
             end = min(prev.n, n, self.prefix.changed_from)
             if end >= js:
+                # CachePrefix.tokens finds no message sent otherwise before `end` (`first_changed`: the
+                # ledger's ranks step at none in [js, n) at either side's levels) and returns the share of
+                # the request's heuristic figure less [end, n) at this level, which is level 0's there
                 prefix = self.index.ledger.prefix   # level 0: ledger.tokens is a difference of prefix sums
-                plan.stable_prefix_heuristic = head_h + prefix[end] - prefix[js]
-                plan.stable_prefix_tokens = self.meter.calibration.apply(plan.stable_prefix_heuristic)
+                plan.stable_prefix_tokens = counted_as_sent(self.meter.calibration, plan,
+                                                            head_h + prefix[end] - prefix[js])
         return plan
 
     def from_kept_boundary(self, n: int, cut: int, framed: tuple, base: int, plain: int,
