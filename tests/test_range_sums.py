@@ -115,3 +115,36 @@ def test_a_level_forms_only_the_messages_it_changes(monkeypatch, changes):
         for a, b in ((0, n), (n // 3, n - 7), (n - 7, n), (5, 6)):
             assert index.exact_sum(level, a, b) == sum(map(index.counter.exact_message, sent[a:b])), (level, a, b)
             assert index.lower_sum(level, a, b) == sum(map(lower_message, sent[a:b])), (level, a, b)
+
+
+def test_the_bound_and_the_exact_count_of_a_range_build_each_form_once(monkeypatch):
+    """A plan sums a range's lower bound, then its exact count: each form of a message the level changes
+    is built once for both (the 20k session built 38,284 forms, 28,405 of them different; now 28,925).
+    The sums stay those of counting every form (test above)."""
+    from collections import Counter
+
+    from synth import as_log, session_messages
+
+    from breakwater.core.fold.index import Index
+    from breakwater.core.policy import preset
+    from breakwater.core.simulate import simulate
+
+    transform, summed, built, summing = Index.transform, Index._summed, Counter(), [False]
+
+    def looked(self, i, level, near):
+        if summing[0]:   # the request built and the cache-stable prefix ask for forms of their own
+            built[id(self), i, level, near] += 1
+        return transform(self, i, level, near)
+
+    def sums(self, *args):
+        summing[0] = True
+        try:
+            return summed(self, *args)
+        finally:
+            summing[0] = False
+
+    monkeypatch.setattr(Index, "transform", looked)
+    monkeypatch.setattr(Index, "_summed", sums)
+    simulate(as_log(session_messages(1500, avg_tool_chars=2000, seed=7), window=128_000),
+             preset("breakwater").with_changes(window=128_000))
+    assert built and sum(built.values()) <= 1.05 * len(built), (sum(built.values()), len(built))

@@ -22,6 +22,12 @@ from breakwater.core.policy import Policy
 from breakwater.core.stages.sanitize import Sanitizer
 
 
+# forms kept between the bound's pass over a range and the exact count's, which may come plans later: a
+# plan builds a few but the first near the limits (the whole history: ~9,000 at 20,000 messages); a form is
+# a message's short version (snipped, masked, microcompacted), ~0.1-4 KB
+FORMS_KEPT = 4096
+
+
 class Index:
     def __init__(self, policy: Policy, san: Sanitizer, counter: TokenCounter):
         self.policy = policy
@@ -41,6 +47,9 @@ class Index:
         self._fu: int | None = None             # index of the first user message, once found
         self._fu_scanned = 0                    # out[:_fu_scanned] holds no user message (when _fu is None)
         self._observations: list[int] = []      # sanitized indices of observations (policy.mask_keep_observations)
+        # (i, level, near) -> (message, call, pins version, policy, form) of the forms the sums built last:
+        # a plan sums a range's bound, then its exact count, and built each form twice (a third of them)
+        self._formed: dict[tuple[int, int, bool], tuple] = {}
 
     def copy(self, san: Sanitizer) -> Index:
         """An independent copy reading `san` (the sanitizer's copy)."""
@@ -52,7 +61,7 @@ class Index:
             _looked=self._looked, _exact={L: sums.copy() for L, sums in self._exact.items()},
             _lower={L: sums.copy() for L, sums in self._lower.items()},
             _fresh=self._fresh.copy(),
-            _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy())
+            _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy(), _formed={})
         return new
 
     def retune(self, policy: Policy) -> None:
@@ -261,7 +270,7 @@ class Index:
         out = self.san.out
         if not level:
             return at.total(a, b, lambda i: count(out[i].message))
-        transform, rank, sent = self.transform, self.ledger.rank[level], sums.get(0)
+        formed, rank, sent = self._form, self.ledger.rank[level], sums.get(0)
         form, near = (2, True) if level == NEAR else (level, False)
 
         def counted(i: int) -> int:
@@ -273,9 +282,23 @@ class Index:
                 # count of every message in a band of a long session)
                 n = sent.known(i, i + 1) if sent is not None else None
                 return count(out[i].message) if n is None else n
-            res = transform(i, form, near)
+            res = formed(i, form, near)
             return count(res[0] if res else out[i].message)
         return at.total(a, b, counted)
 
+    def _form(self, i: int, level: int, near: bool):
+        """`transform(i, level, near)`, built once for the bound and the exact count of a range: kept while
+        the message, the call it answers, the pins and the policy are those it was built from."""
+        msg = self.san.out[i].message
+        call, key = self._call_of(msg), (i, level, near)
+        hit = self._formed.get(key)
+        if hit is not None and hit[0] is msg and hit[1] is call and hit[2] == self.pins_version \
+                and hit[3] is self.policy:
+            return hit[4]
+        res = self.transform(i, level, near)
+        if len(self._formed) >= FORMS_KEPT:
+            self._formed.clear()
+        self._formed[key] = (msg, call, self.pins_version, self.policy, res)
+        return res
     def _call_of(self, msg: Message) -> ToolCall | None:
         return self.calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
