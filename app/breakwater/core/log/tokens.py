@@ -354,7 +354,9 @@ class TokenCounter:
             self._enc = get_count(self.encoding_name)
         return self._enc
 
-    def exact_text(self, text: str) -> int:
+    def exact_text(self, text: str, keep: bool = True) -> int:
+        """tiktoken's count of `text`; `keep=False`: a text made for this count (a stage's form of a
+        message), kept in no cache here (its count is kept by whoever asked: core/fold/range_sums.py)."""
         if not text:
             return 0
         hit = self._cache.get(text)
@@ -380,6 +382,8 @@ class TokenCounter:
         else:
             n = self._tokenized(text)
         self.exact_encoded_chars += len(text)
+        if not keep:
+            return n
         if len(self._cache) >= self.CACHE_TEXTS:
             self._cache.clear()
         self._cache[text] = n
@@ -410,8 +414,8 @@ class TokenCounter:
         if self._store is not None:
             self._store.flush()
 
-    def exact_message(self, msg: Message) -> int:
-        total = self.exact_text(msg.content) + MESSAGE_OVERHEAD
+    def exact_message(self, msg: Message, keep: bool = True) -> int:
+        total = self.exact_text(msg.content, keep) + MESSAGE_OVERHEAD
         for call in msg.tool_calls:
             total += self.exact_text(call.name) + self.exact_text(call.arguments) + TOOL_CALL_OVERHEAD
         if msg.meta is not None and msg.role == "assistant":
