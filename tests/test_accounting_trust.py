@@ -100,17 +100,20 @@ def test_without_compaction_is_one_figure_a_turn_whatever_the_policy_or_counter(
     """It was the request sent counted exactly + the removed part by the heuristic: 62.4M under one preset,
     63.8M under another on the same transcript."""
     log = load_session(path)
-    seen = {}
+    seen, money = {}, {}
     for name in PRESETS:
         for window in (None, 60_000):
             for counter in ("exact", "heuristic"):
                 policy = preset(name) if window is None else preset(name).with_changes(window=window)
                 sim = simulate(log, policy, counter)
                 seen[(name, window, counter)] = [t.raw_tokens for t in sim.turns]
+                money[(name, window, counter)] = [t.cost_raw for t in sim.turns]
                 billed = [t.billed_tokens for t in sim.turns]
                 assert all(t.sent_tokens <= t.raw_tokens for t in sim.turns)
                 assert sim.saved == sim.billed_raw - sim.billed_sent
     assert len({tuple(v) for v in seen.values()}) == 1
+    # and in money: the cost without compaction was priced with a miss rate learnt against the request sent
+    assert len({tuple(v) for v in money.values()}) == 1
     raw = next(iter(seen.values()))
     # it falls only where the fit moves (pi: by 0.15%), not by the policy's cut; and where a turn's figure was
     # above what the provider then billed for it, the next turn starts from the bill (the line's miss is
