@@ -155,24 +155,25 @@ class Pipeline:
                 self.sync()
                 placed = self.deep.place(comp)
                 if placed is not None:
-                    if comp.trigger != "auto":   # the log's agent made it: its requests had it
-                        self.own.take(placed)
                     if comp.trigger == RECORDED:
-                        # another agent's own compaction: its history restarts, and the overhead it sends
-                        # (its system prompt, tools) is fitted again. Ours (manual, after a context-length
-                        # error) are made while the session runs, which fits on without a restart: a replay
-                        # of the log must send what the live session sent
+                        # another agent's own compaction: its requests had it, its history restarts, and the
+                        # overhead it sends (its system prompt, tools) is fitted again. Its summary is sent
+                        # under every policy: part of the transcript, so of the history without compaction
+                        # whether or not this pipeline applies it (an overlay may have undone it). Ours
+                        # (manual: a D in the workbench's overlay, or after a context-length error in a live
+                        # session) are compaction: neither the agent's request nor the history without it,
+                        # and a live session's is fitted on without a restart (a replay sends what it sent)
+                        self.own.take(placed)
                         self.meter.calibration.restart()
-                    if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
-                        # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
+                    self.deep.admit(placed)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
                 self.triggers[ev.id] = level
         elif ev.type == "undo":
+            # the agent's own request is what it sent: an undo in the overlay changes ours, not its
             self._undo(str(ev.get("target")))
-            self.own.undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
             if ev.type == "pin":
