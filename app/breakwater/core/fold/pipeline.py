@@ -396,16 +396,21 @@ class Pipeline:
         if prev is not None:   # what of the previous request this one changed: its cache is written again
             plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
         # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
-        # whatever the policy, the history compacted so far or the counter, by the line every
-        # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
-        # tokenizer counted the request sent and found more than the heuristic finds in the whole log
-        # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
-        # the request without compaction is at least it
-        plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
-        if not plan.counts:
-            # nothing was edited: the request is the log whole, and without compaction is what it sends
-            # (saved 0, not the difference between the tokenizer's count and the heuristic's)
+        # whatever the policy, the overlay's history or the counter, by the line every request is counted
+        # by (core/log/accounting.py, fitted from the agent's own requests), so that saved = without − with.
+        # Where nothing was edited and the request is the log whole, the two are one request: it is what
+        # was sent, however it was counted (saved 0)
+        if not plan.counts and plan.sent_heuristic == plan.raw_tokens:
             plan.raw_tokens = plan.sent_tokens
+        else:
+            plan.raw_tokens = calibration.apply(plan.raw_tokens)
+            if plan.counted == "exact":
+                # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
+                # base64: the heuristic undercounts them): the request without compaction is at least it.
+                # Only there: a request counted by the heuristic that is larger holds more text (a summary
+                # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
+                # depend on the policy (issue 36)
+                plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
