@@ -155,24 +155,25 @@ class Pipeline:
                 self.sync()
                 placed = self.deep.place(comp)
                 if placed is not None:
-                    if comp.trigger != "auto":   # the log's agent made it: its requests had it
-                        self.own.take(placed)
                     if comp.trigger == RECORDED:
-                        # another agent's own compaction: its history restarts, and the overhead it sends
-                        # (its system prompt, tools) is fitted again. Ours (manual, after a context-length
-                        # error) are made while the session runs, which fits on without a restart: a replay
-                        # of the log must send what the live session sent
+                        # another agent's own compaction: its requests had it, its history restarts, and the
+                        # overhead it sends (its system prompt, tools) is fitted again. Its summary is sent
+                        # under every policy: part of the transcript, so of the history without compaction
+                        # whether or not this pipeline applies it (an overlay may have undone it). Ours
+                        # (manual: a D in the workbench's overlay, or after a context-length error in a live
+                        # session) are compaction: neither the agent's request nor the history without it,
+                        # and a live session's is fitted on without a restart (a replay sends what it sent)
+                        self.own.take(placed)
                         self.meter.calibration.restart()
-                    if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
-                        # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
+                    self.deep.admit(placed)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
                 self.triggers[ev.id] = level
         elif ev.type == "undo":
+            # the agent's own request is what it sent: an undo in the overlay changes ours, not its
             self._undo(str(ev.get("target")))
-            self.own.undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
             if ev.type == "pin":
@@ -395,16 +396,21 @@ class Pipeline:
         if prev is not None:   # what of the previous request this one changed: its cache is written again
             plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
         # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
-        # whatever the policy, the history compacted so far or the counter, by the line every
-        # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
-        # tokenizer counted the request sent and found more than the heuristic finds in the whole log
-        # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
-        # the request without compaction is at least it
-        plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
-        if not plan.counts:
-            # nothing was edited: the request is the log whole, and without compaction is what it sends
-            # (saved 0, not the difference between the tokenizer's count and the heuristic's)
+        # whatever the policy, the overlay's history or the counter, by the line every request is counted
+        # by (core/log/accounting.py, fitted from the agent's own requests), so that saved = without − with.
+        # Where nothing was edited and the request is the log whole, the two are one request: it is what
+        # was sent, however it was counted (saved 0)
+        if not plan.counts and plan.sent_heuristic == plan.raw_tokens:
             plan.raw_tokens = plan.sent_tokens
+        else:
+            plan.raw_tokens = calibration.apply(plan.raw_tokens)
+            if plan.counted == "exact":
+                # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
+                # base64: the heuristic undercounts them): the request without compaction is at least it.
+                # Only there: a request counted by the heuristic that is larger holds more text (a summary
+                # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
+                # depend on the policy (issue 36)
+                plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
