@@ -27,6 +27,9 @@ class ShortCuts:
     def __init__(self, policy: Policy, index: Index, meter: Meter, soft_zone: SoftZone, deep: DeepCompaction,
                  prefix: CachePrefix):
         self.index, self.meter, self.soft_zone, self.deep, self.prefix = index, meter, soft_zone, deep, prefix
+        # soft-zone steps are weighed against the cache they break (core/fold/pipeline.py `_cache_gate`):
+        # a step to the highest level is then the general path's to decide
+        self.gated = False
         self.retune(policy)
 
     def copy(self, index: Index, meter: Meter, soft_zone: SoftZone, deep: DeepCompaction,
@@ -125,8 +128,8 @@ class ShortCuts:
                 break
             below = lv
         else:
-            if sent > hard:
-                return None   # shape history
+            if sent > hard or self.gated:
+                return None   # shape history, or a step to weigh
             boundary = ns
         zone = "soft" if base <= hard else "hard"
         # positional, as in under_soft

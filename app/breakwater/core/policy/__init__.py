@@ -28,7 +28,8 @@ NEUTRAL: dict[str, Any] = {"mask_placeholder": "", "soft_trigger_tokens": 0, "ha
                            "hard_window_share": 0.0, "reserve_tokens": 0, "compact_trigger_messages": 0,
                            "mask_all": False, "clear_at_least_tokens": 0, "mask_exclude_tools": "",
                            "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0,
-                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0}
+                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0,
+                           "cache_horizon_turns": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,12 @@ class Policy:
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
     # stays put while the request fits, so the compacted prefix (and the provider cache) holds
     soft_hysteresis_ratio: float = 0.10
+    # > 0: a soft-zone step that changes what the provider has cached (snipping or masking more of the
+    # history) is taken only when what it saves on the next requests, at most this many, pays for the
+    # cache re-write it causes, at the model's cache prices (core/fold/cache_worth.py); until then the
+    # request is sent over the soft limit, never over the hard one. 0: every step is taken once the
+    # request is over the soft limit (the seeds). Without the model's prices it is 0
+    cache_horizon_turns: int = 0
     # the limits as other agents state them (core/policy/agents.py); 0: the limits above. Each sets
     # one limit in input tokens: the soft limit outright (Anthropic's clear_tool_uses `trigger`), the
     # hard limit outright (Anthropic's compaction `trigger`), as a share of the window (Codex: 90%)
