@@ -165,3 +165,14 @@ def test_the_decision_is_the_same_on_replay():
         again = view_at(log, p, turn, "heuristic")
         assert [m.content for m in again.messages] == [m.content for m in view.messages]
         assert again.notes == view.notes
+
+
+def test_misses_make_a_step_worth_more():
+    """A miss writes the whole request: a token freed then saves its write, and the re-write a step
+    causes is partly paid anyway (pi missed a third of its requests after a user message)."""
+    kept, step = CachedRequest(100_000, 99_000), CachedRequest(95_000, 10_000)
+    sure, half, never = (step_worth(SONNET, kept, step, 20, hit) for hit in (1.0, 0.5, 0.0))
+    assert sure.costs_now > half.costs_now > never.costs_now
+    assert sure.saves_per_turn < half.saves_per_turn < never.saves_per_turn
+    assert half.saves_per_turn == pytest.approx(5_000 * (0.5 * 0.3 + 0.5 * 3.75) / 1e6)
+    assert never.pays and not sure.pays

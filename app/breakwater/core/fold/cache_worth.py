@@ -12,8 +12,10 @@ tail to free a little.
 
 `step_worth` is a pure function of the two requests (the one keeping the previous compaction and the
 one with the step) and the prices; the pipeline decides with it (core/fold/pipeline.py `_cache_gate`).
-Left out: the provider's occasional misses (core/log/prompt_cache.py `Misses`), which make every
-token sent cost more and so a step worth a little more than said here.
+The provider's misses (core/log/prompt_cache.py `Misses`: pi missed a third of the requests after a
+user message) count too: a miss writes everything, so a token freed saves more, and a step re-writes
+less that would have been read. The pipeline fits them from the log's recorded cache reads as
+`simulate` does.
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ class CachePricing:
         provider = header.get("provider")
         return cls.for_model(named_model(header, model), provider if isinstance(provider, str) else None)
 
-    def cost(self, request: CachedRequest) -> float:
-        """USD of the request's input: its cached start read, the rest written (or plain input)."""
-        write = request.tokens - request.cached if self.writes_billed else 0
-        return self.prices.cost(request.tokens, request.cached, write)
+    def cost(self, request: CachedRequest, hit: float = 1.0) -> float:
+        """USD of the request's input: its cached start read (with the chance `hit` the provider reads
+        it), the rest written (or plain input)."""
+        read = round(request.cached * hit)
+        write = request.tokens - read if self.writes_billed else 0
+        return self.prices.cost(request.tokens, read, write)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +90,26 @@ class StepWorth:
                 f"next {self.turns} request{'' if self.turns == 1 else 's'}")
 
 
-def step_worth(pricing: CachePricing, kept: CachedRequest, step: CachedRequest, turns: int) -> StepWorth:
+def step_worth(pricing: CachePricing, kept: CachedRequest, step: CachedRequest, turns: int,
+               hit: float = 1.0) -> StepWorth:
     """The step from `kept` (the request keeping the previous compaction) to `step`, weighed over `turns`
-    later requests. A cold cache (nothing read: both `cached` 0) re-writes nothing the step can be blamed for."""
+    later requests; `hit`: the chance the provider reads a cached prefix (core/log/prompt_cache.py
+    `Misses`): a token freed saves its read on a hit, its write on a miss. A cold cache (nothing read: both
+    `cached` 0) re-writes nothing the step can be blamed for."""
     freed = kept.tokens - step.tokens
-    return StepWorth(freed, max(0, kept.cached - step.cached), pricing.cost(step) - pricing.cost(kept),
-                     max(0, freed) * pricing.prices.read / 1e6, turns)
+    p = pricing.prices
+    kept_per_turn = hit * p.read + (1.0 - hit) * (p.write if pricing.writes_billed else p.input)
+    return StepWorth(freed, max(0, kept.cached - step.cached), pricing.cost(step, hit) - pricing.cost(kept, hit),
+                     max(0, freed) * kept_per_turn / 1e6, turns)
 
 
 def turns_ahead(cap: int, room: int, growth: float) -> int:
     """Later requests a saving is counted over: at most `cap`, and only until the request, growing by
-    `growth` tokens a request, crosses the `room` tokens left below the hard limit (a summary then
-    re-writes everything anyway). At least one."""
+    `growth` tokens a request, has grown by `room`, the tokens the step leaves below the soft limit: there
+    the soft zone steps again, re-writing about where this step did, or going a stage further over the
+    same messages (a snip that only just gets under the soft limit is masked a few requests later, and
+    what it saved ends there). So a step that frees much buys many requests, and small steps wait to be
+    made as one. At least one."""
     if growth <= 0:
         return max(1, cap)
     return max(1, min(cap, int(room / growth)))

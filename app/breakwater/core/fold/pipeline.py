@@ -49,7 +49,7 @@ from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear
 from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
-from breakwater.core.log.prompt_cache import timestamp
+from breakwater.core.log.prompt_cache import MINIMUM_PREFIX, Misses, timestamp
 from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.log.tokens import TokenCounter, heuristic_message
 from breakwater.core.policy import Policy
@@ -120,8 +120,14 @@ class Pipeline:
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
         self.api_turn: int | None = None        # the request api_tokens was reported for
-        self._stamped: Message | None = None    # the last message with metadata: its time is the next request's
-        self._planned_at: float | None = None   # when the last request was sent (the cache gate's)
+        # what the cache gate (`_cache_gate`) knows of the provider's cache: the last message with metadata
+        # (its time is the next request's), when the last request was sent, whether a user message came
+        # since, and the provider's misses, fitted from the recorded cache reads as simulate fits them
+        self._stamped: Message | None = None
+        self._planned_at: float | None = None
+        self._after_user = False
+        self._planned_cache: tuple[int, int, bool, bool] | None = None   # turn, cached prefix, cold, after a user
+        self.cache_misses = Misses()
         self.short_cuts.gated = self._gated()
 
     # what the drivers and the views read of the parts
@@ -152,6 +158,7 @@ class Pipeline:
                 self.meter.calibration.resent += resent
         elif entry.role == "user":
             self.meter.calibration.resent = 0
+            self._after_user = True
         if entry.meta:
             self._stamped = entry
         self.raw_tokens += self.index.arrive(entry)
@@ -207,6 +214,11 @@ class Pipeline:
                     est = self.own.estimate(ev.get("turn"))
                 if isinstance(est, int):
                     self.meter.calibration.observe(prompt, est)
+                planned = self._planned_cache
+                if planned is not None and planned[0] == turn:   # what the provider read of the request cached
+                    cached = ev.get("cached_tokens")
+                    self.cache_misses.observe(planned[1], cached if isinstance(cached, int) else None,
+                                              planned[2], planned[3])
 
     def _retune(self, policy: Policy) -> None:
         """From here on, plan under `policy` (a live session learnt the model's real window)."""
@@ -357,8 +369,9 @@ class Pipeline:
     def _cache_gate(self, d: _Decision, shape: Shape) -> Shape:
         """The request keeping the previous compaction instead of `shape`, when the step from one to the
         other (snipping or masking more) costs more in cache re-writes than it saves over the requests
-        ahead at the model's cache prices (core/fold/cache_worth.py), and keeping it stays under the hard
-        limit. Only the soft zone's own steps are weighed: a trigger, a summary, an undo is done as asked."""
+        ahead (until the request is back at the soft limit, at the session's growth so far: `turns_ahead`)
+        at the model's cache prices and the misses seen (core/fold/cache_worth.py), and keeping it stays
+        under the hard limit. Only the soft zone's own steps are weighed: a trigger, a summary, an undo is done as asked."""
         prev, n = self.prefix.previous, d.request.n
         if d.kept_before is None or prev is None or d.force_deep or d.trigger_level or d.undone \
                 or d.new_comp is not None or d.recorded is not None or prev.cut != shape.cut:
@@ -373,15 +386,15 @@ class Pipeline:
         if kept_h is None or step_h is None:
             return shape
         pricing, calibration = self.cache_pricing, self.meter.calibration
-        at = self._request_time()
-        cold = at is not None and self._planned_at is not None and at - self._planned_at > pricing.expires_after
+        cold = self._cache_cold()
 
         def cached(s: Shape, h: int) -> CachedRequest:
             return CachedRequest(s.sent, 0 if cold else min(s.sent, part_as_sent(calibration, s.counted, s.sent,
                                                                                     s.heuristic, h)))
         growth = calibration.scale(self.raw_tokens) / max(1, self.turn)
         worth = step_worth(pricing, cached(held, kept_h), cached(shape, step_h),
-                           turns_ahead(self.policy.cache_horizon_turns, self._hard_limit - shape.sent, growth))
+                           turns_ahead(self.policy.cache_horizon_turns, self._soft_limit - shape.sent, growth),
+                           1.0 - self.cache_misses.rate(self._after_user))
         if worth.pays:
             return shape
         if worth.freed > 0:
@@ -393,6 +406,12 @@ class Pipeline:
         """When the request being planned is sent: the time of the last message before it, if it has one."""
         stamped = self._stamped
         return timestamp(stamped.meta.get("ts")) if stamped is not None and stamped.meta else None
+
+    def _cache_cold(self) -> bool:
+        """Whether the request being planned comes longer after the last one than the cache keeps it."""
+        at = self._request_time()
+        return at is not None and self._planned_at is not None and at - self._planned_at > \
+            self.cache_pricing.expires_after
 
     def _summarize_what_shaping_drops(self, decision: _Decision, shape: Shape) -> Shape:
         """Turns shaping would drop leave the context through a summary instead (stage 5 again); when
@@ -470,7 +489,11 @@ class Pipeline:
                                  raw_tokens=plan.raw_tokens)
         self.prefix.advance(plan)
         if self.short_cuts.gated:
+            cached = plan.stable_prefix_tokens or 0
+            self._planned_cache = (plan.turn, cached if cached >= MINIMUM_PREFIX else 0, self._cache_cold(),
+                                   self._after_user)
             self._planned_at = self._request_time()
+        self._after_user = False
         return plan
 
     # -- building the request (core/fold/materialize.py) ---------------------------------------------------
@@ -495,7 +518,8 @@ class Pipeline:
         to a count, the same for every copy)."""
         new = Pipeline.__new__(Pipeline)
         new.__dict__.update(vars(self), san=self.san.snapshot(), triggers=self.triggers.copy(),
-                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy())
+                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy(),
+                            cache_misses=self.cache_misses.copy())
         new.index = self.index.copy(new.san)
         new.meter = self.meter.copy(new.index)
         new.deep = self.deep.copy(new.index, new.meter)
