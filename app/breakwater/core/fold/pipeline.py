@@ -395,7 +395,7 @@ class Pipeline:
         worth = step_worth(pricing, cached(held, kept_h), cached(shape, step_h),
                            turns_ahead(self.policy.cache_horizon_turns, self._soft_limit - shape.sent, growth),
                            1.0 - self.cache_misses.rate(self._after_user))
-        if worth.pays:
+        if worth.pays or worth.freed == worth.rewritten == 0:   # or the step changes nothing sent
             return shape
         if worth.freed > 0:
             d.notes.append(worth.note(LEVEL_NAMES[max(shape.level, shape.lower)]))

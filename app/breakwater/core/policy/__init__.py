@@ -48,8 +48,10 @@ class Policy:
     # history) is taken only when what it saves on the next requests, at most this many, pays for the
     # cache re-write it causes, at the model's cache prices (core/fold/cache_worth.py); until then the
     # request is sent over the soft limit, never over the hard one. 0: every step is taken once the
-    # request is over the soft limit (the seeds). Without the model's prices it is 0
-    cache_horizon_turns: int = 0
+    # request is over the soft limit (the seeds). Without the model's prices it is 0. (issue 41) 100: on the
+    # shared fixtures the requests until the soft limit bind first (100, 200 and 1,000 decide alike; 30
+    # kept pi's large session waiting for a step that paid: $34.35 against $32.87 at the models' windows)
+    cache_horizon_turns: int = 100
     # the limits as other agents state them (core/policy/agents.py); 0: the limits above. Each sets
     # one limit in input tokens: the soft limit outright (Anthropic's clear_tool_uses `trigger`), the
     # hard limit outright (Anthropic's compaction `trigger`), as a share of the window (Codex: 90%)
@@ -80,8 +82,11 @@ class Policy:
     # writes "Old environment output: ({lines} lines omitted)" (see docs/policies/complexity-trap.toml)
     mask_placeholder: str = ""
     # once masking applies, every observation outside working memory is masked, not only as many as
-    # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`)
-    mask_all: bool = False
+    # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`).
+    # (issue 41) breakwater masks so: with the cache gate a step is made rarely, and one that re-writes the
+    # cached history anyway frees what it can (fixtures, 32k: $9.43 oldest first, $8.88 all at once;
+    # the models' windows $33.65 and $32.87; recall and pinned facts unchanged)
+    mask_all: bool = True
     # masking that would free fewer tokens than this in a request is not done (Anthropic's
     # clear_at_least: clearing re-writes the cached prefix, so it must be worth it)
     clear_at_least_tokens: int = 0
@@ -231,9 +236,10 @@ class Policy:
 
 
 _BASE = Policy()
-# Breakwater's defaults before its summary kept every instruction (issue 41): the seeds and the other
-# agents' strategies keep them (the share and the shorter tail are breakwater's tuning), and their fingerprints
-_SEED = replace(_BASE, summary_instruction_share=0.0, deep_keep_ratio=0.25)
+# Breakwater's defaults before issue 41 (its summary keeping every instruction, the cache gate, masking all
+# far observations at once): the seeds and the other agents' strategies keep them (those are breakwater's
+# tuning, no part of theirs), and their fingerprints
+_SEED = replace(_BASE, summary_instruction_share=0.0, deep_keep_ratio=0.25, cache_horizon_turns=0, mask_all=False)
 
 PRESETS: dict[str, Policy] = {
     # seed 000: dual threshold; snip tool output in the soft zone, deep LLM summary past hard;
@@ -257,8 +263,9 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
                 "the oldest turns without a summary when masking is not enough",
     "seed-003": "shape history [System][First user][Summary][Last N turns], keep-last 20 down to 3; "
                 "compacts often, as the seed does, because it keeps as much as just fits",
-    "breakwater": "snip, mask and microcompact oldest first, summarize only when they are not enough, "
-                  "keeping a fifth of the window verbatim",
+    "breakwater": "snip oldest first, mask every far observation at once, microcompact, each step only when it "
+                  "pays for the provider's cache it breaks; summarize only when they are not enough, keeping a "
+                  "fifth of the window verbatim",
 }
 
 
