@@ -1,6 +1,7 @@
 """Issue 36: the accounting model against what the providers billed, per format, by every path.
 
-For each real transcript that records usage (tests/fixtures/real) and its generated variants (the
+For each real transcript that records usage (tests/fixtures/real, and tests/fixtures/agent-runs: real agents
+run offline against the scripted provider) and its generated variants (the
 header's model dropped, the first requests cut), the agent's own history is replayed and every
 request after the first recorded one is predicted from the usage recorded before it:
 
@@ -35,11 +36,12 @@ from breakwater.formats import load_session
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "real"
+AGENT_RUNS = ROOT / "tests" / "fixtures" / "agent-runs"   # real agents run offline (its SOURCES.md)
 WINDOW = 1_000_000
 
 
 def sessions() -> list[Path]:
-    return sorted(p for p in FIXTURES.glob("*/*") if p.name != "SOURCES.md")
+    return sorted(p for root in (FIXTURES, AGENT_RUNS) for p in root.glob("*/*") if p.name != "SOURCES.md")
 
 
 def records_usage(log: SessionLog) -> bool:

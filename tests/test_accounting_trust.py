@@ -24,6 +24,7 @@ from breakwater.formats import load_session
 CCL = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
 PRIMER = REAL / "claude-code" / "agenticprimer_v2.0.76_subagent_a0294d5.jsonl"
 PI = REAL / "pi" / "large-session.jsonl"
+MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
 PI_V3 = REAL / "pi" / "agentsessions_pi_v3_fixture_model_small.jsonl"
 WIDE = preset("breakwater").with_changes(window=1_000_000)   # nothing compacted: each request is the agent's own
 
@@ -106,12 +107,15 @@ def test_without_compaction_is_one_figure_a_turn_whatever_the_policy_or_counter(
                 policy = preset(name) if window is None else preset(name).with_changes(window=window)
                 sim = simulate(log, policy, counter)
                 seen[(name, window, counter)] = [t.raw_tokens for t in sim.turns]
+                billed = [t.billed_tokens for t in sim.turns]
                 assert all(t.sent_tokens <= t.raw_tokens for t in sim.turns)
                 assert sim.saved == sim.billed_raw - sim.billed_sent
     assert len({tuple(v) for v in seen.values()}) == 1
     raw = next(iter(seen.values()))
-    # it falls only where the fit moves (pi: once, by 0.15%, at its 11th request), not by the policy's cut
-    assert all(b >= a * 0.995 for a, b in zip(raw, raw[1:]))
+    # it falls only where the fit moves (pi: by 0.15%), not by the policy's cut; and where a turn's figure was
+    # above what the provider then billed for it, the next turn starts from the bill (the line's miss is
+    # carried: ccl's ExitPlanMode turn was 2.6k over, so the turn after it is 4.5% lower), never lower
+    assert all(b >= min(a, bill or a) * 0.995 for a, b, bill in zip(raw, raw[1:], billed))
 
 
 # -- item 3: the fit is bounded, has a prior, and restarts its overhead ------------------------------
@@ -296,9 +300,103 @@ def test_codex_resent_reasoning_is_counted(tmp_path):
 
 def test_the_cache_misses_of_a_new_user_turn_are_learnt_from_the_recorded_reads():
     """pi missed the cache on 36 of the 79 first requests after a user message and 1 of the 360 others;
-    priced as a perfect cache its history cost 49% less than recorded, with one miss rate 13% less."""
+    priced as a perfect cache its history cost 49% less than recorded, with one miss rate 13% less, with a
+    prior of 10 requests on the miss rate 5.9% less (round 5: the prior weighs 4)."""
     log = load_session(PI)
     check = billed_check(log)
-    assert abs(check.cost_errors[0]) <= 0.07, check.to_json()["cost"]
+    assert abs(check.cost_errors[0]) <= 0.03, check.to_json()["cost"]
     misses = simulate(log, own_history_policy(), "exact").cache_misses
     assert misses.rate(True) > 0.3 > 0.01 > misses.rate(False)
+
+
+# -- round 5: what the line missed is still in the next request ----------------------------------------
+@pytest.mark.parametrize("paths", [(CCL, PRIMER), (MINI,)], ids=["claude-code", "mini-swe-agent"])
+def test_the_agents_own_history_is_predicted_within_one_percent(paths):
+    """The line alone drifted with the content (Claude Code's reminders never written to the transcript, a
+    plan pasted twice): Claude Code 1.25% median, 3.04% p90, mini-swe-agent 1.43% median."""
+    errs = [e for path in paths for e in errors(simulate(load_session(path), WIDE, "exact").turns)]
+    median, p90 = spread(errs)
+    assert median <= 0.01 and p90 <= 0.03, (median, p90)
+
+
+def test_the_last_requests_miss_is_carried_whole_to_the_next_and_by_share_to_a_smaller_one():
+    cal = Calibration(prior=1.35)
+    unseen = 0
+    for counted in range(10_000, 30_000, 2_000):
+        unseen += 900 if counted >= 20_000 else 0   # text the provider gets that no message shows, from here on
+        cal.freeze()
+        cal.observe(round(1.4 * counted + 5_000) + unseen, counted)
+    cal.freeze()
+    line = cal.ratio * 30_000 + cal.offset
+    assert cal.residual > 1_000
+    truth = 1.4 * 30_000 + 5_000 + unseen   # the next request, nothing new unseen in it
+    assert abs(cal.apply(30_000) - truth) < abs(line - truth) / 2   # 385 vs the line's 1,030
+    assert cal.apply(14_000) - round(cal.ratio * 14_000 + cal.offset) == pytest.approx(cal.residual * 14_000 / 28_000, abs=1)
+    assert cal.apply(10_000) < cal.apply(14_000) < cal.apply(30_000)   # still rising with the request
+    assert f"last miss +{cal.residual / 1000:.1f}k carried" in cal.describe()   # the gauge says it is there
+    cal.restart()   # the history restarted: the miss was in what the summary replaced
+    cal.freeze()
+    assert cal.apply(30_000) == round(cal.ratio * 30_000 + cal.offset)
+
+
+def test_deepseek_reads_the_previous_request_and_its_reply_in_64_token_units():
+    rules = cache_rules("deepseek-v4-flash")
+    model = CacheModel(rules, Prices(0.27, 0.07, 0.27))
+    model.request(11_125, 0, at=0.0)
+    model.replied(1_317)
+    again = model.request(12_744, 11_125, at=20.0)
+    assert again.reusable == 12_416 and again.write == 0   # the recorded read on the mini-swe-agent fixture
+    model.replied(500)
+    compacted = model.request(9_000, 4_000, at=40.0)   # the previous request not kept whole: no reply read
+    assert compacted.reusable == 3_968
+
+
+def test_mini_swe_agent_cost_matches_its_recorded_usage():
+    """Its reads were taken as the previous request alone: 2.8% high before round 5's carry, 3.9% after."""
+    check = billed_check(load_session(MINI))
+    assert abs(check.cost_errors[0]) <= 0.01, check.to_json()["cost"]
+
+
+# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/SOURCES.md) -------------
+CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
+
+
+def without_encrypted_reasoning(path: Path, out: Path) -> Path:
+    objs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for o in objs:
+        if o.get("payload", {}).get("type") == "reasoning":
+            o["payload"].pop("encrypted_content", None)
+    out.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return out
+
+
+def test_a_real_codex_rollout_is_predicted_within_one_percent(tmp_path):
+    """Codex 0.171's own rollout of two user turns, every reply with encrypted reasoning: 1.11% median,
+    1.53% p90 with round 4's line; the reasoning it sends back, uncounted, 5.65% / 7.70%."""
+    log = load_session(CODEX_RUN)
+    for counter in ("exact", "heuristic"):
+        errs = errors(simulate(log, WIDE, counter).turns)
+        assert len(errs) == 10
+        median, p90 = spread(errs)
+        assert median <= 0.01 and p90 <= 0.03, (counter, median, p90)
+    bare = errors(simulate(load_session(without_encrypted_reasoning(CODEX_RUN, tmp_path / "bare.jsonl")), WIDE,
+                           "exact").turns)
+    assert spread(bare)[0] > 0.03   # the resent reasoning is what the rule counts
+
+
+def test_codex_sends_its_reasoning_back_across_user_turns(tmp_path):
+    """Round 4's rule was written from OpenAI's documentation alone ("until the next user message"): the real
+    client sends every earlier reasoning item back, and the provider's default keeps out of context (and does
+    not bill) those before the last user message (tests/support/scripted_provider.py `usage_for`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from make_codex_rollout import make
+    from support.proxy_run import agent_missing
+
+    if agent_missing("codex"):
+        pytest.skip(agent_missing("codex"))
+    sent = make(tmp_path / "rollout.jsonl")
+    assert len(sent) == 11
+    second_turn = [r for r in sent if r["users"] == 3]
+    assert second_turn and all(len(r["reasoning_sent"]) >= 6 for r in second_turn)
+    errs = errors(simulate(load_session(tmp_path / "rollout.jsonl"), WIDE, "exact").turns)
+    assert spread(errs)[0] <= 0.01

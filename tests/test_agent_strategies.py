@@ -24,6 +24,8 @@ AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent_compactions"
 PI_RUN = AGENTS / "pi-0.73.1-auto-compactions.jsonl"
 PI_WINDOW = 48_000
 CC_RUN = AGENTS / "claude-code-2.0.55-auto-compactions.jsonl"
+# Codex 0.171.0 driven the same way (record_codex.py there): 40 prompts, model_context_window = 48,000
+CODEX_RUN = AGENTS / "codex-0.171.0-auto-compactions.jsonl"
 CLAUDE = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"      # Claude Code 2.0.55, 103 turns, to 133k tokens
 CODEX = REAL / "codex" / "agentsessions_codex_coverage_small.jsonl"
 OPENHANDS = REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"
@@ -57,6 +59,25 @@ def test_claude_code_compacts_where_claude_code_did():
     got = check(log, policy, counter="heuristic")
     assert got.predicted == [14, 29] and got.elsewhere == [] and got.agrees
     assert not check(log, preset("pi"), counter="heuristic").agrees
+
+
+def test_codex_compacts_where_codex_did():
+    """The real Codex compacted itself twice past 90% of the 48,000 it was told (43,200); its rollout
+    reports 95% of that as the window (45,600), which is the window Breakwater reads and the preset's
+    18/19 share is of."""
+    log = load_session(CODEX_RUN)
+    assert log.header["window"] == 45_600 and log.header["cli_version"] == "0.171.0"
+    assert [(r.turn, r.trigger) for r in recorded_compactions(log)] == [(35, "auto"), (71, "auto")]
+    policy = preset("codex").with_changes(window=log.header["window"])
+    assert policy.hard_limit == 43_200
+    got = check(log, policy, counter="heuristic")
+    # one request early, as pi's and Claude Code's: Codex decides on the last reply's usage
+    assert got.predicted == [34, 70] and got.elsewhere == [] and got.agrees
+    for other in ("pi", "claude-code", "breakwater"):
+        assert not check(log, preset(other).with_changes(window=log.header["window"]), counter="heuristic").agrees
+    # 90% of the reported window (what the preset did before it knew the 95%) fires two requests early
+    early = check(log, policy.with_changes(hard_window_share=0.9), counter="heuristic")
+    assert early.predicted == [32, 68] and not early.agrees
 
 
 def test_pi_keeps_its_recent_tokens_after_a_compaction():
@@ -111,7 +132,7 @@ def test_codex_keeps_the_users_messages_before_its_summary():
     recorded = {r.event_id for r in recorded_compactions(log)}
     log = without(log, recorded)
     policy = preset("codex").with_changes(window=4_000)
-    assert policy.hard_limit == 3_600   # 90% of the window (codex-rs openai_models.rs)
+    assert policy.hard_limit == 3_789   # 90% of the model's window, of which Codex reports 95% (openai_models.rs)
     sim = simulate(log, policy, "heuristic")
     assert sim.compactions
     turn = sim.compactions[0].turn
@@ -166,6 +187,36 @@ def test_anthropic_clear_tool_uses_clears_all_but_the_last_three_past_the_trigge
     kept = [m for m in excl.messages if m.role == "tool" and tool_of.get(m.tool_call_id) == read and m.content]
     assert kept and not any(m.content == "[cleared]" for m in kept)
     assert any(m.content == "[cleared]" for m in excl.messages)
+
+
+def test_clear_tool_inputs_clears_the_far_calls_arguments_with_their_results():
+    """Anthropic's clear_tool_inputs (`mask_clear_tool_inputs`), on Claude Code's transcript: the
+    calls of the cleared tool uses send `{}`, the last three tool uses and the excluded tools keep theirs,
+    and the log keeps every argument."""
+    log = load_session(CLAUDE)
+    base = preset("anthropic-clear-tool-uses")
+    assert base.mask_clear_tool_inputs is False   # off in Anthropic's defaults, and LangChain's
+    policy = base.with_changes(mask_clear_tool_inputs=True)
+    turn = simulate(log, base, "heuristic").turns[-1].turn
+    plain, view = sent_view(log, base, turn), sent_view(log, policy, turn)
+    calls = [c for m in view.messages if m.role == "assistant" for c in m.tool_calls]
+    results = {m.tool_call_id: m.content for m in view.messages if m.role == "tool"}
+    kept = [c for c in calls if c.arguments != "{}"]
+    # the tool uses kept whole are the last three, each a call and its result, and only they
+    assert kept == calls[-3:] and all(results[c.id] != "[cleared]" for c in kept)
+    assert all(results.get(c.id) in ("[cleared]", "", None) for c in calls[:-3])
+    assert view.sent_tokens < plain.sent_tokens - 1_000
+    by_id = {c.id: c for m in log.messages for c in m.tool_calls}
+    assert all(by_id[c.id].arguments not in ("", "{}") for c in calls[:-3] if c.id in by_id and
+               len(by_id[c.id].arguments) > 2)   # the log is untouched
+    edits = {e.message_id: e.kind for e in view.edits}
+    assert any(edits.get(m.id) == "masked" for m in view.messages if m.role == "assistant")
+    # an excluded tool keeps its calls' arguments and its results
+    excl = sent_view(log, policy.with_changes(mask_exclude_tools="Edit"), turn)
+    edit_calls = [c for m in excl.messages if m.role == "assistant" for c in m.tool_calls if c.name == "Edit"]
+    assert edit_calls and all(c.arguments == by_id[c.id].arguments for c in edit_calls)
+    # off: no call is changed, as before
+    assert all(c.arguments == by_id[c.id].arguments for m in plain.messages for c in m.tool_calls if c.id in by_id)
 
 
 def test_langchain_context_editing_is_anthropics_defaults_with_its_placeholder():
@@ -283,6 +334,34 @@ def test_eval_prints_as_recorded_beside_its_agents_strategy(tmp_path):
 
 
 # -- masking in batches (issue 41) -----------------------------------------------------------------
+def test_eval_replays_a_row_once_when_an_earlier_row_had_its_policy(monkeypatch):
+    """On a session of no known agent 'agent' is 'as-recorded' (its record): one replay, not two."""
+    from breakwater.fidelity import runner
+    replays = []
+    real = runner.replay_priced
+    monkeypatch.setattr(runner, "replay_priced",
+                        lambda log, policy, *a, **k: replays.append(policy.preset) or real(log, policy, *a, **k))
+    got = runner.evaluate_path(str(SWE), ("breakwater", "as-recorded", "agent"), counter="heuristic")
+    assert got.error is None and len(replays) == 2
+    assert got.presets["agent"].to_json() == got.presets["as-recorded"].to_json()
+    replays.clear()   # on pi's own transcript the agent's strategy is a replay of its own
+    runner.evaluate_path(str(PI_RUN), ("as-recorded", "agent"), window=PI_WINDOW, counter="heuristic")
+    assert len(replays) == 2
+
+
+def test_eval_plans_each_request_once_per_row(monkeypatch):
+    """A row's replay and its money come from one pass: each request is planned once, not twice."""
+    from breakwater.core.fold.pipeline import Pipeline
+    from breakwater.fidelity import runner
+    planned = []
+    real = Pipeline.plan
+    monkeypatch.setattr(Pipeline, "plan", lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
+    got = runner.evaluate_path(str(CC_RUN), ("breakwater",), counter="heuristic", billed=False)
+    turns = load_session(CC_RUN).turn_count()
+    assert got.error is None and got.presets["breakwater"].money is not None   # priced: a Claude model
+    assert len(planned) == turns
+
+
 def test_masking_in_batches_rewrites_the_cache_less_and_costs_less():
     """The Complexity Trap's rule masks one more observation on nearly every request: each move
     re-writes the cached prefix from there on. With mask_batch_tokens the boundary moves only when

@@ -134,7 +134,8 @@ def test_an_assistant_reply_is_entered_with_the_forms_the_stages_make_of_it(pres
     """The pipeline enters a reply up to `fold_min_chars` as unchanged without asking the stages
     (the one thing they do to assistant text is fold a longer one): the stages must agree."""
     policy = PRESETS[preset]
-    for size in (*SIZES, policy.fold_min_chars, policy.fold_min_chars + 1):
+    clearing = policy.with_changes(mask_clear_tool_inputs=True)   # the calls' arguments too, far from the end
+    for policy, size in [(p, n) for p in (policy, clearing) for n in (*SIZES, p.fold_min_chars, p.fold_min_chars + 1)]:
         for calls in ((), (ToolCall("c1", "bash", '{"command": "ls"}'),)):
             pipe = make_pipeline(SessionLog({}, []), policy, "heuristic")
             reply = Message("m1", "assistant", ("lorem ipsum " * (size // 12 + 1))[:size], calls)
@@ -194,8 +195,9 @@ def _varied_results(policy) -> list[tuple[Message, ToolCall | None]]:
                 call = calls[k % len(calls)]
                 cases.append((Message(f"t{k}", "tool", text, tool_call_id="c1" if call else None,
                                       name=None if call else "bash", meta=meta), call))
-                cases.append((Message(f"a{k}", "assistant", text, (ToolCall("c9", "bash", "{}"),) if k % 2 else ()),
-                               None))
+                reply_calls = ((ToolCall("c9", "bash", '{"command": "ls -la 路径"}'), ToolCall("c8", "grep", "{}"))
+                               if k % 4 == 1 else (ToolCall("c9", "bash", "{}"),) if k % 2 else ())
+                cases.append((Message(f"a{k}", "assistant", text, reply_calls), None))
     return cases
 
 
@@ -206,7 +208,10 @@ def test_each_message_is_entered_with_the_counts_of_the_forms_the_stages_build(p
     base = PRESETS[preset]
     policies = (base, base.with_changes(snip=False), base.with_changes(mask=False),
                 base.with_changes(microcompact=False, mask_min_chars=50, working_memory_max_chars=120,
-                                  working_memory_head_chars=60, working_memory_tail_chars=60))
+                                  working_memory_head_chars=60, working_memory_tail_chars=60),
+                # far calls' arguments cleared (Anthropic's clear_tool_inputs), one tool excluded
+                base.with_changes(mask_clear_tool_inputs=True, mask_exclude_tools="grep"),
+                base.with_changes(mask_clear_tool_inputs=True, microcompact=False))
     for policy in policies:
         pipe = Pipeline(policy)
         for i, (msg, call) in enumerate(_varied_results(policy)):

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -75,6 +77,51 @@ def test_streams_pass_through_chunk_by_chunk_and_the_usage_is_logged(tmp_path):
     assert [r["role"] for r in records if r["type"] == "message"] == ["user", "assistant", "tool", "assistant"]
     usage = [r for r in records if r["type"] == "usage"]
     assert usage[0]["provider_usage"] == provider.usages[0] and usage[0]["prompt_tokens"] == chunks[-1].usage.prompt_tokens
+
+
+def _leave_after(url: str, body: dict, marker: bytes) -> bytes:
+    """POST a streamed request and close the connection (a reset, as a process that exits does) as soon as
+    `marker` has arrived: what the agent read."""
+    host, port = url.removeprefix("http://").split(":")
+    data = json.dumps(body).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+                  b"content-length: %d\r\n\r\n" % len(data) + data)
+        got = b""
+        while marker not in got:
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return got
+
+
+RESPONSES = {"model": "gpt-5-codex", "stream": True, "tools": [{"type": "function", "name": "shell", "parameters": {}}],
+             "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}
+
+
+def test_an_agent_that_leaves_after_the_last_event_has_its_reply_and_usage_recorded(tmp_path):
+    # Codex closes as soon as it has `response.completed`; the provider ends its stream a moment later
+    with ScriptedProvider([Step(None, text="done", tail=1.0)]) as provider, \
+            running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        _leave_after(url, RESPONSES, b"response.completed")
+        time.sleep(1.5)
+    records = session_records(next(sessions.glob("*.jsonl")))
+    assert not [r for r in records if r["type"] == "error"]
+    assert [r["content"] for r in records if r["type"] == "message" and r["role"] == "assistant"] == ["done"]
+    assert [r["provider_usage"] for r in records if r["type"] == "usage"] == [provider.usages[0]]
+
+
+def test_an_agent_that_leaves_mid_reply_is_recorded_as_cut_by_the_agent(tmp_path):
+    # the agent is stopped while the model writes: the proxy stops reading (the provider stops generating)
+    with ScriptedProvider([Step(None, text="never read", gap=0.4)]) as provider, \
+            running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        _leave_after(url, RESPONSES, b"response.created")
+        time.sleep(2.5)
+    records = session_records(next(sessions.glob("*.jsonl")))
+    assert [r["message"] for r in records if r["type"] == "error"] == ["the agent closed the connection before the reply's end"]
+    assert not [r for r in records if r["type"] in ("usage",) or r.get("role") == "assistant"]
+    assert provider.played == 1
 
 
 def test_browse_lists_a_proxied_session_and_follow_reads_it(tmp_path, monkeypatch):
@@ -259,6 +306,26 @@ def test_an_edited_tool_result_keeps_its_call_and_the_rest_as_sent(wire, body, k
         assert out["messages"][1]["content"][0] == ANTHROPIC_BODY["messages"][1]["content"][0]
     if wire is responses:
         assert {"type": "reasoning", "summary": [], "encrypted_content": "xyz"} in out["input"]
+
+
+@pytest.mark.parametrize("wire, body, key", [(anthropic, ANTHROPIC_BODY, "messages"), (chat, CHAT_BODY, "messages"),
+                                             (responses, RESPONSES_BODY, "input")])
+def test_a_call_whose_arguments_the_view_changed_goes_out_with_them(wire, body, key):
+    """A policy clearing far tool inputs (mask_clear_tool_inputs) sends the call with the arguments its
+    view counted; its id, name and the rest of the message go as the agent sent them."""
+    from breakwater.core.log.message import ToolCall
+
+    conv = wire.read_request(body)
+    new = '{"cleared":true}'
+    view = [m.with_calls(tuple(ToolCall(c.id, c.name, new) for c in m.tool_calls)) if m.tool_calls else m
+            for m in _ids(conv)]
+    out = wire.rebuild(body, conv.items, view)
+    again = [m for m in _ids(wire.read_request(out)) if m.tool_calls]
+    assert again and all(json.loads(c.arguments) == {"cleared": True} for m in again for c in m.tool_calls)
+    assert [(c.id, c.name) for m in again for c in m.tool_calls] == \
+        [(c.id, c.name) for m in view for c in m.tool_calls]
+    assert [m.content for m in _ids(wire.read_request(out))] == [m.content for m in view]
+    assert {k: v for k, v in out.items() if k != key} == {k: v for k, v in body.items() if k != key}
 
 
 def test_a_summary_replaces_what_it_covers_and_the_wire_still_alternates():

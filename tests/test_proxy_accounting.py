@@ -148,3 +148,23 @@ def test_the_gauges_eval_and_export_show_simulate_s_figures_for_a_proxied_sessio
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"billed with compaction | ≈{cli['totals']['billed_sent']:,} tokens" in md.read_text()
+
+
+@pytest.mark.parametrize("agent", ["Claude Code", "Codex", "pi"])
+def test_a_real_agents_proxied_log_is_predicted_from_its_second_request_within_a_point_and_a_half(agent, tmp_path):
+    """Each real agent observed through the proxy (scripts/proxy_accuracy.py --proxied): through the origin the
+    ratio fitted on the first requests (mostly tool schemas) trailed the escaped tool outputs that came later,
+    always low: median from request 2 2.36% (Claude Code), 3.53% (Codex), 1.63% (pi). The last request's miss is
+    carried now (core/log/accounting.py `_carry`): 0.42%, 0.86%, 0.57% (Codex's own run varies by ~0.5 point)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from proxy_accuracy import AGENTS, _proxied
+    from support.proxy_run import agent_missing
+
+    name, steps, run, _ = next(a for a in AGENTS if a[0].startswith(agent))
+    why = agent_missing(run.__name__.strip("_"))
+    if why:
+        pytest.skip(why)
+    predicted, billed, fit = _proxied(tmp_path, steps, run, "--observe", sim_args=("--window", "1000000"))
+    assert fit["overhead"] == 0 and len(predicted) == len(billed) == 11
+    later = sorted(abs(p - b) / b for p, b in zip(predicted[1:], billed[1:]))
+    assert later[len(later) // 2] <= 0.015, (name, later)

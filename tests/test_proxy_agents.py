@@ -163,18 +163,23 @@ CODEX_STEPS = [
 ]
 
 
-def _codex(proxy: str, root: Path) -> str:
-    ws = _workspace(root)
-    home = Path(_env(root)["HOME"]) / ".codex"
+def codex_config(home: Path, base_url: str) -> None:
+    """Codex's config.toml in `home` (its CODEX_HOME): the scripted model at `base_url`'s Responses wire."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(f'''model = "scripted-model"
 model_provider = "scripted"
 [model_providers.scripted]
 name = "scripted"
-base_url = "{proxy}/v1"
+base_url = "{base_url}/v1"
 wire_api = "responses"
 env_key = "SCRIPTED_API_KEY"
 ''')
+
+
+def _codex(proxy: str, root: Path) -> str:
+    ws = _workspace(root)
+    home = Path(_env(root)["HOME"]) / ".codex"
+    codex_config(home, proxy)
     return _finished([str(AGENTS / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                       "count to six thousand, then write result.txt"], ws, _env(root, CODEX_HOME=str(home), SCRIPTED_API_KEY=KEY))
 

@@ -11,6 +11,8 @@ Every request is kept as received: path, headers, body bytes.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -22,11 +24,31 @@ OUTPUT_TOKENS = 37
 
 
 def usage_for(body: bytes) -> dict[str, int]:
-    """Figures that grow with the request, as a provider's do: a quarter of its bytes, most read from the cache."""
-    total = len(body) // 4
+    """Figures that grow with the request, as a provider's do: a quarter of its bytes, most read from the cache.
+    A Responses request's reasoning items from before its last user message are not billed: OpenAI's models keep
+    only the current turn's reasoning in context unless the request asks `reasoning.context: "all_turns"`
+    (GPT-5.6 and newer), and the client sends them all back (Codex 0.171 does)."""
+    total = (len(body) - _dropped_reasoning(body)) // 4
     cache_read, cache_write = total * 2 // 3, total // 6
     return {"input": total - cache_read - cache_write, "cache_write": cache_write, "cache_read": cache_read,
             "output": OUTPUT_TOKENS}
+
+
+def _dropped_reasoning(body: bytes) -> int:
+    """Bytes of the reasoning items a Responses request carries from before its last user message, as sent
+    (compact JSON, as Codex writes it)."""
+    if b'"reasoning"' not in body:
+        return 0
+    try:
+        req = json.loads(body)
+    except ValueError:
+        return 0
+    items = req.get("input") if isinstance(req, dict) else None
+    if not isinstance(items, list) or (req.get("reasoning") or {}).get("context") == "all_turns":
+        return 0
+    last_user = max((i for i, it in enumerate(items) if isinstance(it, dict) and it.get("role") == "user"), default=-1)
+    return sum(len(json.dumps(it, separators=(",", ":"), ensure_ascii=False).encode()) for it in items[:last_user]
+               if isinstance(it, dict) and it.get("type") == "reasoning")
 
 
 @dataclass
@@ -36,6 +58,9 @@ class Step:
     text: str = ""
     fail: tuple[int, dict[str, Any]] | None = None    # answered once before the step is played
     delay: float = 0.0                # seconds the reply's stream pauses after its first event (a model thinking)
+    gap: float = 0.0                  # seconds between each two of its later events (a model writing slowly)
+    tail: float = 0.0                 # seconds between the stream's last event and its end
+    reasoning: str = ""               # Responses wire: a reasoning item (summary + encrypted content) leads the reply
 
 
 @dataclass
@@ -137,7 +162,8 @@ class ScriptedProvider:
             for k, (name, data) in enumerate(events["stream"]):
                 line = (f"event: {name}\n" if name else "") + f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
                 await out.write(line.encode())
-                await asyncio.sleep(step.delay if k == 0 else 0)
+                await asyncio.sleep(step.delay if k == 0 else step.gap)
+            await asyncio.sleep(step.tail)
             await out.write_eof()
             return out
         return web.json_response(events["whole"])
@@ -202,12 +228,18 @@ class ScriptedProvider:
 
     def _responses(self, req, step: Step, call_id: str, u: dict[str, int]) -> dict[str, Any]:
         prompt = u["input"] + u["cache_read"] + u["cache_write"]
-        usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": u["cache_read"]},
-                 "output_tokens": u["output"], "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": prompt + u["output"]}
         text = step.text or "Working on it."
         output: list[dict[str, Any]] = [{"type": "message", "id": f"msg_{call_id}", "status": "completed", "role": "assistant",
                                          "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+        reasoning = 0
+        if step.reasoning:
+            item = reasoning_item(call_id, step.reasoning)
+            output.insert(0, item)
+            # what the item costs when the client sends it back: this provider bills a quarter of the bytes
+            reasoning = len(json.dumps(item["encrypted_content"])) // 4
+        usage = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": u["cache_read"]},
+                 "output_tokens": u["output"] + reasoning, "output_tokens_details": {"reasoning_tokens": reasoning},
+                 "total_tokens": prompt + u["output"] + reasoning}
         if step.tool:
             output.append({"type": "function_call", "id": f"fc_{call_id}", "status": "completed", "call_id": f"call_{call_id}",
                            "name": step.tool, "arguments": json.dumps(step.args)})
@@ -225,6 +257,14 @@ class ScriptedProvider:
             stream.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": k, "item": item}))
         stream.append(("response.completed", {"type": "response.completed", "response": response}))
         return {"whole": response, "stream": stream}
+
+
+def reasoning_item(call_id: str, summary: str) -> dict[str, Any]:
+    """A Responses reasoning item as OpenAI returns one: a short summary, the reasoning itself encrypted (an
+    opaque base64 blob the client can only send back)."""
+    blob = base64.b64encode(hashlib.sha256(call_id.encode()).digest() * 48).decode()
+    return {"type": "reasoning", "id": f"rs_{call_id}", "summary": [{"type": "summary_text", "text": summary}],
+            "encrypted_content": blob}
 
 
 def _offers_tools(r: Received) -> bool:

@@ -300,13 +300,15 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
              before_turn: Callable[[Pipeline, int], None] | None = None,
              tokens: TokenCounter | None = None,
              on_turn: Callable[[Simulation, TurnStats], None] | None = None,
-             window_source: str = "policy") -> Simulation:
+             window_source: str = "policy", after_plan: Callable[[Pipeline, Any], None] | None = None) -> Simulation:
     """One plan per turn; the full request (messages and edits) only for the turns in `views`.
     `before_turn(pipeline, i)` is called before each request is planned, `i` being the index in
     `log.entries` of the assistant message that request produced (replay keeps checkpoints).
     `on_turn(simulation, turn)` takes each turn's figures instead of `simulation.turns`; a turn is
     handed over once what the provider billed for it (the usage event after its reply) is known.
-    `window_source`: where the policy's window came from (core/log/models.py `resolve_window`)."""
+    `window_source`: where the policy's window came from (core/log/models.py `resolve_window`).
+    `after_plan(pipeline, plan)` sees each request's plan as it is made (eval scores it: one pass
+    gives the replay's figures and the money)."""
     pipe = make_pipeline(log, policy, counter, model, summarizer, tokens)
     named = named_model(log.header, model)
     info = lookup(named) if named else None
@@ -347,6 +349,10 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                     c = pending.cache
                     c = pending.cache_raw if c is None else c
                     caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.after_user)
+                    output = entry.get("completion_tokens")
+                    if isinstance(output, int):
+                        for model in caches:
+                            model.replied(output)
             continue
         if entry.role == "assistant":
             if pending is not None:
@@ -357,6 +363,8 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
             if before_turn is not None:
                 before_turn(pipe, i)
             plan = pipe.plan()
+            if after_plan is not None:
+                after_plan(pipe, plan)
             unsent.clear()
             if plan.turn in views:
                 sim.views[plan.turn] = plan.built or pipe.materialize(plan)

@@ -114,48 +114,57 @@ def replay(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scor
     they leave untouched are then searched once. `summarizer` replaces the offline one, to
     measure another summarizer on the same sessions; `model` picks the exact token counter, as
     for `simulate` (the workbench passes its own, so both runs make the same decisions)."""
+    return replay_priced(log, policy, counter, scorer, summarizer, model, stop)[0]
+
+
+def replay_priced(log: SessionLog, policy: Policy, counter: str = "exact", scorer: Scorer | None = None,
+                  summarizer: Summarizer | None = None, model: str | None = None,
+                  stop: Callable[[], bool] | None = None) -> tuple[FidelityRun, Money | None]:
+    """`replay`, and the session's input in USD without and with compaction as `simulate` prices it (its
+    cache model; None when its model's prices are unknown), from one pass
+    of `simulate`: a replay and then a simulation planned every request twice (the second pass took
+    ~75% of the first's time: its token counts were cached, its planning was not)."""
     scorer = scorer or Scorer(extract(log))
     probes = scorer.probes
-    pipe = make_pipeline(log, policy, counter, model, summarizer)
-    tracker = Tracker(scorer, pipe)
-    raw = sent = turns = 0
-    estimated = False
+    state = {"raw": 0, "sent": 0, "turns": 0, "estimated": False, "tracker": None}
     summaries: set[str] = set()
     compaction_turns: list[int] = []
-    for entry in log.entries:
-        if isinstance(entry, Message) and entry.role == "assistant":
-            if stop is not None and stop():
-                raise Stopped
-            plan = pipe.plan()
-            turns = plan.turn
-            raw += plan.raw_tokens
-            sent += plan.sent_tokens
-            estimated = estimated or plan.counted != "exact"
-            tracker.update(plan, plan.built.messages if plan.built is not None else None)
-            # a summary in the request, new or replayed from the log, marks a deep compaction
-            for m in (plan.built.messages if plan.built is not None else plan.head):
-                comp = (m.meta or {}).get("compaction") if m.meta else None
-                if comp and comp not in summaries:
-                    summaries.add(comp)
-                    compaction_turns.append(turns)
-        pipe.feed(entry)
-    return FidelityRun(policy.preset, policy.window, turns, tuple(probes), tuple(tracker.kept(turns)), raw, sent,
-                       tuple(compaction_turns), tuple(loops.file_reads(log)), estimated)
+
+    def stopped(_pipe, _i) -> None:
+        if stop is not None and stop():
+            raise Stopped
+
+    def scored(pipe, plan) -> None:
+        tracker = state["tracker"]
+        if tracker is None:
+            tracker = state["tracker"] = Tracker(scorer, pipe)
+        state["turns"] = plan.turn
+        state["raw"] += plan.raw_tokens
+        state["sent"] += plan.sent_tokens
+        state["estimated"] = state["estimated"] or plan.counted != "exact"
+        tracker.update(plan, plan.built.messages if plan.built is not None else None)
+        # a summary in the request, new or replayed from the log, marks a deep compaction
+        for m in (plan.built.messages if plan.built is not None else plan.head):
+            comp = (m.meta or {}).get("compaction") if m.meta else None
+            if comp and comp not in summaries:
+                summaries.add(comp)
+                compaction_turns.append(plan.turn)
+
+    sim = simulate(log, policy, counter, model, summarizer, before_turn=stopped, after_plan=scored,
+                   on_turn=lambda _sim, _turn: None)
+    tracker, turns = state["tracker"], state["turns"]
+    kept = tuple(tracker.kept(turns)) if tracker is not None else tuple(Tracker(scorer, make_pipeline(
+        log, policy, counter, model, summarizer)).kept(turns))
+    run = FidelityRun(policy.preset, policy.window, turns, tuple(probes), kept, state["raw"], state["sent"],
+                      tuple(compaction_turns), tuple(loops.file_reads(log)), state["estimated"])
+    money = None if sim.prices is None else Money(sim.cost_raw, sim.cost_sent, sim.cache_rewritten,
+                                                  sim.cache_rewrite_cost)
+    return run, money
 
 
 def summarize_run(run: FidelityRun, money: Money | None = None) -> PresetSummary:
     return PresetSummary(run.billed_raw, run.billed_sent, len(run.compaction_turns), run.tally(), run.lost_turns(),
                          loops.detect(run.compaction_turns, run.reads), run.sent_estimated, run.fact_states(), money)
-
-
-def money_of(log: SessionLog, policy: Policy, counter: str = "exact") -> Money | None:
-    """The session's input in USD without and with compaction under `policy`, as `simulate` prices it
-    (its cache model: one figure, computed once); None when its model's prices are unknown. After a
-    replay of the same session its token counts are cached: a tenth of the replay's time."""
-    sim = simulate(log, policy, counter, on_turn=lambda _sim, _turn: None)
-    if sim.prices is None:
-        return None
-    return Money(sim.cost_raw, sim.cost_sent, sim.cache_rewritten, sim.cache_rewrite_cost)
 
 
 def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
@@ -200,13 +209,21 @@ def evaluate_path(path: str, presets: Sequence[str], window: int | None = None,
 def _runs(log: SessionLog, named: Sequence[tuple[str, Policy]], counter: str, scorer: Scorer) -> dict:
     """Each preset's summary, or why it failed (and none after it: they are not run)."""
     out: dict[str, PresetSummary | str] = {}
+    # a row whose policy and history an earlier row had is that row's figures, not a second replay:
+    # 'agent' is 'as-recorded' on a session of no known agent, and the recorded preset's row on one of
+    # Breakwater's own recordings
+    done: dict[tuple[bool, Policy], PresetSummary] = {}
     for name, policy in named:
         try:
             # the agent's strategy makes the automatic compactions its agent recorded: those are taken
             # out (manual ones, which the transcript marks, stay)
-            run_log = without(log, {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"}) \
-                if name == AGENT_OWN and agent_of(log.header) else log
-            out[name] = summarize_run(replay(run_log, policy, counter, scorer), money_of(run_log, policy, counter))
+            auto = {r.event_id for r in recorded_compactions(log) if r.trigger != "manual"} \
+                if name == AGENT_OWN and agent_of(log.header) else set()
+            run_log = without(log, auto) if auto else log
+            key = (run_log is log, policy)
+            if key not in done:
+                done[key] = summarize_run(*replay_priced(run_log, policy, counter, scorer))
+            out[name] = done[key]
         except Exception as exc:  # one broken session must not end a run over thousands
             out[name] = f"{name}: {type(exc).__name__}: {exc}"
             break

@@ -13,7 +13,8 @@ import re
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, changed_arguments, loads, \
+    part_text, placed
 
 NAME = "anthropic"
 PATH = "/v1/messages"
@@ -98,9 +99,10 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
         same = vm.content == it.message.content and vm.tool_calls == it.message.tool_calls
         if vm.role == "assistant":
             if not same:
+                changed = changed_arguments(vm.tool_calls, it.message.tool_calls)
                 chosen = ([b for b in chosen if isinstance(b, dict) and b.get("type") in _KEEP_ON_EDIT]
                           + ([{"type": "text", "text": vm.content}] if vm.content else [])
-                          + [b for b in chosen if isinstance(b, dict) and b.get("type") == "tool_use"])
+                          + [_with_input(b, changed) for b in chosen if isinstance(b, dict) and b.get("type") == "tool_use"])
             add("assistant", chosen)
         elif vm.role == "tool":
             add("user", chosen if same else [{**chosen[0], "content": vm.content}])
@@ -113,6 +115,12 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
                 chosen = [block]
             add("user", chosen)
     return {**body, "messages": out}
+
+
+def _with_input(block: dict[str, Any], changed: dict[str, str]) -> dict[str, Any]:
+    """A tool_use block with the input the view gives its call (an object; else as the agent sent it)."""
+    new = loads(changed[block.get("id")]) if block.get("id") in changed else None
+    return {**block, "input": new} if isinstance(new, dict) else block
 
 
 def _usage(u: dict[str, Any]) -> Usage:

@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, changed_arguments, loads, \
+    part_text, placed
 
 NAME = "chat"
 PATH = "/v1/chat/completions"
@@ -57,7 +58,13 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
         elif vm.content == it.message.content and vm.tool_calls == it.message.tool_calls:
             out.append(wire[it.origin])
         else:
-            out.append({**wire[it.origin], "content": vm.content})
+            wm = {**wire[it.origin], "content": vm.content}
+            changed = changed_arguments(vm.tool_calls, it.message.tool_calls)
+            if changed and isinstance(wm.get("tool_calls"), list):
+                wm["tool_calls"] = [{**c, "function": {**c["function"], "arguments": changed[c.get("id")]}}
+                                    if isinstance(c, dict) and c.get("id") in changed and isinstance(c.get("function"), dict)
+                                    else c for c in wm["tool_calls"]]
+            out.append(wm)
     return {**body, "messages": out}
 
 

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from breakwater.core.log.message import Message, ToolCall
-from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, loads, part_text, placed
+from breakwater.proxy.wire import Conversation, Item, Reply, Usage, arguments_text, capped, changed_arguments, loads, \
+    part_text, placed
 
 NAME = "responses"
 PATH = "/v1/responses"
@@ -99,7 +100,9 @@ def rebuild(body: dict[str, Any], items: list[Item], view: list[Message]) -> dic
             out.extend(o for o in originals if o.get("type") == "reasoning")
             if vm.content:
                 out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": vm.content}]})
-            out.extend(o for o in originals if o.get("type") in _CALLS)
+            changed = changed_arguments(vm.tool_calls, it.message.tool_calls)
+            out.extend({**o, "arguments": changed[o.get("call_id")]} if o.get("type") == "function_call"
+                       and o.get("call_id") in changed else o for o in originals if o.get("type") in _CALLS)
         else:
             out.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": vm.content}]})
     return {**body, "input": out}

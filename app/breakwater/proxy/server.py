@@ -217,18 +217,23 @@ class Proxy:
             # framed as the provider framed it: pi's client (undici) failed its retry after a 500 sent chunked
             out.content_length = resp.content_length
         kept = bytearray()    # read once the reply has gone through: nothing but copying on its way
-        cut = None
+        cut = gone = None
         try:
             await out.prepare(request)
             async for chunk in resp.content.iter_any():
-                await out.write(chunk)
                 if wire is not None and len(kept) < MAX_KEPT_REPLY:
                     kept += chunk
-            await out.write_eof()
+                if gone := await _to_agent(out.write(chunk)):
+                    break
+            else:
+                gone = await _to_agent(out.write_eof())
         except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
             cut = _redact(f"the reply was cut: {type(exc).__name__}: {exc}", secrets)
         finally:
-            resp.release()
+            if gone:
+                resp.close()      # the provider stops generating for an agent that left
+            else:
+                resp.release()
         if wire is None:
             return out
         if resp.status >= 400:
@@ -236,7 +241,11 @@ class Proxy:
         elif cut is not None:
             done = (599, None, cut)
         else:
-            done = (resp.status, self._reply(wire, kept, "text/event-stream" in resp.headers.get("content-type", "")), None)
+            reply = self._reply(wire, kept, "text/event-stream" in resp.headers.get("content-type", ""))
+            # an agent may close as soon as it has the reply's last event (Codex, after `response.completed`): a
+            # reply whose usage came is whole and recorded; one the agent left before its end was cut by the agent
+            done = (599, None, "the agent closed the connection before the reply's end") \
+                if gone and (reply is None or reply.usage is None) else (resp.status, reply, None)
         self._finish(recorded(), *done)
         return out
 
@@ -256,6 +265,16 @@ class Proxy:
             recorded.session.finish(recorded.turn, status, reply, error)
         except Exception as exc:  # noqa: BLE001 - as in _record
             self._recording_failed(exc)
+
+
+async def _to_agent(write) -> bool:
+    """Write to the agent; True when it has gone (closed its end): a failure on the agent's side, never
+    taken for the provider's reply being cut."""
+    try:
+        await write
+        return False
+    except (ConnectionError, aiohttp.ClientConnectionError):
+        return True
 
 
 async def serve(proxy: Proxy, host: str, port: int, ready=None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from breakwater.core.log.message import Message, ToolCall
 from breakwater.core.log.message import content_text as part_text  # the wires' contents are text or typed parts
@@ -101,6 +101,13 @@ def arguments_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def changed_arguments(sent: Iterable[ToolCall], received: Iterable[ToolCall]) -> dict[str, str]:
+    """{call id: arguments} of the calls whose arguments the view changed (a policy clearing far tool
+    inputs sends "{}"): the rest of each call goes out as the agent sent it."""
+    before = {c.id: c.arguments for c in received}
+    return {c.id: c.arguments for c in sent if c.id in before and before[c.id] != c.arguments}
 
 
 def capped(text: str) -> str:

@@ -107,6 +107,7 @@ class Index:
             observations = None
         fresh = self._fresh
         pins, fold_min = self.pins, self.policy.fold_min_chars
+        clears_calls = self.policy.mask and self.policy.mask_clear_tool_inputs
         add, shared_forms, calls = ledger.add, forms.shared_forms, self.calls
         policy, pid = self.policy, self._policy_id
         for i in range(d, len(out)):
@@ -118,7 +119,7 @@ class Index:
             role = msg.role
             # the soft-zone stages change observations and assistant text only (SPEC §4), the text
             # only by folding it when it is longer than `fold_min_chars` (most replies of a chat are not)
-            if role == "tool" or (role == "assistant" and len(msg.content) > fold_min) \
+            if role == "tool" or (role == "assistant" and (len(msg.content) > fold_min or clears_calls and msg.tool_calls)) \
                     or (role == "user" and msg.is_observation):
                 if pins and any(s in pins for s in entry.sources):
                     add(t0, role != "tool", ())
@@ -190,10 +191,17 @@ class Index:
             return n
         keep = self.policy.mask_keep_observations
         if not keep:
-            return max(start, n - self.policy.working_memory_messages)
-        obs = self._observations
-        k = bisect.bisect_left(obs, n)
-        return max(start, obs[k - keep]) if k >= keep else start
+            at = max(start, n - self.policy.working_memory_messages)
+        else:
+            obs = self._observations
+            k = bisect.bisect_left(obs, n)
+            at = max(start, obs[k - keep]) if k >= keep else start
+        if self.policy.mask_clear_tool_inputs:
+            # from the call of working memory's first result: a kept result keeps its call's arguments
+            out = self.san.out
+            while at > start and at < n and out[at].message.role == "tool":
+                at -= 1
+        return at
 
     def pinned(self, i: int) -> bool:
         return bool(self.pins) and any(s in self.pins for s in self.san.out[i].sources)

@@ -82,18 +82,21 @@ def form_tokens(p: Policy, msg: Message, call: ToolCall | None) -> tuple[tuple[i
     while a form is asked for only when a request is built (or its cache-stable prefix compared)."""
     text, role = msg.content, msg.role
     size = len(text)
-    extra = MESSAGE_OVERHEAD
-    for c in msg.tool_calls:
-        extra += heuristic_text(c.name) + heuristic_text(c.arguments) + TOOL_CALL_OVERHEAD
-    if role == "assistant" and msg.meta is not None:   # folding the text leaves the reasoning sent
-        extra += heuristic_text(msg.resent_reasoning) - 1
+    extra = _frame_tokens(msg, msg.tool_calls)
     if not (role == "tool" or role == "user" and msg.is_observation):
-        if role != "assistant" or size <= p.fold_min_chars or not (p.mask or p.microcompact):
+        if role != "assistant" or not (p.mask or p.microcompact):
             return ()
-        # folded from masking up (microcompact folds as masking does)
-        line = fold_placeholder(text)   # ASCII
-        folded = len(line) // 4 + 1 + extra
-        return ((2, "folded", folded), (3, "folded", folded)) if p.mask else ((3, "folded", folded),)
+        calls = mask_stage.cleared_calls(msg, p)   # a policy clearing far tool inputs (from masking up)
+        if size <= p.fold_min_chars and calls is None:
+            return ()
+        if calls is not None:
+            extra = _frame_tokens(msg, calls)
+        # folded from masking up (microcompact folds as masking does); as mask_stage.fold builds it
+        if size > p.fold_min_chars:
+            kind, body = "folded", len(fold_placeholder(text)) // 4 + 1   # ASCII
+        else:
+            kind, body = "masked", len(text) // 4 + 1 if text.isascii() else heuristic_text(text)
+        return ((2, kind, body + extra), (3, kind, body + extra)) if p.mask else ((3, kind, body + extra),)
     snipped = masked = near = None   # tokens at each level
     if p.snip and size > p.snip_threshold_chars:
         snipped = masked = near = _head_tail_tokens(text, p.snip_head_chars, p.snip_tail_chars,
@@ -126,6 +129,16 @@ def form_tokens(p: Policy, msg: Message, call: ToolCall | None) -> tuple[tuple[i
     if near is not None:
         forms.append((NEAR, near_kind, near))
     return tuple(forms)
+
+
+def _frame_tokens(msg: Message, calls: tuple[ToolCall, ...]) -> int:
+    """A message's heuristic tokens beside its text (core/log/tokens.py `heuristic_message`), with `calls`."""
+    extra = MESSAGE_OVERHEAD
+    for c in calls:
+        extra += heuristic_text(c.name) + heuristic_text(c.arguments) + TOOL_CALL_OVERHEAD
+    if msg.role == "assistant" and msg.meta is not None:   # folding the text leaves the reasoning sent
+        extra += heuristic_text(msg.resent_reasoning) - 1
+    return extra
 
 
 # -- stage transforms (the only place that decides what a message becomes) --------------------------

@@ -18,7 +18,9 @@ MAX_TURN = 10**9  # a turn number beyond any real session: the field is garbage
 class ToolCall:
     id: str
     name: str
-    arguments: str  # the JSON string exactly as the model produced it; never rewritten
+    # the JSON string exactly as the model produced it; rewritten only in what a request sends (a
+    # shaped request cuts an over-long one, a policy clearing far tool inputs sends "{}")
+    arguments: str
 
     def to_api(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
@@ -164,6 +166,9 @@ class Message:
         # hot path of every stage: a direct call is several times cheaper than dataclasses.replace
         return Message(self.id, self.role, content, self.tool_calls, self.tool_call_id, self.name, self.turn,
                        self.meta)
+
+    def with_calls(self, calls: tuple[ToolCall, ...]) -> "Message":
+        return Message(self.id, self.role, self.content, calls, self.tool_call_id, self.name, self.turn, self.meta)
 
 
 def utf8_len(text: str) -> int:

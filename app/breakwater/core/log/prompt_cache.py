@@ -22,7 +22,7 @@ The miss rate is fitted from the transcript's own recorded cache reads, as the t
 from its billed tokens (`Misses`: a request predicted to read a cached prefix that read less than
 half of it missed), apart for the first request after a user message and the requests of a tool
 loop: pi missed 36 of the 79 first ones and 1 of the 360 others, whatever the gap (20 s to 4 min),
-Claude Code none of either. Each has a prior weighing 10 requests while few are seen; each request
+Claude Code none of either. Each has a prior weighing 4 requests while few are seen; each request
 reads its prefix with the probability of a hit: the expected read and write. A request with nothing
 of its own cached (the first, or one after the TTL) may still read the agent's system prompt and
 tools, which its other sessions keep warm (Claude Code: 12,610 tokens read on the first request and
@@ -50,6 +50,10 @@ TTL_SECONDS = 300.0
 # "a minimum 5-minute lifetime": an entry 306 s unused was still read on the Claude Code fixture (a test
 # run between two requests), so an entry expires only a little past its TTL
 TTL_GRACE = 15.0
+# a prefix this share of the previous request holds all of it: the two are counted by the fit as it stood
+# at each (a compacted request's stable prefix stops well before)
+REPLY_KEPT = 0.98
+DEEPSEEK_UNIT = 64
 MINIMUM_PREFIX = 1024    # tokens: a shorter prefix is not cached (Anthropic's Sonnet/Opus, OpenAI)
 
 
@@ -59,10 +63,15 @@ class CacheRules:
     ttl: float             # seconds an entry lives unused
     writes_billed: bool    # writes cost the cache-write price (Anthropic); else the input price
     minimum: int           # the shortest prefix cached
+    unit: int = 1          # a cached prefix is a whole number of these tokens
+    caches_reply: bool = False   # the request's reply is cached with it (DeepSeek), read by the next one
 
     def to_json(self) -> dict[str, Any]:
-        return {"provider": self.provider, "ttl_seconds": self.ttl, "writes_billed": self.writes_billed,
-                "minimum_prefix": self.minimum}
+        out = {"provider": self.provider, "ttl_seconds": self.ttl, "writes_billed": self.writes_billed,
+               "minimum_prefix": self.minimum}
+        if self.caches_reply:
+            out |= {"unit": self.unit, "caches_reply": True}
+        return out
 
 
 def cache_rules(model: str | None, provider: str | None = None) -> CacheRules:
@@ -72,6 +81,12 @@ def cache_rules(model: str | None, provider: str | None = None) -> CacheRules:
         return CacheRules("anthropic", TTL_SECONDS, True, MINIMUM_PREFIX)
     if any(f in name for f in ("gpt", "openai", "codex", "o1", "o3", "o4")):
         return CacheRules("openai", TTL_SECONDS, False, MINIMUM_PREFIX)
+    if "deepseek" in name:
+        # DeepSeek caches on disk in 64-token units, and what it cached of a request holds its reply: the
+        # mini-swe-agent fixture's reads are the previous request and its output, floored to 64 (12,416 read
+        # after a request of 11,125 that answered 1,317); taken as the previous request alone, its uncached
+        # input was twice the recorded (34,858 vs 17,859 tokens) and the cost 3.9% high
+        return CacheRules("deepseek", TTL_SECONDS, False, DEEPSEEK_UNIT, DEEPSEEK_UNIT, True)
     return CacheRules("other", TTL_SECONDS, False, MINIMUM_PREFIX)
 
 
@@ -103,7 +118,9 @@ class Misses:
     """The share of requests whose cached prefix the provider did not read, fitted from recorded reads."""
 
     PRIOR_RATES = (0.005, 0.02)   # in a tool loop, the first request after a user message
-    PRIOR_WEIGHT = 10.0
+    # the prior weighs as 4 requests: agents differ from 0% (Claude Code) to 46% (pi) after a user message,
+    # so a prior of 10 priced pi's first misses as hits for most of a session (its cost -5.6%, now +0.4%)
+    PRIOR_WEIGHT = 4.0
 
     missed: list[float] = field(default_factory=lambda: [0.0, 0.0])
     seen: list[float] = field(default_factory=lambda: [0.0, 0.0])
@@ -175,14 +192,21 @@ def timestamp(value: Any) -> float | None:
 class CacheModel:
     """The provider's cache as one run's requests meet it, in order (`request` once per request)."""
 
-    __slots__ = ("rules", "prices", "misses", "_cached", "_at")
-    # `_cached`: whether there was a previous request; `_at`: when it was sent
+    __slots__ = ("rules", "prices", "misses", "_cached", "_at", "_tokens", "_reply")
+    # `_cached`: whether there was a previous request; `_at`: when it was sent; `_tokens`: its size;
+    # `_reply`: the output tokens of its reply (`replied`)
 
     def __init__(self, rules: CacheRules, prices: Prices | None, misses: Misses | None = None):
         self.rules, self.prices = rules, prices
         self.misses = misses if misses is not None else Misses()
         self._cached = False
         self._at: float | None = None
+        self._tokens = 0
+        self._reply = 0
+
+    def replied(self, output_tokens: int) -> None:
+        """The last request's reply was `output_tokens` long: cached with it where the provider does that."""
+        self._reply = max(0, output_tokens)
 
     def request(self, tokens: int, prefix: int, at: float | None = None, rewritten: int = 0,
                 after_user: bool = False) -> RequestCache:
@@ -193,7 +217,10 @@ class CacheModel:
         gap = at - self._at if self._at is not None and at is not None else None
         expired = self._cached and gap is not None and gap > rules.ttl + TTL_GRACE
         cold = expired or not self._cached
+        if rules.caches_reply and not cold and prefix >= self._tokens * REPLY_KEPT:
+            prefix += self._reply   # the whole previous request is kept, so what was cached after it is too
         reusable = min(self.misses.warm if cold else prefix, tokens)
+        reusable -= reusable % rules.unit
         if reusable < rules.minimum:
             reusable = 0
         hit = 1.0 - self.misses.rate(after_user)
@@ -207,6 +234,7 @@ class CacheModel:
             rewrite_cost = again * ((self.prices.write if rules.writes_billed else self.prices.input)
                                     - self.prices.read) / 1e6
         self._cached = True   # whether it was long enough to be cached, the next one's prefix says
+        self._tokens, self._reply = tokens, 0
         if at is not None:
             self._at = at
         return RequestCache(tokens, read, reusable, write, again, cost, rewrite_cost or 0.0, expired, cold, gap,

@@ -28,7 +28,7 @@ NEUTRAL: dict[str, Any] = {"mask_placeholder": "", "soft_trigger_tokens": 0, "ha
                            "hard_window_share": 0.0, "reserve_tokens": 0, "compact_trigger_messages": 0,
                            "mask_all": False, "clear_at_least_tokens": 0, "mask_exclude_tools": "",
                            "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0,
-                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0,
+                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0, "mask_clear_tool_inputs": False,
                            "cache_horizon_turns": 0}
 
 
@@ -92,6 +92,10 @@ class Policy:
     clear_at_least_tokens: int = 0
     # tool names, comma-separated, whose results are never masked (Anthropic's exclude_tools)
     mask_exclude_tools: str = ""
+    # a far tool call's arguments are cleared too ("{}"), as its result is (Anthropic's clear_tool_inputs,
+    # LangChain's): working memory then starts at the call of its first result, so no kept result
+    # loses its call's arguments
+    mask_clear_tool_inputs: bool = False
     # > 0: masking moves its boundary only when that frees this many tokens at once, so the cached
     # prefix is re-written in batches that pay for it, not on every request (issue 41)
     mask_batch_tokens: int = 0

@@ -38,10 +38,15 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
     # Codex CLI (openai/codex codex-rs): auto-compact once the last turn's tokens reach the model's
     # auto_compact_token_limit, by default 90% of the context window
     # (codex-rs/protocol/src/openai_models.rs `ModelInfo::auto_compact_token_limit`); gpt-5 and codex-*
-    # models have 272,000 (codex-rs/core/src/openai_model_info.rs). The compacted history is the initial
-    # context, the user's messages, newest first up to COMPACT_USER_MESSAGE_MAX_TOKENS = 20,000
-    # (codex-rs/core/src/compact.rs, the oldest one kept cut to fit: left out here), then the summary.
-    "codex": dict(_SUMMARY_ONLY, window=272_000, hard_window_share=0.9,
+    # models have 272,000 (codex-rs/core/src/openai_model_info.rs). Codex's rollouts (and so the window
+    # Breakwater reads from them) give the effective window, effective_context_window_percent = 95% of
+    # that: 258,400. The window here is that one, so the limit is 0.9 / 0.95 = 18/19 of it (244,800 for
+    # gpt-5); Codex 0.171.0 recorded at model_context_window = 48,000 reports 45,600 and compacted past
+    # 43,200 (tests/fixtures/agent_compactions/codex-0.171.0-auto-compactions.jsonl). The compacted
+    # history is the initial context, the user's messages, newest first up to
+    # COMPACT_USER_MESSAGE_MAX_TOKENS = 20,000 (codex-rs/core/src/compact.rs, the oldest one kept cut to
+    # fit: left out here), then the summary.
+    "codex": dict(_SUMMARY_ONLY, window=258_400, hard_window_share=0.9 / 0.95,
                      deep_keep_user_tokens=20_000, deep_cut="last-boundary", keep_first_user=False),
     # pi (badlogic/pi-mono packages/coding-agent/src/core/compaction/compaction.ts,
     # DEFAULT_COMPACTION_SETTINGS, as in @mariozechner/pi-coding-agent 0.73.1): compact when the context
@@ -59,9 +64,12 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
     # Anthropic context editing, clear_tool_uses_20250919 with its defaults (platform.claude.com docs,
     # "Context editing"; beta context-management-2025-06-27): past `trigger` = 100,000 input tokens,
     # every tool result but the last `keep` = 3 tool uses is cleared; clear_at_least: none;
-    # exclude_tools: none. The placeholder's wording is not published: LangChain's "[cleared]" stands in.
-    # clear_tool_inputs (clearing the calls' arguments too) is not reproduced. No summary: a request
-    # still over the window drops its oldest turns (shape history), where the API would refuse it.
+    # exclude_tools: none; clear_tool_inputs: false (`mask_clear_tool_inputs = true` clears the calls'
+    # arguments too, to "{}": the replacement is not published either). The placeholder's wording is not
+    # published: LangChain's "[cleared]" stands in. No summary: a request still over the window drops its
+    # oldest turns (shape history), where the API would refuse it. clear_thinking_20251015 is not
+    # reproduced: Breakwater never counts or sends earlier turns' thinking (docs/notes/round-5, issue 40); Claude
+    # Code 2.1.197 sends it itself, with keep "all".
     "anthropic-clear-tool-uses": dict(_CLEAR_ONLY, window=200_000,
                                          soft_trigger_tokens=100_000, mask_all=True, mask_keep_observations=3,
                                          mask_placeholder="[cleared]"),
@@ -91,7 +99,8 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
 
 AGENT_DESCRIPTIONS: dict[str, str] = {
     "claude-code": "Claude Code 2.0.55's auto-compact: at window - 45,000 the whole conversation becomes a summary",
-    "codex": "Codex's auto-compaction: at 90% of the window, a summary after the user's messages (20,000 tokens)",
+    "codex": "Codex's auto-compaction: at 90% of the model's window (the window Codex reports is 95% of it), "
+             "a summary after the user's messages (20,000 tokens)",
     "pi": "pi's compaction: past window - 16,384, all but the last 20,000 tokens summarized",
     "openhands": "OpenHands' default condenser: past 80 messages, the first and the last 35 kept around a summary",
     "anthropic-clear-tool-uses": "Anthropic context editing's defaults: past 100,000 tokens all but the last 3 "

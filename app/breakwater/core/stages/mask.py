@@ -6,12 +6,13 @@ results, text-mode ones in user messages) over `mask_min_chars` become a one-lin
 still says how the call went (exit status, first error line, the signatures of its errors), and assistant text
 over `fold_min_chars` is folded. Inside working memory, tool output over
 `working_memory_max_chars` keeps its first and last 500 chars.
-Tool calls (name and arguments) are never altered.
+Tool calls keep their name and id; their arguments become `{}` far from the end only when the
+policy clears tool inputs (`mask_clear_tool_inputs`, Anthropic's clear_tool_inputs).
 """
 
 from __future__ import annotations
 
-from breakwater.core.log.message import Message, utf8_len
+from breakwater.core.log.message import Message, ToolCall, utf8_len
 from breakwater.core.log.error_signature import cleared_outcome
 from breakwater.core.policy import Policy
 from breakwater.core.stages.snip import head_tail
@@ -43,12 +44,25 @@ def middle_marker(removed_chars: int) -> str:
 Result = tuple[Message, tuple[tuple[int, int], ...], str] | None  # (message, spans, kind)
 
 
-def excluded(policy: Policy, msg: Message, call=None) -> bool:
-    """Whether the policy keeps this tool's results whatever their age (`mask_exclude_tools`)."""
+CLEARED_INPUT = "{}"   # what a cleared call's arguments become: still a JSON object, as every wire wants
+
+
+def excluded(policy: Policy, msg: Message | None, call=None) -> bool:
+    """Whether the policy keeps this tool's results (and calls) whatever their age (`mask_exclude_tools`)."""
     if not policy.mask_exclude_tools:
         return False
     name = call.name if call is not None else msg.name
     return name is not None and name in {t.strip() for t in policy.mask_exclude_tools.split(",")}
+
+
+def cleared_calls(msg: Message, policy: Policy) -> tuple[ToolCall, ...] | None:
+    """The calls of a far assistant message with their arguments cleared, when the policy clears
+    tool inputs and one of them changes; else None."""
+    if not (policy.mask and policy.mask_clear_tool_inputs) or msg.role != "assistant" or not msg.tool_calls:
+        return None
+    calls = tuple(c if excluded(policy, None, c) or c.arguments == CLEARED_INPUT
+                  else ToolCall(c.id, c.name, CLEARED_INPUT) for c in msg.tool_calls)
+    return None if calls == msg.tool_calls else calls
 
 
 def mask_far(msg: Message, policy: Policy, call=None) -> Result:
@@ -69,9 +83,15 @@ def masked_text(msg: Message, facts: list[str] | None = None, template: str = ""
 
 
 def fold(msg: Message, policy: Policy) -> Result:
-    if msg.role == "assistant" and len(msg.content) > policy.fold_min_chars:
-        return msg.with_content(fold_placeholder(msg.content)), ((0, len(msg.content)),), "folded"
-    return None
+    """A far assistant message: its long text folded, its calls' arguments cleared if the policy
+    clears tool inputs (then "masked" when only they change: the tool use is cleared)."""
+    if msg.role != "assistant":
+        return None
+    calls = cleared_calls(msg, policy)
+    if len(msg.content) > policy.fold_min_chars:
+        out = msg.with_content(fold_placeholder(msg.content))
+        return (out if calls is None else out.with_calls(calls)), ((0, len(msg.content)),), "folded"
+    return None if calls is None else (msg.with_calls(calls), (), "masked")
 
 
 def head_tail_near(msg: Message, policy: Policy) -> Result:
