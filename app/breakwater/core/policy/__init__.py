@@ -49,8 +49,9 @@ class Policy:
     # cache re-write it causes, at the model's cache prices (core/fold/cache_worth.py); until then the
     # request is sent over the soft limit, never over the hard one. 0: every step is taken once the
     # request is over the soft limit (the seeds). Without the model's prices it is 0. (issue 41) 100: on the
-    # shared fixtures the requests until the request is back at the soft limit bind first (30, 100 and 1,000
-    # decide alike); the cap bounds a window so large that the soft limit is hundreds of requests away
+    # shared fixtures the requests until the request is back at the soft limit mostly bind first (at 32k 30,
+    # 100 and 1,000 decide alike; at the models' windows 30 is $0.24 lower on $35, on one session: not
+    # tuned on); the cap bounds a window so large that the soft limit is hundreds of requests away
     cache_horizon_turns: int = 100
     # the limits as other agents state them (core/policy/agents.py); 0: the limits above. Each sets
     # one limit in input tokens: the soft limit outright (Anthropic's clear_tool_uses `trigger`), the
@@ -84,8 +85,8 @@ class Policy:
     # once masking applies, every observation outside working memory is masked, not only as many as
     # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`).
     # (issue 41) breakwater masks so: with the cache gate a step is made rarely, and one that re-writes the
-    # cached history anyway frees what it can (shared fixtures with the gate, 32k: $9.41 oldest first, $8.88
-    # all at once; the models' windows $33.12 and $32.87; pinned facts unchanged)
+    # cached history anyway frees what it can (shared fixtures with the gate, 32k: $9.70 oldest first, $9.16
+    # all at once; the models' windows $35.30 and $35.08; pinned facts unchanged)
     mask_all: bool = True
     # masking that would free fewer tokens than this in a request is not done (Anthropic's
     # clear_at_least: clearing re-writes the cached prefix, so it must be worth it)
