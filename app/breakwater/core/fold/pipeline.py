@@ -371,7 +371,8 @@ class Pipeline:
         other (snipping or masking more) costs more in cache re-writes than it saves over the requests
         ahead (until the request is back at the soft limit, at the session's growth so far: `turns_ahead`)
         at the model's cache prices and the misses seen (core/fold/cache_worth.py), and keeping it stays
-        under the hard limit. Only the soft zone's own steps are weighed: a trigger, a summary, an undo is done as asked."""
+        under the hard limit. Only the soft zone's own steps are weighed: a trigger, a summary, an undo
+        is done as asked."""
         prev, n = self.prefix.previous, d.request.n
         if d.kept_before is None or prev is None or d.force_deep or d.trigger_level or d.undone \
                 or d.new_comp is not None or d.recorded is not None or prev.cut != shape.cut:
