@@ -59,7 +59,7 @@ def test_saved_is_without_minus_with_on_every_fixture_and_preset(path):
 
 def test_the_fit_is_least_squares_with_its_errors():
     cal = Calibration()
-    assert cal.apply(1000) == 1000 and cal.describe().startswith("no recorded usage")
+    assert cal.apply(1000) == 1000 and cal.describe().startswith("no usage recorded before this request")
     cal.observe(21_000, 1_000)          # one pair: the offset only
     assert (cal.ratio, cal.overhead) == (1.0, 20_000)
     for x in (2_000, 5_000, 9_000, 30_000):

@@ -82,7 +82,7 @@ async def test_the_browser_lists_by_project_and_enter_opens_a_session(tmp_path):
         text = screen_text(app)
         assert "5 sessions in 4 projects" in text
         assert text.index("/src/deep-manifest") > text.index("/Users/badlogic/workspaces/pi-mono")
-        assert "claude-opus-4-5-20251101" in text and "last request 177,604" in text
+        assert "claude-opus-4-5-20251101" in text and "last API 177,604" in text
         # the newest is highlighted; down moves to the next session (headings are passed over)
         await pilot.press("down")
         await pilot.press("enter")

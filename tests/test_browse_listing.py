@@ -84,7 +84,8 @@ def test_each_session_has_its_title_or_first_prompt_and_its_times(tmp_path):
     found = {s.agent: s for s in find_sessions(home, work)}
     assert found["Claude Code"].title == "Claude Code warmup for deep-manifest project"   # its summary title
     assert found["Codex"].title == "List the files"                                        # the first prompt
-    assert found["pi"].title == "/mode"
+    # "/mode" was pi's first user message: a command that switched a setting, not what the session is about
+    assert found["pi"].title.startswith("read packages/coding-agent/docs/theme.md in full")
     assert found["Breakwater"].title.startswith("<pr_description> Consider the following PR description:")
     assert found["pi"].started == "2025-11-20T23:33:50.805Z" and found["pi"].ended.startswith("2025-11-21T02:14")
 
@@ -137,7 +138,7 @@ async def test_slash_finds_words_in_the_messages_with_the_turn_of_each_hit(tmp_p
         assert "2 sessions in 1 project of 5" in screen_text(app)
         box.value = "date:2025-11-20..2025-11-30 agent:pi"
         await pilot.pause()
-        assert "1 session in 1 project of 5" in screen_text(app) and "/mode" in screen_text(app)
+        assert "1 session in 1 project of 5" in screen_text(app) and "read packages/coding" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
         assert "5 sessions in 4 projects" in screen_text(app)

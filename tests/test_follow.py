@@ -2,6 +2,7 @@
 transcript line by line, at varying speeds and with lines split over two writes; the reader never
 reports a half-written line, and the workbench grows with the file."""
 
+import json
 import subprocess
 import sys
 import time
@@ -152,11 +153,12 @@ def test_following_a_file_not_written_yet_waits_for_its_first_whole_line(tmp_pat
     assert log.issues == [] and log.entries and said == [True]
 
 
-def followed(dst, lines: int | None = None):
-    """The workbench following `dst`, which holds the subagent transcript's first `lines` lines: (app, log)."""
+def followed(dst, lines: int | None = None, src=SUBAGENT):
+    """The workbench following `dst`, which holds the first `lines` lines of `src` (the subagent
+    transcript): (app, log)."""
     import argparse
 
-    dst.write_bytes(b"".join(SUBAGENT.read_bytes().splitlines(keepends=True)[:lines]))
+    dst.write_bytes(b"".join(src.read_bytes().splitlines(keepends=True)[:lines]))
     follower = Follower(dst)
     log = follower.read()
     policy = resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), log)
@@ -217,3 +219,31 @@ async def test_an_edit_made_while_following_stays_in_effect_as_the_file_grows(tm
         await until(pilot, lambda: screen.detail is not None and screen.replay.simulation is not None, 30)
         assert [e.get("message_id") for e in screen.replay.log.events if e.type == "pin"] == [pinned]
         assert screen.replay.recording is screen.recording   # the file as written, the overlay beside it
+
+
+@pytest.mark.asyncio
+async def test_each_line_of_a_claude_code_reply_shows_as_it_arrives(tmp_path):
+    """Claude Code writes one block of a reply per line (thinking, text, each tool_use), all under one
+    message id, and its tool results come later. Each line must show when it arrives: the reply grew
+    without adding a message, and the follow screen waited for the tool result to redraw (37.5)."""
+    ccl = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
+    lines = ccl.read_bytes().splitlines(keepends=True)
+    text_line, call_line = json.loads(lines[12]), json.loads(lines[13])
+    assert text_line["message"]["id"] == call_line["message"]["id"]   # one reply, two lines
+    thinking = {**text_line, "uuid": "thinking-1",
+                "message": {**text_line["message"], "content": [
+                    {"type": "thinking", "thinking": "Which tar members are links", "signature": "s"}]}}
+    dst = tmp_path / ccl.name
+    app, _ = followed(dst, 12, ccl)
+    said = text_line["message"]["content"][0]["text"].split()[:4]
+    call = call_line["message"]["content"][0]["name"]
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.screen
+        await until(pilot, lambda: screen.detail is not None)
+        for line, shown in ((json.dumps(thinking).encode() + b"\n", "Which tar members are links"),
+                            (lines[12], " ".join(said)),
+                            (lines[13], f"→ {call}(")):
+            with open(dst, "ab") as fh:
+                fh.write(line)
+            await until(pilot, lambda: shown in screen_text(app), 5)
+        assert screen.messages[-1].role == "assistant" and screen.messages[-1].tool_calls

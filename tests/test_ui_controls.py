@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from ui_support import ready, screen_text, until
 
@@ -21,6 +22,7 @@ from breakwater.ui.screens.dialogs import SummaryReviewScreen
 from breakwater.ui.widgets.message_list import MessageList
 
 SIZE = (160, 48)
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"   # copies of the shared fixtures
 
 
 def recording(tmp_path, name="long-refactor.jsonl"):
@@ -216,26 +218,28 @@ async def test_d_with_nothing_left_to_summarize_offers_nothing_and_says_why(tmp_
         assert any(nothing in str(n.message) or "Nothing before" in str(n.message) for n in app._notifications)
 
 
-async def test_a_summary_that_would_replace_no_message_is_not_offered(tmp_path, monkeypatch):
-    """The state the issue met (a compaction whose request is the one already sent: "Replaces 0
-    messages (—) 33,330 → 33,330"), made here by handing D the request on screen as its result."""
-    from breakwater.core.overlay import manual_compaction
-    from breakwater.ui.screens import replay as replay_screen
-
-    path = recording(tmp_path)
-    app = open_app(path, turn=40)
-
-    def same_request(log, policy, turn, counter, model):
-        comp, _ = manual_compaction(log, policy, turn, counter, model)
-        return comp, app.screen.detail.view
-    monkeypatch.setattr(replay_screen, "manual_compaction", same_request)
+async def test_d_at_a_turn_the_policy_already_compacts_offers_nothing_and_says_why(tmp_path):
+    """The state the issue met ("Replaces 0 messages (—) 33,330 → 33,330" at the last turn), as a
+    user meets it: a real Claude Code transcript replayed at a 16,000 window, whose policy compacts
+    on its own at the last request (103). D there made the very same summary and offered it."""
+    path = tmp_path / "ccl.jsonl"
+    shutil.copy(REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl", path)
+    log = read_session(path)
+    app = make_app(log, preset("breakwater").with_changes(window=16000), turn=1, counter="heuristic",
+                   settings=UISettings(), overlay=OverlayFile(overlay_path(path)))
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 40)
-        app.screen.query_one(MessageList).focus()
+        await ready(pilot, 1)
+        screen = app.screen
+        await pilot.press("end")
+        await ready(pilot, 103)
+        assert any(c.turn == 103 and c.trigger == "auto" for c in screen.replay.compactions().values())
+        screen.query_one(MessageList).focus()
         await pilot.press("D")
-        await until(pilot, lambda: any("Nothing to compact at turn 40" in str(n.message) for n in app._notifications)
-                    or isinstance(app.screen, SummaryReviewScreen))
-        assert not isinstance(app.screen, SummaryReviewScreen)
+        said = lambda: [str(n.message) for n in app._notifications if "turn 103" in str(n.message)]
+        await until(pilot, lambda: said() or isinstance(app.screen, SummaryReviewScreen))
+        assert not isinstance(app.screen, SummaryReviewScreen), "offered a summary that replaces no message"
+        assert said()[0].startswith("Nothing to compact at turn 103: your policy already compacts this request")
+        assert screen.detail.view.turn == 103
     assert not overlay_path(path).exists()
 
 

@@ -1,5 +1,6 @@
 """The gauges never hide the verdict (37.8), flag a recorded request above the window in use
-(37.9) and say which request the API's figure is of (37.10); simulate --json carries the flag per
+(37.9) and say which request the API's figure is of (37.10: the request's own where recorded,
+else the latest before it, test_provider_figure.py); simulate --json carries the flag per
 turn (`recorded_over_window`, trust-accounting's, on the request billed), the same comparison as the
 screen's (core/log/edits.py above_window)."""
 
@@ -40,10 +41,11 @@ async def test_a_recorded_request_above_the_window_is_flagged_and_its_turn_said(
     async with app.run_test(size=(200, 60)) as pilot:
         await ready(pilot)
         v = app.screen.detail.view
+        # the pipeline knew turn 176's figure when it planned 177; the transcript records 177's own
         assert v.api_tokens == 21_571 and v.api_turn == 176 and v.api_above_window
+        assert app.screen.replay.stats(177).billed_tokens == 21_950
         text = screen_text(app)
-        assert f"API 21,571 (turn 176) ABOVE THE WINDOW {WINDOW:,}" in text
-        assert app.screen.query_one(Gauges).detail.view.api_above_window
+        assert f"API 21,950 (recorded at this turn) ABOVE THE WINDOW {WINDOW:,}" in text
 
 
 def test_simulate_json_carries_the_flag_per_turn_as_the_screen_does():
@@ -63,3 +65,18 @@ def test_simulate_json_carries_the_flag_per_turn_as_the_screen_does():
             before = by_turn[t["turn"] - 1]
             if before.get("billed_tokens") == t["api_tokens"]:
                 assert bool(before.get("recorded_over_window")) == (t["api_tokens"] > WINDOW)
+
+
+async def test_a_proxied_session_shows_nothing_unseen(tmp_path):
+    """`breakwater proxy` records whole requests (system prompt, tool schemas): the gauge drew the ▓
+    glyph of the unseen overhead beside "whole request counted, nothing unseen"."""
+    from test_proxy_accounting import _proxied   # a real proxy process in front of the scripted provider
+
+    log, _ = _proxied(tmp_path, "anthropic", "--observe")
+    app = app_for(log, counter="heuristic")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await ready(pilot)
+        gauge = "\n".join(screen_text(app).splitlines()[1:5])
+        assert app.screen.detail.calibration.whole
+        assert "whole request counted, nothing unseen" in gauge
+        assert "▓" not in gauge, gauge

@@ -39,8 +39,11 @@ async def test_gauges_and_badges_equal_simulate_json(name):
             assert f"cache-stable prefix ≈{row['stable_prefix_tokens']:,}" in drawn
             saved += int(drawn.split("saved ≈")[1].split()[0].replace(",", ""))
             assert {"safe": "safe zone", "soft": "soft zone", "hard": "hard zone"}[row["zone"]] in drawn
-            if "api_tokens" in row:
-                assert f"API {row['api_tokens']:,}" in drawn
+            # the provider's figure: this request's own where recorded, else the latest before it (37.10)
+            if "billed_tokens" in row:
+                assert f"API {row['billed_tokens']:,} (recorded at this turn)" in drawn
+            elif "api_tokens" in row:
+                assert f"API {row['api_tokens']:,} (recorded at turn " in drawn
             badges = collections.Counter()
             detail = screen.detail
             for i in range(detail.history):      # one badge per kind on each message's row

@@ -70,7 +70,8 @@ async def test_gauges_show_the_counts_and_limits():
         p = app.replay.policy
         assert f"soft limit {p.soft_limit:,}" in text and f"hard limit {p.hard_limit:,}" in text
         assert f"exact {d.exact_tokens:,} (o200k_base)" in text
-        assert f"API {d.view.api_tokens:,}" in text
+        # the provider's figure for this very request (the transcript records it): 37.10
+        assert f"API {app.replay.stats(d.view.turn).billed_tokens:,} (recorded at this turn)" in text
         assert f"without compaction ≈{d.view.raw_tokens:,}" in text
         # the fit (its start here; whole in the x view) and where the window came from
         assert d.calibration.describe()[:30] in text and "(session)" in text

@@ -360,6 +360,21 @@ class Replay:
                 counts["recorded in the transcript"] += 1
         return {k: n for k, n in counts.items() if n}
 
+    def compaction_by(self, turn: int) -> str | None:
+        """Who already compacts request `turn`, if anyone does (37.4: D there would make the same
+        summary): "you" (a manual trigger), "the transcript" / "the live agent" (recorded), else
+        "your policy"."""
+        made = [c for c in self.compactions().values() if c.turn == turn]
+        if not made:
+            return None
+        events = {ev.id: ev for ev in self.log.events if ev.type == "compaction"}
+        comp = made[-1]
+        if comp.trigger == "manual":
+            return "you"
+        if comp.id in events:
+            return "the live agent" if self.log.source_format == "native" else "the transcript"
+        return "your policy"
+
     def window_source_at(self, window: int) -> str:
         """Where the window a request is planned under came from: the policy's source, unless the
         session changed it on the way (a `config` event: the provider's context-length error, else

@@ -151,6 +151,26 @@ class TurnStats:
         return text + ", " + json.dumps({k: rest[k] for k in list(rest)[12:]}, ensure_ascii=False)[1:]
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderFigure:
+    """The provider's own count of a request, as every screen shows it (37.10: the gauge showed the
+    request before's, the session list the file's last, for the same session): the request's own when
+    its transcript records what was billed for it, else the latest reported before it, with its turn."""
+
+    tokens: int
+    turn: int | None       # the request the provider reported it for
+    above_window: bool     # above the window the request shown is planned under
+    own: bool              # reported for the request shown
+
+
+def provider_figure(view: View, stats: TurnStats | None) -> ProviderFigure | None:
+    if stats is not None and stats.billed_tokens is not None:
+        return ProviderFigure(stats.billed_tokens, view.turn, above_window(stats.billed_tokens, view.window), True)
+    if view.api_tokens is None:
+        return None
+    return ProviderFigure(view.api_tokens, view.api_turn, view.api_above_window, view.api_turn == view.turn)
+
+
 @dataclass
 class Simulation:
     policy: Policy

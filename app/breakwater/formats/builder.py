@@ -46,6 +46,15 @@ def blocks_text(content: Any, counts: dict[str, int]) -> str:
     return "\n".join(parts)
 
 
+def positive_sum(usage: Any, keys: tuple[str, ...]) -> int | None:
+    """The sum of a usage record's integer fields `keys`, None when there are none or it is not above
+    0 (`Turn.set_usage` takes no such figure: a file's last usage of 0 is not the last figure)."""
+    if not isinstance(usage, dict):
+        return None
+    total = sum(v for v in (usage.get(k) for k in keys) if isinstance(v, int) and not isinstance(v, bool))
+    return total if total > 0 else None
+
+
 def ref(value: Any) -> str | None:
     """An id as a string key, whatever type a damaged or future file gives it."""
     if value is None or value == "":

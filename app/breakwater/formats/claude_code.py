@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from breakwater.core.log.regular_file import MAX_CONFIG_BYTES, open_regular, read_regular
 from breakwater.core.log.json_lines import iter_json_lines
 from breakwater.core.log.session_log import LoadIssue, SessionLog
-from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
+from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, positive_sum, ref
 from breakwater.formats.detect import CLAUDE_METADATA_TYPES
 
 FORMAT = "claude-code"
@@ -37,12 +37,17 @@ ATTACHMENT_TEXT: dict[str, tuple[str, ...]] = {
 ERROR_SUBTYPES = frozenset(("api_error", "error", "api_refusal", "model_refusal_fallback"))
 
 
+def prompt_tokens(usage: Any) -> int | None:
+    """A request's prompt as Claude Code's usage counts it: fresh input + cache writes + cache reads.
+    The reader and the session list (formats/sessions.py) both take it from here: one figure on both screens (37.10)."""
+    return positive_sum(usage, ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+
 def _usage(turn: Turn, usage: Any, line: int, model: Any) -> None:
     if not isinstance(usage, dict):
         return
     ints = {k: v for k, v in usage.items() if isinstance(v, int)}
-    prompt = ints.get("input_tokens", 0) + ints.get("cache_creation_input_tokens", 0) + \
-        ints.get("cache_read_input_tokens", 0)
+    prompt = prompt_tokens(usage)
     extra = {"model": model} if isinstance(model, str) else {}
     if ints.get("cache_read_input_tokens"):
         extra["cached_tokens"] = ints["cache_read_input_tokens"]

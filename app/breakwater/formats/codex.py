@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from breakwater.core.log.json_lines import iter_json_lines
 from breakwater.core.log.session_log import SessionLog
-from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, ref
+from breakwater.formats.builder import SessionBuilder, Turn, blocks_text, positive_sum, ref
 from breakwater.formats.detect import CODEX_ENVELOPES
 
 FORMAT = "codex"
@@ -42,6 +42,12 @@ def unwrap_output(output: Any, meta: dict[str, Any]) -> str:
         return output
     return blocks_text(output, meta)
 
+
+
+def prompt_tokens(last_token_usage: Any) -> int | None:
+    """A request's prompt as Codex counts it (`last_token_usage.input_tokens`, cached ones included).
+    The reader and the session list (formats/sessions.py) both take it from here (37.10)."""
+    return positive_sum(last_token_usage, ("input_tokens",))
 
 class _Rollout:
     def __init__(self, path: Path):
@@ -160,7 +166,7 @@ class _Rollout:
                 self.b.header["window"] = info["model_context_window"]
             if isinstance(last, dict) and self.last_turn is not None:
                 extra = {"cached_tokens": last["cached_input_tokens"]} if last.get("cached_input_tokens") else {}
-                self.last_turn.set_usage(last.get("input_tokens"), last.get("output_tokens"), line, **extra)
+                self.last_turn.set_usage(prompt_tokens(last), last.get("output_tokens"), line, **extra)
                 reasoning = last.get("reasoning_output_tokens")
                 if isinstance(reasoning, int) and reasoning > 0 and self.last_turn.node.meta.get("encrypted_reasoning"):
                     # Codex sends its reasoning items back (encrypted) with every request until the next

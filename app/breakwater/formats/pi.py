@@ -13,10 +13,16 @@ from typing import Any, Iterator, Mapping
 
 from breakwater.core.log.json_lines import iter_json_lines
 from breakwater.core.log.session_log import LoadIssue, SessionLog
-from breakwater.formats.builder import SessionBuilder, blocks_text, ref
+from breakwater.formats.builder import SessionBuilder, blocks_text, positive_sum, ref
 
 FORMAT = "pi"
 METADATA_TYPES = frozenset(("model_change", "thinking_level_change", "label", "session_info", "custom"))
+
+
+def prompt_tokens(usage: Any) -> int | None:
+    """A request's prompt as pi's usage counts it: fresh input + cache reads + cache writes.
+    The reader and the session list (formats/sessions.py) both take it from here: one figure on both screens (37.10)."""
+    return positive_sum(usage, ("input", "cacheRead", "cacheWrite"))
 
 
 class _Path:
@@ -66,7 +72,7 @@ class _Path:
                     self._unknown_block(line, ref(block.get("type")))
             usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
             ints = {k: v for k, v in usage.items() if isinstance(v, int)}
-            prompt = ints.get("input", 0) + ints.get("cacheRead", 0) + ints.get("cacheWrite", 0)
+            prompt = prompt_tokens(usage)
             extra = {"cached_tokens": ints["cacheRead"]} if ints.get("cacheRead") else {}
             if ints.get("cacheWrite"):   # the cache model is checked against it (core/cache.py)
                 extra["cache_write_tokens"] = ints["cacheWrite"]

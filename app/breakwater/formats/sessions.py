@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from breakwater.core.log.regular_file import open_regular
+from breakwater.formats.claude_code import prompt_tokens as claude_prompt_tokens
+from breakwater.formats.codex import prompt_tokens as codex_prompt_tokens
+from breakwater.formats.builder import positive_sum
+from breakwater.formats.pi import prompt_tokens as pi_prompt_tokens
 
 EDGE = 65536   # bytes read at each end of a file
 
@@ -65,19 +69,14 @@ def _records(lines: list[str], reverse: bool = False) -> Iterator[dict[str, Any]
             yield obj
 
 
-def _int(*values: Any) -> int | None:
-    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-    return sum(ints) if ints else None
-
-
 def _claude(head: list[str], tail: list[str]) -> tuple[str | None, str | None, int | None]:
     project = next((r["cwd"] for r in _records(head) if isinstance(r.get("cwd"), str)), None)
     for r in _records(tail, reverse=True):
         msg = r.get("message")
         if r.get("type") == "assistant" and isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
-            u = msg["usage"]
-            tokens = _int(u.get("input_tokens"), u.get("cache_read_input_tokens"), u.get("cache_creation_input_tokens"))
-            return project, msg.get("model") if isinstance(msg.get("model"), str) else None, tokens
+            tokens = claude_prompt_tokens(msg["usage"])
+            if tokens is not None:   # a usage of 0 is no figure: the reader skips it too
+                return project, msg.get("model") if isinstance(msg.get("model"), str) else None, tokens
     return project, None, None
 
 
@@ -94,8 +93,8 @@ def _codex(head: list[str], tail: list[str]) -> tuple[str | None, str | None, in
             model = p["model"]
         info = p.get("info") if isinstance(p.get("info"), dict) else None
         last = info.get("last_token_usage") if info else None
-        if tokens is None and p.get("type") == "token_count" and isinstance(last, dict):
-            tokens = _int(last.get("input_tokens"))
+        if tokens is None and p.get("type") == "token_count":
+            tokens = codex_prompt_tokens(last)
         if model is not None and tokens is not None:
             break
     return project, model, tokens
@@ -108,8 +107,9 @@ def _pi(head: list[str], tail: list[str]) -> tuple[str | None, str | None, int |
     for r in _records(tail, reverse=True):
         msg = r.get("message")
         if isinstance(msg, dict) and msg.get("role") == "assistant" and isinstance(msg.get("usage"), dict):
-            u = msg["usage"]
-            return project, msg.get("model") or model, _int(u.get("input"), u.get("cacheRead"), u.get("cacheWrite"))
+            tokens = pi_prompt_tokens(msg["usage"])
+            if tokens is not None:
+                return project, msg.get("model") or model, tokens
     return project, model, None
 
 
@@ -118,8 +118,9 @@ def _native(head: list[str], tail: list[str]) -> tuple[str | None, str | None, i
     project = first.get("workspace") if isinstance(first.get("workspace"), str) else None
     model = first.get("model") if isinstance(first.get("model"), str) else None
     for r in _records(tail, reverse=True):
-        if r.get("type") == "usage":
-            return project, model, _int(r.get("prompt_tokens"))
+        tokens = positive_sum(r, ("prompt_tokens",)) if r.get("type") == "usage" else None
+        if tokens is not None:
+            return project, model, tokens
     return project, model, None
 
 
@@ -159,6 +160,12 @@ def _user_text(r: dict[str, Any]) -> str | None:
     return None
 
 
+def _command(text: str) -> bool:
+    """A bare slash command (pi's "/mode", "/model"): it sets something, it says nothing of the session."""
+    words = text.split()
+    return len(words) == 1 and words[0].startswith("/") and words[0][1:2].isalpha() and "/" not in words[0][1:]
+
+
 def _title(head: list[str]) -> str | None:
     """The title the agent gave the session (Claude Code's custom, AI or summary title; the
     header's), else the first prompt the user typed; one line, at most TITLE_CHARS."""
@@ -170,7 +177,7 @@ def _title(head: list[str]) -> str | None:
                 titles.setdefault(rank, r[key])
         if prompt is None:
             text = _user_text(r)
-            if text and text.strip() and not text.lstrip().startswith(NOT_TYPED):
+            if text and text.strip() and not text.lstrip().startswith(NOT_TYPED) and not _command(text):
                 prompt = text
     chosen = titles[min(titles)] if titles else prompt
     if chosen is None:
@@ -238,6 +245,9 @@ def find_sessions(home: Path | None = None, workspace: Path | None = None) -> li
                 if head is None:
                     continue   # not a transcript: binary, or no JSON object in its first lines
                 project, model, tokens = describe(head, tail)
+                if tokens is None and tail is not head:
+                    # the last figure can sit before the last 64 KB (Codex ends with empty token counts)
+                    tokens = describe(head, head)[2]
             except OSError:
                 continue
             parent = path.parent.parent.name if path.parent.name == "subagents" else None

@@ -258,10 +258,21 @@ class Index:
             known = at.known(a, b)
             if known is not None:
                 return known
-        out, transform = self.san.out, self.transform
+        out = self.san.out
+        if not level:
+            return at.total(a, b, lambda i: count(out[i].message))
+        transform, rank, sent = self.transform, self.ledger.rank[level], sums.get(0)
         form, near = (2, True) if level == NEAR else (level, False)
 
         def counted(i: int) -> int:
+            if rank[i + 1] == rank[i]:
+                # a message the level leaves as sent (the ledger's rank does not step at it: all but a
+                # session's long results and replies) counts what it counts at level 0, which that
+                # level's sums mostly hold already: its form not looked for, its count not worked out
+                # again (the bound and the exact count at each of ~4 levels were each a transform and a
+                # count of every message in a band of a long session)
+                n = sent.known(i, i + 1) if sent is not None else None
+                return count(out[i].message) if n is None else n
             res = transform(i, form, near)
             return count(res[0] if res else out[i].message)
         return at.total(a, b, counted)

@@ -261,7 +261,8 @@ class Calibration:
             return text + f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit}{self._carried()} · {self.samples} " \
                 f"request{'' if self.samples == 1 else 's'}"
         if not self.samples:
-            return "no recorded usage: visible tokens only"
+            # "before this request": the gauge beside it may show the usage recorded for this one (37.10)
+            return "no usage recorded before this request: visible tokens only"
         text = f"unseen ≈{_k(self.offset)} ± {_k(self.offset_error)}"
         if self.ratio != 1.0:
             text += f" · {self.ratio:.2f} ± {self.ratio_error:.2f} × {unit}"

@@ -75,7 +75,7 @@ def when(s: FoundSession) -> str:
 def row(s: FoundSession, now: float, messages: int | None = None, hits: list[int] | None = None,
         width: int = 200) -> Text:
     """One line per session (never wrapped: a cut title ends in …, it does not read as a heading).
-    Narrower than 150 columns, the age, the last request's tokens and the agent give way to the title."""
+    Narrower than 150 columns, the age, the last API figure and the agent give way to the title."""
     wide = width >= 150
     text = Text("  ", no_wrap=True, overflow="ellipsis")
     if wide:
@@ -92,7 +92,7 @@ def row(s: FoundSession, now: float, messages: int | None = None, hits: list[int
         text.append(f"found at turn{'s' if len(hits) > 1 else ''} {shown}", style="bold reverse")
         text.append("  ")
     elif wide:
-        text.append(f"{'last request ' + format(s.last_tokens, ',') if s.last_tokens else 'no usage recorded':<20}  ",
+        text.append(f"{'last API ' + format(s.last_tokens, ',') if s.last_tokens else 'no usage recorded':<20}  ",
                     style="dim" if not s.last_tokens else "")
     if wide:
         text.append(f"{s.agent:<11}  ", style="italic")

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Static
 from breakwater.core.log.json_lines import SessionLogError
 from breakwater.core.log.visible import visible
 from breakwater.core.replay import Replay, TurnDetail
+from breakwater.core.simulate import provider_figure
 from breakwater.core.log.session_log import SessionLog
 from breakwater.formats.follow import REPLACED, Follower, OwnCompaction, own_compaction
 from breakwater.ui.screens.replay import ReplayScreen
@@ -84,7 +85,9 @@ class FollowScreen(ReplayScreen):
         for change in changed:
             self.said_change = visible(change.message)
             self.notify(visible(change.message), title=f"Transcript {change.kind}", severity="warning", timeout=10)
-        if log is not None and (changed or len(log.entries) != len(self.replay.log.entries)):
+        # compared whole, not counted: the lines of one Claude Code reply (thinking, text, each call)
+        # grow its one message, and a count waited for the tool result to show them (37.5)
+        if log is not None and (changed or log.entries != self.recording.entries):
             self._grew(log, fresh=any(c.kind == REPLACED for c in changed))
         self._status()
 
@@ -140,7 +143,8 @@ class FollowScreen(ReplayScreen):
         text.append(where, style="bold")
         if stats is not None:
             own = own_compaction(r.log, r.policy.window)
-            text.append(" · " + agent_line(own, stats.api_tokens or stats.base_tokens))
+            api = provider_figure(self.detail.view, stats) if self.detail is not None and self.detail.view.turn == turn else None
+            text.append(" · " + agent_line(own, api.tokens if api is not None else stats.base_tokens))
         for status in self.query("#follow-status").results(Static):   # none once the screen is coming down
             status.update(text)
 

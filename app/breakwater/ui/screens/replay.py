@@ -587,9 +587,12 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         if not proposal.covered:
             # a summary that replaces nothing saves nothing: offering it (and recording it on Accept)
             # said "0 messages, 33,330 → 33,330" and then nothing at all
-            self.notify(f"Nothing to compact at turn {turn}: every message this summary would replace is "
-                        f"already summarized or kept as the recent turns the policy keeps whole.",
-                        severity="warning", timeout=6)
+            by = r.compaction_by(turn)
+            why = (f"{by} already {'compacted' if by == 'you' else 'compacts'} this request, and D would make "
+                   f"the same summary" if by else
+                   "every message this summary would replace is already summarized or kept as the recent "
+                   "turns the policy keeps whole")
+            self.notify(f"Nothing to compact at turn {turn}: {why}.", severity="warning", timeout=6)
             return
         at_risk = await self.facts_at_risk(proposal, before, turn)
         decision = await self.app.push_screen_wait(SummaryReviewScreen(proposal, at_risk))

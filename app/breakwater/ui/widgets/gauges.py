@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from breakwater.core.replay import TurnDetail
-from breakwater.core.simulate import TurnStats
+from breakwater.core.simulate import TurnStats, provider_figure
 from breakwater.core.stages.deep_compaction import WAITS
 from breakwater.ui.widgets.drawn import Drawn, runs
 
@@ -53,7 +53,7 @@ class Gauges(Drawn):
         out.append(f" ({d.window_source})", style=self._c("dim"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
         out.append("\n")
-        out.append_text(self._bar(v, max(20, self.size.width - 2), d.calibration.overhead))
+        out.append_text(self._bar(v, max(20, self.size.width - 2), unseen_overhead(d)))
         out.append("\n")
         self._counts(out, d)
         return out
@@ -97,16 +97,20 @@ class Gauges(Drawn):
         v = d.view
         dim = self._c("dim")
         p = d.view
-        # the provider's figure first, with the request it belongs to (an earlier one: 37.10) and
-        # whether it is above the window in use (37.9)
+        # the provider's figure first, with the request it belongs to (this one, or an earlier one:
+        # 37.10) and whether it is above the window in use (37.9); the session list shows the same
+        api = provider_figure(v, self.stats)
         out.append("API ", style=dim)
-        if v.api_tokens is None:
+        if api is None:
             out.append("—")
         else:
-            out.append(f"{v.api_tokens:,}", style=self._c("hard") + self._c("label") if v.api_above_window else None)
-            if v.api_turn is not None:
-                out.append(f" (turn {v.api_turn})", style=dim)
-            if v.api_above_window:
+            out.append(f"{api.tokens:,}", style=self._c("hard") + self._c("label") if api.above_window else None)
+            # billed for the request as the agent sent it, not for the one this policy builds
+            if api.own:
+                out.append(" (recorded at this turn)", style=dim)
+            elif api.turn is not None:
+                out.append(f" (recorded at turn {api.turn})", style=dim)
+            if api.above_window:
                 out.append(f" ABOVE THE WINDOW {v.window:,}", style=self._c("hard") + self._c("label"))
         out.append(" · heuristic ", style=dim)
         out.append(f"≈{d.heuristic_tokens:,}")
@@ -114,7 +118,9 @@ class Gauges(Drawn):
         out.append(f"{d.exact_tokens:,} ({d.encoding})" if d.exact_tokens is not None
                    else "counting…" if self.first_look
                    else "not counted (heuristic counter)" if d.counter == "heuristic" else "≈ unknown model")
-        out.append(" · ▓ ", style=dim)
+        # ▓ is the unseen overhead's glyph on the bar: where there is none (a proxied session's log holds
+        # the whole request; no usage fitted yet) the bar has none, and neither has its legend
+        out.append(" · ▓ " if unseen_overhead(d) else " · ", style=dim)
         out.append(d.calibration.describe())
         out.append("\n")
         out.append(f"soft limit {p.soft_limit:,} · hard limit {p.hard_limit:,} · ", style=dim)
@@ -137,3 +143,8 @@ class Gauges(Drawn):
         if st is not None and st.cost_sent is not None:
             out.append(" · cost ", style=dim)
             out.append(f"${st.cost_sent:.4f} (without ${st.cost_raw:.4f})")
+
+
+def unseen_overhead(d: TurnDetail) -> int:
+    """The provider's tokens of the request no message shows (the bar's ▓): none for a whole request."""
+    return 0 if d.calibration.whole else max(0, d.calibration.overhead)

@@ -40,6 +40,11 @@ ROLE_SHORT = {"system": "sys", "user": "user", "assistant": "asst", "tool": "too
 def preview(msg: Message) -> str:
     """One line that says what a message is."""
     text = msg.content[:PREVIEW_CHARS]
+    thought = msg.meta.get("thinking") if msg.meta and not text.strip() else None
+    if isinstance(thought, str) and thought.strip():
+        # a reply that has only thought so far (Claude Code writes the thinking block on a line of its
+        # own, before the text and the calls): an empty row read as nothing arrived
+        text = f"thinking: {thought[:PREVIEW_CHARS]}"
     if msg.tool_calls:
         calls = ", ".join(f"{c.name}({c.arguments[:80]})" for c in msg.tool_calls)
         text = f"{text} → {calls}" if text.strip() else f"→ {calls}"
