@@ -167,22 +167,24 @@ async def test_undo_of_a_pin_unpins(tmp_path):
 
 async def test_undo_takes_back_an_edit_of_this_turn_and_the_title_counts_those_in_effect(tmp_path):
     path = recording(tmp_path)
-    app = open_app(path, turn=105)
+    app = open_app(path, turn=99)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, 105)
+        await ready(pilot, 99)
         screen = app.screen
         screen.query_one(MessageList).focus()
+        # turn 99, not 105: once breakwater masks it masks every far result (issue 41), as it does at 105
+        # already, and a mask by hand that would not make the request smaller is not recorded
         await pilot.press("M")
         await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 1)
-        await ready(pilot, 105)
+        await ready(pilot, 99)
         assert "✎ 1 edit applied" in screen_text(app).splitlines()[0]
         await pilot.press("u")
         await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 2)
-        await ready(pilot, 105)
+        await ready(pilot, 99)
         assert "edit applied" not in screen_text(app).splitlines()[0]   # an undo is no edit: none in effect
         await pilot.press("M")
         await until(pilot, lambda: len(OverlayFile(overlay_path(path)).events) == 3)
-        # at turn 70 the mask made at turn 105 is not this request's to undo
+        # at turn 70 the mask made at turn 99 is not this request's to undo
         screen._go(70)
         await ready(pilot, 70)
         screen.query_one(MessageList).focus()

@@ -18,6 +18,7 @@ from breakwater.core.log.edits import View, above_window
 from breakwater.core.figures import FIGURE_RULES, money
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
+from breakwater.core.fold.cache_worth import CachePricing
 from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.fold.own_request import wanted_for
 from breakwater.core.policy import Policy
@@ -313,7 +314,8 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
     """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
     loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries),
+                    cache_pricing=CachePricing.of_session(log.header, model))
     pipe.meter.calibration.prior = prior_ratio(named_model(log.header, model))
     return pipe
 
