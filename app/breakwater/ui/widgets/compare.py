@@ -185,7 +185,8 @@ def _money_lines(c: Comparison, warning: str) -> Text | None:
     if ta.cost_raw is None or tb.cost_raw is None:
         return None
     delta = tb.cost_sent - ta.cost_sent
-    text = Text("input USD through the prompt cache, without → with compaction", style="bold")
+    text = Text()
+    text.append("input USD through the prompt cache, without → with compaction", style="bold")
     text.append(f"   B − A: {'+' if delta >= 0 else '−'}{money(abs(delta))}")
     for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
         note = sim.cache_note()
