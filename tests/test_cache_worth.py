@@ -29,7 +29,7 @@ def test_a_step_that_rewrites_a_long_cached_tail_to_free_a_little_does_not_pay()
     # it pays once enough requests follow: $0.2883 / $0.0015 = 192.2
     assert not step_worth(SONNET, kept, step, turns=192).pays
     assert step_worth(SONNET, kept, step, turns=193).pays
-    assert "mask waits: it frees 5,000 tokens but re-writes 89,000 cached" in worth.note("mask")
+    assert "mask waits for the cache: it frees 5,000 tokens but re-writes 89,000 cached" in worth.note("mask")
 
 
 def test_a_step_that_frees_much_of_what_it_rewrites_pays_within_a_few_requests():
@@ -114,7 +114,7 @@ def test_a_step_that_does_not_pay_waits_over_the_soft_limit_and_costs_less():
     assert weighed.cost_sent < every.cost_sent
     # the plan says why
     view = view_at(log, p, over[0].turn, "heuristic")
-    assert any(note.startswith("snip waits: it frees") for note in view.notes)
+    assert any(note.startswith("snip waits for the cache: it frees") for note in view.notes)
     assert not view.edits or all(e.kind != "snipped" for e in view.edits)
 
 
@@ -176,3 +176,41 @@ def test_misses_make_a_step_worth_more():
     assert sure.saves_per_turn < half.saves_per_turn < never.saves_per_turn
     assert half.saves_per_turn == pytest.approx(5_000 * (0.5 * 0.3 + 0.5 * 3.75) / 1e6)
     assert never.pays and not sure.pays
+
+
+async def test_the_gauge_says_why_a_step_waits_for_the_cache():
+    """The workbench shows the plan's reason beside what ran: a request over the soft limit with nothing
+    snipped is otherwise a policy that looks broken."""
+    from ui_support import ready
+
+    from breakwater.ui.app import make_app
+    from breakwater.ui.config import UISettings
+    from breakwater.ui.widgets.gauges import Gauges
+
+    log, p = _session(360), _policy(20)
+    first = next(t for t in simulate(log, p, "heuristic").turns if t.base_tokens > p.soft_limit)
+    note = next(n for n in view_at(log, p, first.turn, "heuristic").notes if "waits for the cache" in n)
+    app = make_app(log, p, turn=first.turn, settings=UISettings(), counter="heuristic", window_source="policy")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await ready(pilot, first.turn)
+        assert note in app.screen.query_one(Gauges).figures().plain
+
+
+def test_simulate_view_gives_the_plan_s_notes(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from breakwater.core.policy.toml_file import dumps
+
+    log, p = _session(360), _policy(20)
+    first = next(t for t in simulate(log, p, "heuristic").turns if t.base_tokens > p.soft_limit)
+    saved = SessionLog.create(tmp_path / "s.jsonl", log.header)
+    for entry in log.entries:
+        saved.append(entry)
+    saved.close()
+    (tmp_path / "p.toml").write_text(dumps(p))
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(tmp_path / "s.jsonl"), "--policy",
+                          str(tmp_path / "p.toml"), "--counter", "heuristic", "--view", str(first.turn)],
+                         capture_output=True, text=True, check=True, timeout=120)
+    assert any("snip waits for the cache: it frees" in n for n in json.loads(out.stdout)["notes"])

@@ -27,6 +27,8 @@ from breakwater.core.log.models import lookup, named_model
 from breakwater.core.log.prompt_cache import TTL_GRACE, Prices, cache_rules
 
 
+CACHE_WAITS = " waits for the cache: "   # in a plan's note: a soft-zone step the cache model held back
+
 @dataclass(frozen=True, slots=True)
 class CachePricing:
     """What the decision needs of the provider's cache: its prices, whether writes cost extra, its TTL."""
@@ -84,8 +86,8 @@ class StepWorth:
         return self.freed > 0 and self.saves_per_turn * self.turns >= self.costs_now
 
     def note(self, stage: str) -> str:
-        """Why the step waits, for the plan's notes."""
-        return (f"{stage} waits: it frees {self.freed:,} tokens but re-writes {self.rewritten:,} cached "
+        """Why the step waits, for the plan's notes (the gauge shows it: `CACHE_WAITS` marks it)."""
+        return (f"{stage}{CACHE_WAITS}it frees {self.freed:,} tokens but re-writes {self.rewritten:,} cached "
                 f"(${self.costs_now:,.4f} more now) for ${self.saves_per_turn * self.turns:,.4f} saved over the "
                 f"next {self.turns} request{'' if self.turns == 1 else 's'}")
 
