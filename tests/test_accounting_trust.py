@@ -27,7 +27,7 @@ PI = REAL / "pi" / "large-session.jsonl"
 MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
 PI_V3 = REAL / "pi" / "agentsessions_pi_v3_fixture_model_small.jsonl"
 CODEX = REAL / "codex" / "agentsessions_codex_coverage_small.jsonl"   # with Codex's own compaction
-CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
+CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex-0.171.0-two-turns-reasoning.jsonl"
 WIDE = preset("breakwater").with_changes(window=1_000_000)   # nothing compacted: each request is the agent's own
 
 
@@ -414,7 +414,7 @@ def test_mini_swe_agent_cost_matches_its_recorded_usage():
     assert abs(check.cost_errors[0]) <= 0.01, check.to_json()["cost"]
 
 
-# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/SOURCES.md) -------------
+# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/README.md) -------------
 
 
 def without_encrypted_reasoning(path: Path, out: Path) -> Path:

@@ -18,8 +18,8 @@ from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import load_session
 from support.transcripts import REAL
 
-AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent_compactions"
-# pi 0.73.1 driven against tests/fixtures/agent_compactions/scripted_provider.py (README.md there):
+AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent-runs"
+# pi 0.73.1 driven against tests/fixtures/agent-runs/scripted_provider.py (README.md there):
 # 56 prompts, a model of 48,000 tokens, pi's default settings; it compacted itself three times
 PI_RUN = AGENTS / "pi-0.73.1-auto-compactions.jsonl"
 PI_WINDOW = 48_000
