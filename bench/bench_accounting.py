@@ -36,12 +36,12 @@ from breakwater.formats import load_session
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "real"
-AGENT_RUNS = ROOT / "tests" / "fixtures" / "agent-runs"   # real agents run offline (its SOURCES.md)
+AGENT_RUNS = ROOT / "tests" / "fixtures" / "agent-runs"   # real agents run offline (its README.md)
 WINDOW = 1_000_000
 
 
 def sessions() -> list[Path]:
-    return sorted(p for root in (FIXTURES, AGENT_RUNS) for p in root.glob("*/*") if p.name != "SOURCES.md")
+    return sorted([*(p for p in FIXTURES.glob("*/*") if p.name != "SOURCES.md"), *AGENT_RUNS.glob("*.jsonl")])
 
 
 def records_usage(log: SessionLog) -> bool:

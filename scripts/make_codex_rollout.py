@@ -5,7 +5,7 @@ models return it). The provider bills a quarter of the bytes of each request it 
 usage says exactly what Codex sent, and what it sends that its rollout shows in another form (its
 instructions, tool schemas, the encrypted reasoning it sends back) is in the bill.
 
-Writes the rollout to tests/fixtures/agent-runs/codex/ and prints, per request, which reasoning items of
+Writes the rollout to tests/fixtures/agent-runs/ and prints, per request, which reasoning items of
 the earlier replies Codex sent back (the question left open last round: are they dropped at the next user
 message?).
 
@@ -28,7 +28,7 @@ from support.proxy_run import AGENTS, agent_missing  # noqa: E402
 from support.scripted_provider import ScriptedProvider, Step  # noqa: E402
 from test_proxy_agents import KEY, _env, _finished, _workspace, codex_config  # noqa: E402
 
-OUT = ROOT / "tests" / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
+OUT = ROOT / "tests" / "fixtures" / "agent-runs" / "codex-0.171.0-two-turns-reasoning.jsonl"
 
 
 def _turn(commands: list[str], answer: str) -> list[Step]:

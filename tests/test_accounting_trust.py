@@ -26,6 +26,8 @@ PRIMER = REAL / "claude-code" / "agenticprimer_v2.0.76_subagent_a0294d5.jsonl"
 PI = REAL / "pi" / "large-session.jsonl"
 MINI = REAL / "mini-swe-agent" / "pr854_deepseek-v4-flash__astropy__astropy-12907.traj.json"
 PI_V3 = REAL / "pi" / "agentsessions_pi_v3_fixture_model_small.jsonl"
+CODEX = REAL / "codex" / "agentsessions_codex_coverage_small.jsonl"   # with Codex's own compaction
+CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex-0.171.0-two-turns-reasoning.jsonl"
 WIDE = preset("breakwater").with_changes(window=1_000_000)   # nothing compacted: each request is the agent's own
 
 
@@ -95,27 +97,82 @@ def test_simulate_and_eval_give_one_answer_on_every_variant(tmp_path, variant):
 
 
 # -- item 2: without compaction is a property of the transcript ----------------------------------------
-@pytest.mark.parametrize("path", [CCL, PI], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [CCL, PI, CODEX, REAL / "openhands" / "runtime_trajs_basic_gui_mode.json"],
+                         ids=lambda p: p.parent.name)
 def test_without_compaction_is_one_figure_a_turn_whatever_the_policy_or_counter(path):
     """It was the request sent counted exactly + the removed part by the heuristic: 62.4M under one preset,
-    63.8M under another on the same transcript."""
+    63.8M under another on the same transcript. Then it was raised to a request sent that held more text
+    than the log (Codex's stand-ins for unanswered calls: +1 token; an OpenHands request that kept a
+    summary after the agent's own condensation: +47) under the presets and windows that sent one."""
     log = load_session(path)
-    seen = {}
+    seen, money = {}, {}
     for name in PRESETS:
-        for window in (None, 60_000):
+        for window in (None, 60_000, 8_000):
             for counter in ("exact", "heuristic"):
                 policy = preset(name) if window is None else preset(name).with_changes(window=window)
                 sim = simulate(log, policy, counter)
                 seen[(name, window, counter)] = [t.raw_tokens for t in sim.turns]
+                money[(name, window, counter)] = [t.cost_raw for t in sim.turns]
                 billed = [t.billed_tokens for t in sim.turns]
-                assert all(t.sent_tokens <= t.raw_tokens for t in sim.turns)
+                if path in (CCL, PI):   # elsewhere a request that keeps a summary can hold more than the log
+                    assert all(t.sent_tokens <= t.raw_tokens for t in sim.turns)
                 assert sim.saved == sim.billed_raw - sim.billed_sent
     assert len({tuple(v) for v in seen.values()}) == 1
+    # and in money: the cost without compaction was priced with a miss rate learnt against the request sent
+    assert len({tuple(v) for v in money.values()}) == 1
     raw = next(iter(seen.values()))
     # it falls only where the fit moves (pi: by 0.15%), not by the policy's cut; and where a turn's figure was
     # above what the provider then billed for it, the next turn starts from the bill (the line's miss is
     # carried: ccl's ExitPlanMode turn was 2.6k over, so the turn after it is 4.5% lower), never lower
     assert all(b >= min(a, bill or a) * 0.995 for a, b, bill in zip(raw, raw[1:], billed))
+
+
+def user_overlay(log, policy, counter: str) -> list:
+    """What a user does in the workbench, as its overlay holds it: a D accepted halfway, a pin and two triggers
+    near it, both undone, a second D later, a snip trigger early, and an undo of the agent's own compaction."""
+    from breakwater.core.log.message import Message
+    from breakwater.core.log.session_log import Event
+    from breakwater.core.overlay import apply_overlay, compaction_record, manual_compaction, position_of_turn
+
+    turns = sum(isinstance(e, Message) and e.role == "assistant" for e in log.entries)
+    mid, late = max(2, turns // 2), max(2, 3 * turns // 4)
+    at = lambda turn: position_of_turn(log, min(max(1, turn), turns))
+    users = [e.id for e in log.entries if isinstance(e, Message) and e.role == "user"]
+    comp, _ = manual_compaction(log, policy, mid, counter)   # None where there is too little to summarize
+    records = [{"id": "d1", "type": "compaction", "at": at(mid), **compaction_record(comp)}] if comp else []
+    records += [{"id": "p1", "type": "pin", "at": at(mid - 3), "message_id": users[len(users) // 3]},
+               {"id": "t1", "type": "trigger", "at": at(mid - 2), "stage": "mask"},
+               {"id": "t2", "type": "trigger", "at": at(mid + 2), "stage": "microcompact"},
+               {"id": "u1", "type": "undo", "at": at(mid + 4), "target": "d1"},
+               {"id": "u2", "type": "undo", "at": at(mid + 5), "target": "p1"},
+               {"id": "t3", "type": "trigger", "at": at(3), "stage": "snip"}]
+    records += [{"id": "u3", "type": "undo", "at": at(turns), "target": e.id} for e in log.entries
+                if isinstance(e, Event) and e.type == "compaction"][:1]
+    events = [Event.from_record(r, fallback_id=r["id"]) for r in records]
+    comp2, _ = manual_compaction(apply_overlay(log, events), policy, late, counter)
+    if comp2 is not None:
+        events.append(Event.from_record({"id": "d2", "type": "compaction", "at": at(late),
+                                         **compaction_record(comp2)}, fallback_id="d2"))
+    return events
+
+
+@pytest.mark.parametrize("path, window", [(CCL, 60_000), (PI, 60_000), (PI_V3, 2_000), (CODEX, 16_000)],
+                         ids=lambda p: p.name[:24] if isinstance(p, Path) else str(p))
+@pytest.mark.parametrize("counter", ["exact", "heuristic"])
+def test_without_compaction_is_the_same_whatever_the_overlay_holds(path, window, counter):
+    """The workbench's figure moved with the overlay (ccl at 60,000: 8,585,719; after a D accepted
+    9,529,056; after undoing it and a pin 8,648,946): the D's summary was added to the history without
+    compaction, and the agent's own request (the fit's counted side) followed the overlay's D."""
+    from breakwater.core.overlay import apply_overlay
+
+    log = load_session(path)
+    policy = preset("breakwater").with_changes(window=window)
+    plain = simulate(log, policy, counter)
+    edited = simulate(apply_overlay(log, user_overlay(log, policy, counter)), policy, counter)
+    assert [t.sent_tokens for t in edited.turns] != [t.sent_tokens for t in plain.turns]   # the overlay did something
+    assert [t.raw_tokens for t in edited.turns] == [t.raw_tokens for t in plain.turns]
+    assert edited.billed_raw == plain.billed_raw
+    assert edited.saved == edited.billed_raw - edited.billed_sent
 
 
 # -- item 3: the fit is bounded, has a prior, and restarts its overhead ------------------------------
@@ -357,8 +414,7 @@ def test_mini_swe_agent_cost_matches_its_recorded_usage():
     assert abs(check.cost_errors[0]) <= 0.01, check.to_json()["cost"]
 
 
-# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/SOURCES.md) -------------
-CODEX_RUN = Path(__file__).parent / "fixtures" / "agent-runs" / "codex" / "scripted_two_turns_reasoning.jsonl"
+# -- round 5: a real Codex rollout (the real CLI, offline: tests/fixtures/agent-runs/README.md) -------------
 
 
 def without_encrypted_reasoning(path: Path, out: Path) -> Path:

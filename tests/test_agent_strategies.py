@@ -18,8 +18,8 @@ from breakwater.core.simulate import simulate, view_at
 from breakwater.formats import load_session
 from support.transcripts import REAL
 
-AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent_compactions"
-# pi 0.73.1 driven against tests/fixtures/agent_compactions/scripted_provider.py (README.md there):
+AGENTS = Path(__file__).resolve().parent / "fixtures" / "agent-runs"
+# pi 0.73.1 driven against tests/fixtures/agent-runs/scripted_provider.py (README.md there):
 # 56 prompts, a model of 48,000 tokens, pi's default settings; it compacted itself three times
 PI_RUN = AGENTS / "pi-0.73.1-auto-compactions.jsonl"
 PI_WINDOW = 48_000
@@ -257,9 +257,11 @@ def test_the_four_presets_keep_their_fingerprints():
     """The new settings are left out of a fingerprint at their neutral values: compactions logged
     under the four presets still match them."""
     assert {n: p.fingerprint() for n, p in PRESETS.items()} == {
-        "seed-000": "44bf549c454a", "seed-001": "d74a219a609e", "seed-003": "c2d9996570ae", "breakwater": "cc451b46af59"}
-    # breakwater's changed with issue 41 (its summary's instruction share, a 22% tail); as it was before:
-    before = PRESETS["breakwater"].with_changes(summary_instruction_share=0.0, deep_keep_ratio=0.25)
+        "seed-000": "44bf549c454a", "seed-001": "d74a219a609e", "seed-003": "c2d9996570ae", "breakwater": "02fa03ea6cb4"}
+    # breakwater's changed with issue 41 (its summary's instruction share, a 22% tail, the cache gate, masking
+    # all far observations at once); as it was before:
+    before = PRESETS["breakwater"].with_changes(summary_instruction_share=0.0, deep_keep_ratio=0.25,
+                                                cache_horizon_turns=0, mask_all=False)
     assert before.fingerprint() == "c7a54eac954b"
     assert Policy().with_changes(deep_keep_user_tokens=1).fingerprint() != Policy().fingerprint()
 

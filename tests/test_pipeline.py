@@ -330,7 +330,10 @@ def test_breakwater_summarizes_only_when_the_free_stages_are_not_enough():
     sim = simulate(as_log(session_messages(1500, avg_tool_chars=1500, seed=9)), p, counter="heuristic")
     first = next(t for t in sim.turns if t.compaction)
     before = sim.turns[first.turn - 2]
-    assert before.zone == "hard" and before.level == "microcompact"  # masking carried it this far
+    # the free stages carried it this far (microcompacting too, unless that did not pay for the cache it
+    # breaks: issue 41's gate keeps the masked request while it is under the hard limit)
+    assert before.zone == "hard" and before.level in ("mask", "microcompact")
+    assert before.sent_tokens <= p.hard_limit
     assert all(t.sent_tokens <= p.hard_limit for t in sim.turns)
 
 

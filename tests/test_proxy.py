@@ -100,13 +100,17 @@ RESPONSES = {"model": "gpt-5-codex", "stream": True, "tools": [{"type": "functio
              "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]}
 
 
+def _records_of_leaving(tmp_path, step: Step, marker: bytes, wait: float) -> tuple[list[dict], ScriptedProvider]:
+    """The session's records after an agent that left once `marker` arrived, and the provider."""
+    with ScriptedProvider([step]) as provider, running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
+        _leave_after(url, RESPONSES, marker)
+        time.sleep(wait)
+    return session_records(next(sessions.glob("*.jsonl"))), provider
+
+
 def test_an_agent_that_leaves_after_the_last_event_has_its_reply_and_usage_recorded(tmp_path):
     # Codex closes as soon as it has `response.completed`; the provider ends its stream a moment later
-    with ScriptedProvider([Step(None, text="done", tail=1.0)]) as provider, \
-            running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
-        _leave_after(url, RESPONSES, b"response.completed")
-        time.sleep(1.5)
-    records = session_records(next(sessions.glob("*.jsonl")))
+    records, provider = _records_of_leaving(tmp_path, Step(None, text="done", tail=1.0), b"response.completed", 1.5)
     assert not [r for r in records if r["type"] == "error"]
     assert [r["content"] for r in records if r["type"] == "message" and r["role"] == "assistant"] == ["done"]
     assert [r["provider_usage"] for r in records if r["type"] == "usage"] == [provider.usages[0]]
@@ -114,11 +118,7 @@ def test_an_agent_that_leaves_after_the_last_event_has_its_reply_and_usage_recor
 
 def test_an_agent_that_leaves_mid_reply_is_recorded_as_cut_by_the_agent(tmp_path):
     # the agent is stopped while the model writes: the proxy stops reading (the provider stops generating)
-    with ScriptedProvider([Step(None, text="never read", gap=0.4)]) as provider, \
-            running_proxy(provider.url, tmp_path, "--observe") as (url, sessions):
-        _leave_after(url, RESPONSES, b"response.created")
-        time.sleep(2.5)
-    records = session_records(next(sessions.glob("*.jsonl")))
+    records, provider = _records_of_leaving(tmp_path, Step(None, text="never read", gap=0.4), b"response.created", 2.5)
     assert [r["message"] for r in records if r["type"] == "error"] == ["the agent closed the connection before the reply's end"]
     assert not [r for r in records if r["type"] in ("usage",) or r.get("role") == "assistant"]
     assert provider.played == 1

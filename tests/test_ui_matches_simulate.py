@@ -55,3 +55,6 @@ async def test_gauges_and_badges_equal_simulate_json(name):
         with_ = ("≈" if totals["billed_sent_estimated"] else "") + f"{totals['billed_sent']:,}"
         assert (f"without compaction ≈{totals['billed_raw']:,} · with {with_} · "
                 f"saved ≈{totals['saved']:,}") in screen_text(app)
+        # what compaction made the provider write again in its cache, as simulate totals it (issue 36.7)
+        assert totals["cache_rewritten"] > 0
+        assert f"re-wrote {totals['cache_rewritten']:,} cached tokens" in screen_text(app)

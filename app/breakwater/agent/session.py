@@ -45,6 +45,7 @@ from breakwater.agent.summarizer import LLMSummarizer
 from breakwater.core.log.beneath import OwnedDir
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message, ToolCall
+from breakwater.core.fold.cache_worth import CachePricing
 from breakwater.core.fold.pipeline import Compaction, Pipeline
 from breakwater.core.policy import Policy, preset
 from breakwater.core.stages.prompt import (
@@ -216,7 +217,8 @@ class AgentSession:
             self.log = SessionLog.create(path, header, anchor=root)
         except OSError as exc:
             raise AgentError(f"cannot create the session file {path}: {exc.strerror or exc}") from None
-        self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer)
+        self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.model), mode="exact", summarizer=self.summarizer,
+                             cache_pricing=CachePricing.of_session(header))
         self._ctx = ToolContext.from_policy(self._workspace, self.session_id, self.policy, env=self._tool_env,
                                             sandbox=self.sandbox)
         self._store = MemoryStore(root, max_lines=self.policy.memory_max_lines)

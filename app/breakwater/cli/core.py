@@ -203,7 +203,7 @@ def _simulate_command(args: argparse.Namespace) -> int:
         view = view_at(log, policy, args.view, args.counter, args.model)
         out = {"turn": view.turn, "zone": view.zone, "raw_tokens": view.raw_tokens, "sent_tokens": view.sent_tokens,
                "counted": view.counted, "fits": view.fits, "stable_prefix_tokens": view.stable_prefix_tokens,
-               "messages": view.to_api(), "edits": [e.to_json() for e in view.edits]}
+               "messages": view.to_api(), "edits": [e.to_json() for e in view.edits], "notes": list(view.notes)}
         print(json_safe(json.dumps(out, ensure_ascii=False, indent=1)))
         if not view.fits:
             print(f"breakwater: warning: turn {view.turn} needs {view.sent_tokens:,} tokens, over the window of "

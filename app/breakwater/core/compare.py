@@ -27,6 +27,10 @@ class Totals:
     hard_turns: int
     turns: int
     billed_sent_estimated: bool   # any turn's sent figure an estimate
+    cost_raw: float | None = None        # USD through the prompt cache, without and with compaction (None: no prices)
+    cost_sent: float | None = None
+    cache_rewritten: int = 0             # cached tokens the compactions made the provider write again
+    cache_rewrite_cost: float = 0.0      # and what that cost beyond reading them (USD)
 
     @property
     def saved_pct(self) -> float:
@@ -34,12 +38,18 @@ class Totals:
 
     @classmethod
     def of(cls, sim: Simulation) -> "Totals":
+        priced = sim.prices is not None
         return cls(sim.billed_raw, sim.billed_sent, sim.saved, len(sim.compactions),
-                   sum(1 for t in sim.turns if t.zone == "hard"), len(sim.turns), sim.billed_sent_estimated)
+                   sum(1 for t in sim.turns if t.zone == "hard"), len(sim.turns), sim.billed_sent_estimated,
+                   sim.cost_raw if priced else None, sim.cost_sent if priced else None,
+                   sim.cache_rewritten, sim.cache_rewrite_cost)
 
     def to_json(self) -> dict[str, Any]:
         return {"billed_raw": self.billed_raw, "billed_sent": self.billed_sent,
-                "billed_sent_estimated": self.billed_sent_estimated, "saved": self.saved, "compactions": self.compactions, "hard_turns": self.hard_turns, "turns": self.turns}
+                "billed_sent_estimated": self.billed_sent_estimated, "saved": self.saved, "compactions": self.compactions, "hard_turns": self.hard_turns, "turns": self.turns,
+                **({} if self.cost_raw is None else {
+                    "cost_raw": round(self.cost_raw, 6), "cost_sent": round(self.cost_sent, 6),
+                    "cache_rewritten": self.cache_rewritten, "cache_rewrite_cost": round(self.cache_rewrite_cost, 6)})}
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,11 @@ FIGURE_RULES = {
 }
 
 
+def money(x: float | None) -> str:
+    """USD as every surface writes it: four decimals under a dollar (a short session's cents), else two."""
+    return "—" if x is None else f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+
+
 def tokens_figure(n: int, estimated: bool) -> str:
     """A token figure as every surface writes it: ≈ in front when it is an estimate."""
     return f"{'≈' if estimated else ''}{n:,}"

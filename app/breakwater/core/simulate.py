@@ -15,9 +15,10 @@ from typing import IO, Any, Callable, Collection
 from breakwater.core.log.accounting import Calibration, prior_ratio
 from breakwater.core.log.prompt_cache import CacheModel, CacheRules, Misses, Prices, RequestCache, cache_rules, timestamp
 from breakwater.core.log.edits import View, above_window
-from breakwater.core.figures import FIGURE_RULES
+from breakwater.core.figures import FIGURE_RULES, money
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import ModelInfo, counting_model, lookup, named_model
+from breakwater.core.fold.cache_worth import CachePricing
 from breakwater.core.fold.pipeline import LEVEL_NAMES, Compaction, Pipeline
 from breakwater.core.fold.own_request import wanted_for
 from breakwater.core.policy import Policy
@@ -229,9 +230,19 @@ class Simulation:
         One sentence, for the timeline and A/B to show as it is."""
         if self.prices is None or self.cost_sent <= self.cost_raw:
             return None
-        return (f"compaction costs ${self.cost_sent - self.cost_raw:,.2f} more than it saves: each one changes the "
+        return (f"compaction costs {money(self.cost_sent - self.cost_raw)} more than it saves: each one changes the "
                 f"cached history, which the provider writes again ({self.cache_rewritten:,} tokens, "
-                f"${self.cache_rewrite_cost:,.2f} more than reading them)")
+                f"{money(self.cache_rewrite_cost)} more than reading them)")
+
+    def cache_note(self) -> str | None:
+        """The cache re-writes compaction caused, in a line the timeline and A/B show as it is, saying first
+        when compaction costs more than it saves (`cost_note`'s case); None: no prices, or nothing re-written."""
+        if self.prices is None or not self.cache_rewritten:
+            return None
+        wrote = f"{self.cache_rewritten:,} cached tokens (+{money(self.cache_rewrite_cost)} over reading them)"
+        if self.cost_sent > self.cost_raw:
+            return f"compaction costs {money(self.cost_sent - self.cost_raw)} more than it saves: it re-wrote {wrote}"
+        return f"compaction re-wrote {wrote}"
 
     def header_json(self) -> dict[str, Any]:
         p = self.policy
@@ -303,7 +314,8 @@ def make_pipeline(log: SessionLog, policy: Policy, counter: str = "exact", model
     """`tokens`: a counter to reuse (its cache of exact counts), else a new one for `counter`. The counter
     loads its tokenizer (~0.3 s) at its first exact count: a session never near a limit needs none."""
     tc = tokens or token_counter(log, counter, model)
-    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries))
+    pipe = Pipeline(policy, tc, mode=counter, summarizer=summarizer, own_usage=wanted_for(log.entries),
+                    cache_pricing=CachePricing.of_session(log.header, model))
     pipe.meter.calibration.prior = prior_ratio(named_model(log.header, model))
     return pipe
 
@@ -364,8 +376,10 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                 pending.billed_cache_write = written if isinstance(written, int) else None
                 pending.recorded_over_window = isinstance(billed, int) and above_window(billed, pipe.policy.window)
                 if caches is not None and isinstance(billed, int):   # the provider's misses, as they happened
-                    c = pending.cache
-                    c = pending.cache_raw if c is None else c
+                    # to the request the transcript records (without compaction), whatever this policy sends:
+                    # measured against the request sent, the miss rate and so the cost without compaction
+                    # moved with the policy (long-refactor at 32,000: $61.65 under seed-000, $60.56 under seed-001)
+                    c = pending.cache_raw
                     caches[0].misses.observe(c.reusable, pending.billed_cached, c.cold, c.after_user)
                     output = entry.get("completion_tokens")
                     if isinstance(output, int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from breakwater.core.figures import tokens_figure
+from breakwater.core.figures import money, tokens_figure
 from breakwater.export.report import Side
 
 
@@ -15,10 +15,6 @@ class Row:
     label: str
     value: object     # the number itself (data-value on the page), None when unknown
     text: str         # as printed, with its unit and ≈ when an estimate
-
-
-def money(x: float | None) -> str:
-    return "—" if x is None else f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
 
 
 def percent(part: float, whole: float) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from breakwater.core.fold.cache_worth import CachePricing
 from breakwater.core.fold.pipeline import Pipeline
 from breakwater.core.log.message import Message
 from breakwater.core.log.models import resolve_window
@@ -223,7 +224,7 @@ class ProxySession:
         if stamp is not None:
             log = apply_overlay(log, OverlayFile(path).events)
         self.pipe = Pipeline(self.policy, TokenCounter.for_model(self.log.header.get("model")), mode="exact",
-                             summarizer=self.settings.summarizer)
+                             summarizer=self.settings.summarizer, cache_pricing=CachePricing.of_session(self.log.header))
         self.pipe.feed_all(log.entries)
 
     def close(self) -> None:

@@ -54,12 +54,6 @@ class OwnRequest:
         if follows(self.chain, placed):
             self.chain.append(placed)
 
-    def undo(self, target: str) -> None:
-        for i, a in enumerate(self.chain):
-            if a.comp.id == target:
-                del self.chain[i:]
-                return
-
     def plan(self, deep: DeepCompaction, frames: Frames, turn: int, n: int, h: int) -> None:
         """Count request `turn + 1`, the history `out[:n]`; `h`: the pipeline's own request at no stage
         from its cut, by the heuristic, which is the agent's when both stand after the same compaction."""

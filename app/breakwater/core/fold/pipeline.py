@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from breakwater.core.fold import materialize as build
+from breakwater.core.fold.cache_worth import CachedRequest, CachePricing, step_worth, turns_ahead
 from breakwater.core.fold.compactions import DeepCompaction
 from breakwater.core.fold.frames import Frames
 from breakwater.core.fold.index import Index
@@ -43,11 +44,12 @@ from breakwater.core.fold.own_request import OwnRequest
 from breakwater.core.fold.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.fold.short_cuts import ShortCuts
 from breakwater.core.fold.soft_zone import Shape, SoftZone
-from breakwater.core.fold.stable_prefix import CachePrefix
+from breakwater.core.fold.stable_prefix import CachePrefix, part_as_sent
 from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
+from breakwater.core.log.prompt_cache import MINIMUM_PREFIX, Misses, timestamp
 from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.log.tokens import TokenCounter, heuristic_message
 from breakwater.core.policy import Policy
@@ -87,14 +89,19 @@ class _Decision:
     recorded: Compaction | None = None   # a compaction from the log applied right before this request
     fast: bool = False         # under the soft limit, or too short for the soft zone
     notes: list[str] = field(default_factory=list)
+    kept_before: dict | None = None   # the soft zone's kept boundaries before its search (the cache gate's)
 
 
 class Pipeline:
     def __init__(self, policy: Policy, counter: TokenCounter | None = None, mode: str = "exact",
-                 summarizer: Summarizer | None = None, own_usage: bool = True):
+                 summarizer: Summarizer | None = None, own_usage: bool = True,
+                 cache_pricing: CachePricing | None = None):
         """`own_usage`: follow the request the log's own agent sent, for usage figures without an
-        estimate (own_request.wanted_for says whether a log has any)."""
+        estimate (own_request.wanted_for says whether a log has any). `cache_pricing`: the provider's
+        cache prices for the log's model (`CachePricing.for_model`), which `cache_horizon_turns` weighs
+        soft-zone steps by; None: unknown, every step is taken."""
         self.policy = policy
+        self.cache_pricing = cache_pricing
         # asked for many times a request; the policy works them out each time
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = stage_levels(policy)
@@ -113,6 +120,15 @@ class Pipeline:
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
         self.api_turn: int | None = None        # the request api_tokens was reported for
+        # what the cache gate (`_cache_gate`) knows of the provider's cache: the last message with metadata
+        # (its time is the next request's), when the last request was sent, whether a user message came
+        # since, and the provider's misses, fitted from the recorded cache reads as simulate fits them
+        self._stamped: Message | None = None
+        self._planned_at: float | None = None
+        self._after_user = False
+        self._planned_cache: tuple[int, int, bool, bool] | None = None   # turn, cached prefix, cold, after a user
+        self.cache_misses = Misses()
+        self.short_cuts.gated = self._gated()
 
     # what the drivers and the views read of the parts
     ledger = property(lambda self: self.index.ledger)
@@ -142,6 +158,9 @@ class Pipeline:
                 self.meter.calibration.resent += resent
         elif entry.role == "user":
             self.meter.calibration.resent = 0
+            self._after_user = True
+        if entry.meta:
+            self._stamped = entry
         self.raw_tokens += self.index.arrive(entry)
         self.san.feed(entry)
 
@@ -155,24 +174,25 @@ class Pipeline:
                 self.sync()
                 placed = self.deep.place(comp)
                 if placed is not None:
-                    if comp.trigger != "auto":   # the log's agent made it: its requests had it
-                        self.own.take(placed)
                     if comp.trigger == RECORDED:
-                        # another agent's own compaction: its history restarts, and the overhead it sends
-                        # (its system prompt, tools) is fitted again. Ours (manual, after a context-length
-                        # error) are made while the session runs, which fits on without a restart: a replay
-                        # of the log must send what the live session sent
+                        # another agent's own compaction: its requests had it, its history restarts, and the
+                        # overhead it sends (its system prompt, tools) is fitted again. Its summary is sent
+                        # under every policy: part of the transcript, so of the history without compaction
+                        # whether or not this pipeline applies it (an overlay may have undone it). Ours
+                        # (manual: a D in the workbench's overlay, or after a context-length error in a live
+                        # session) are compaction: neither the agent's request nor the history without it,
+                        # and a live session's is fitted on without a restart (a replay sends what it sent)
+                        self.own.take(placed)
                         self.meter.calibration.restart()
-                    if self.deep.admit(placed) and comp.policy != self.policy.fingerprint():
-                        # another agent's summary, sent under every policy: part of the history without ours
                         self.raw_tokens += heuristic_message(placed.message)
+                    self.deep.admit(placed)
         elif ev.type == "trigger":
             level = STAGE_LEVEL.get(str(ev.get("stage")))
             if level:
                 self.triggers[ev.id] = level
         elif ev.type == "undo":
+            # the agent's own request is what it sent: an undo in the overlay changes ours, not its
             self._undo(str(ev.get("target")))
-            self.own.undo(str(ev.get("target")))
         elif ev.type in ("pin", "unpin"):
             mid = str(ev.get("message_id"))
             if ev.type == "pin":
@@ -195,6 +215,11 @@ class Pipeline:
                     est = self.own.estimate(ev.get("turn"))
                 if isinstance(est, int):
                     self.meter.calibration.observe(prompt, est)
+                planned = self._planned_cache
+                if planned is not None and planned[0] == turn:   # what the provider read of the request cached
+                    cached = ev.get("cached_tokens")
+                    self.cache_misses.observe(planned[1], cached if isinstance(cached, int) else None,
+                                              planned[2], planned[3])
 
     def _retune(self, policy: Policy) -> None:
         """From here on, plan under `policy` (a live session learnt the model's real window)."""
@@ -203,6 +228,11 @@ class Pipeline:
         self._stage_levels = stage_levels(policy)
         for part in (self.index, self.meter, self.deep, self.soft_zone, self.short_cuts):
             part.retune(policy)
+        self.short_cuts.gated = self._gated()
+
+    def _gated(self) -> bool:
+        """Whether soft-zone steps are weighed against the cache they break (`_cache_gate`)."""
+        return bool(self.policy.cache_horizon_turns) and self.cache_pricing is not None
 
     def applied(self, compaction_id: str) -> bool:
         """Whether a compaction of the log is in effect (one of another policy is not)."""
@@ -255,6 +285,7 @@ class Pipeline:
             # 5 the hard zone is decided first: the soft zone's search starts from the cut it leaves
             decision = self._deep_compaction(request, force_deep)
             shape = self._soft_zone(decision)            # 4 snip -> mask -> microcompact, oldest first; 6 shape
+            shape = self._cache_gate(decision, shape)    #   a step only where it pays for the cache it breaks
             shape = self._summarize_what_shaping_drops(decision, shape)
             plan = self._plan_of(decision, shape)
         plan.api_turn = self.api_turn
@@ -331,8 +362,58 @@ class Pipeline:
         r = decision.request
         decision.fast = r.measured[0] <= self._soft_limit or r.n < self.policy.fast_path_min_messages
         level = decision.trigger_level
+        if self.short_cuts.gated:
+            decision.kept_before = self.soft_zone.kept_boundaries()
         return self.soft_zone.fit(self.deep.cut(), r.n, level, decision.fast,
                                   (r.framed, r.measured) if level == 0 else None)
+
+    def _cache_gate(self, d: _Decision, shape: Shape) -> Shape:
+        """The request keeping the previous compaction instead of `shape`, when the step from one to the
+        other (snipping or masking more) costs more in cache re-writes than it saves over the requests
+        ahead (until the request is back at the soft limit, at the session's growth so far: `turns_ahead`)
+        at the model's cache prices and the misses seen (core/fold/cache_worth.py), and keeping it stays
+        under the hard limit. Only the soft zone's own steps are weighed: a trigger, a summary, an undo
+        is done as asked."""
+        prev, n = self.prefix.previous, d.request.n
+        if d.kept_before is None or prev is None or d.force_deep or d.trigger_level or d.undone \
+                or d.new_comp is not None or d.recorded is not None or prev.cut != shape.cut:
+            return shape
+        held = self.soft_zone.held(prev, n)
+        if held.sent > self._hard_limit or (held.level, held.lower, held.boundary, held.start) == \
+                (shape.level, shape.lower, shape.boundary, shape.start):
+            return shape
+        ledger, transform = self.index.ledger, self.index.transform
+        kept_h = self.prefix.shared(held, n, ledger, transform)
+        step_h = self.prefix.shared(shape, n, ledger, transform)
+        if kept_h is None or step_h is None:
+            return shape
+        pricing, calibration = self.cache_pricing, self.meter.calibration
+        cold = self._cache_cold()
+
+        def cached(s: Shape, h: int) -> CachedRequest:
+            return CachedRequest(s.sent, 0 if cold else min(s.sent, part_as_sent(calibration, s.counted, s.sent,
+                                                                                    s.heuristic, h)))
+        growth = calibration.scale(self.raw_tokens) / max(1, self.turn)
+        worth = step_worth(pricing, cached(held, kept_h), cached(shape, step_h),
+                           turns_ahead(self.policy.cache_horizon_turns, self._soft_limit - shape.sent, growth),
+                           1.0 - self.cache_misses.rate(self._after_user))
+        if worth.pays or worth.freed == worth.rewritten == 0:   # or the step changes nothing sent
+            return shape
+        if worth.freed > 0:
+            d.notes.append(worth.note(LEVEL_NAMES[max(shape.level, shape.lower)]))
+        self.soft_zone.restore(d.kept_before)
+        return held
+
+    def _request_time(self) -> float | None:
+        """When the request being planned is sent: the time of the last message before it, if it has one."""
+        stamped = self._stamped
+        return timestamp(stamped.meta.get("ts")) if stamped is not None and stamped.meta else None
+
+    def _cache_cold(self) -> bool:
+        """Whether the request being planned comes longer after the last one than the cache keeps it."""
+        at = self._request_time()
+        return at is not None and self._planned_at is not None and at - self._planned_at > \
+            self.cache_pricing.expires_after
 
     def _summarize_what_shaping_drops(self, decision: _Decision, shape: Shape) -> Shape:
         """Turns shaping would drop leave the context through a summary instead (stage 5 again); when
@@ -395,20 +476,31 @@ class Pipeline:
         if prev is not None:   # what of the previous request this one changed: its cache is written again
             plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
         # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
-        # whatever the policy, the history compacted so far or the counter, by the line every
-        # request is counted by (core/log/accounting.py), so that saved = without − with. Where the
-        # tokenizer counted the request sent and found more than the heuristic finds in the whole log
-        # (hex, base64: the heuristic undercounts them), that request is the log nearly whole, and
-        # the request without compaction is at least it
-        plan.raw_tokens = max(calibration.apply(plan.raw_tokens), plan.sent_tokens)
-        if not plan.counts:
-            # nothing was edited: the request is the log whole, and without compaction is what it sends
-            # (saved 0, not the difference between the tokenizer's count and the heuristic's)
+        # whatever the policy, the overlay's history or the counter, by the line every request is counted
+        # by (core/log/accounting.py, fitted from the agent's own requests), so that saved = without − with.
+        # Where nothing was edited and the request is the log whole, the two are one request: it is what
+        # was sent, however it was counted (saved 0)
+        if not plan.counts and plan.sent_heuristic == plan.raw_tokens:
             plan.raw_tokens = plan.sent_tokens
+        else:
+            plan.raw_tokens = calibration.apply(plan.raw_tokens)
+            if plan.counted == "exact":
+                # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
+                # base64: the heuristic undercounts them): the request without compaction is at least it.
+                # Only there: a request counted by the heuristic that is larger holds more text (a summary
+                # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
+                # depend on the policy (issue 36)
+                plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
         self.prefix.advance(plan)
+        if self.short_cuts.gated:
+            cached = plan.stable_prefix_tokens or 0
+            self._planned_cache = (plan.turn, cached if cached >= MINIMUM_PREFIX else 0, self._cache_cold(),
+                                   self._after_user)
+            self._planned_at = self._request_time()
+        self._after_user = False
         return plan
 
     # -- building the request (core/fold/materialize.py) ---------------------------------------------------
@@ -433,7 +525,8 @@ class Pipeline:
         to a count, the same for every copy)."""
         new = Pipeline.__new__(Pipeline)
         new.__dict__.update(vars(self), san=self.san.snapshot(), triggers=self.triggers.copy(),
-                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy())
+                            pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy(),
+                            cache_misses=self.cache_misses.copy())
         new.index = self.index.copy(new.san)
         new.meter = self.meter.copy(new.index)
         new.deep = self.deep.copy(new.index, new.meter)

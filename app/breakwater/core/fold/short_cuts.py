@@ -27,6 +27,10 @@ class ShortCuts:
     def __init__(self, policy: Policy, index: Index, meter: Meter, soft_zone: SoftZone, deep: DeepCompaction,
                  prefix: CachePrefix):
         self.index, self.meter, self.soft_zone, self.deep, self.prefix = index, meter, soft_zone, deep, prefix
+        # soft-zone steps are weighed against the cache they break (core/fold/pipeline.py `_cache_gate`): the
+        # request over the soft limit is then the general path's to plan (it keeps the previous request's
+        # compaction where the search would move a boundary, which the kept boundaries do not say)
+        self.gated = False
         self.retune(policy)
 
     def copy(self, index: Index, meter: Meter, soft_zone: SoftZone, deep: DeepCompaction,
@@ -97,8 +101,9 @@ class ShortCuts:
         `framed`: the frame of the cut. Each request shape is counted as the general path counts it
         (`_shapes`), so that near the limits tiktoken's counts decide here as they decide there."""
         p = self.policy
-        if n < p.fast_path_min_messages or self.deep.last_failure or p.clear_at_least_tokens or p.mask_batch_tokens:
-            return None   # too short for the soft zone to be searched; a note to give; masking weighed
+        if n < p.fast_path_min_messages or self.deep.last_failure or p.clear_at_least_tokens or p.mask_batch_tokens \
+                or self.gated:
+            return None   # too short for the soft zone to be searched; a note to give; masking or a step weighed
         soft, hard = self._soft_limit, self._hard_limit
         jh, js, joined, kept_fu, head_h = framed
         levels = self._stage_levels

@@ -71,25 +71,7 @@ class SoftZone:
         `first`: the frame of the cut and the measure of the whole request at `level` from it, when the
         caller has them."""
         p = self.policy
-        frame, measure, near_start = self.frames.frame, self.meter.measure, self.index.near_start
-        framed = frame(cut, n) if first is None else first[0]
-        shapes: dict[tuple, Shape] = {}   # the search below asks for some shapes twice
-
-        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None, measured=None) -> Shape:
-            key = (lv, s, lower, boundary)
-            shape = shapes.get(key)
-            if shape is not None:
-                return shape
-            jh, js, joined, kept_fu, head_h = framed if s == cut else frame(s, n)
-            ns = near_start(lv, js, n)
-            if boundary is not None:
-                boundary = max(js, min(boundary, ns))
-            t, how, h = measured or measure(jh, lv, js, ns, n, lower, boundary, head_h)
-            partial = boundary is not None and lower is not None and boundary < ns
-            shape = shapes[key] = Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
-                                         ns, t, how, kept_fu, joined, h, head_h)
-            return shape
-
+        at = self._shaper(cut, n, self.frames.frame(cut, n) if first is None else first[0])
         soft = self._soft_limit
         shape = at(level, cut, None, None, first and first[1])
         if shape.sent > soft and (not fast or level):
@@ -123,6 +105,41 @@ class SoftZone:
                 if shape.sent <= self._hard_limit:
                     break
         return shape
+
+    def _shaper(self, cut: int, n: int, framed: tuple):
+        """`at(level, start, lower, boundary)`: the request from `cut` (history from `start`) with stage
+        `level` on the far messages, before `boundary` only and `lower` after it when both are given."""
+        frame, measure, near_start = self.frames.frame, self.meter.measure, self.index.near_start
+        shapes: dict[tuple, Shape] = {}   # the search asks for some shapes twice
+
+        def at(lv: int, s: int, lower: int | None = None, boundary: int | None = None, measured=None) -> Shape:
+            key = (lv, s, lower, boundary)
+            shape = shapes.get(key)
+            if shape is not None:
+                return shape
+            jh, js, joined, kept_fu, head_h = framed if s == cut else frame(s, n)
+            ns = near_start(lv, js, n)
+            if boundary is not None:
+                boundary = max(js, min(boundary, ns))
+            t, how, h = measured or measure(jh, lv, js, ns, n, lower, boundary, head_h)
+            partial = boundary is not None and lower is not None and boundary < ns
+            shape = shapes[key] = Shape(jh, cut, js, s, lv, lower if partial else lv, boundary if partial else ns,
+                                         ns, t, how, kept_fu, joined, h, head_h)
+            return shape
+        return at
+
+    def held(self, prev, n: int) -> Shape:
+        """The request of `n` messages keeping the compaction of the previous request `prev` (a plan from the
+        same cut): its stage level before its boundary, the level below after it. Messages that have
+        left working memory since take their far form, as they do in every request."""
+        at = self._shaper(prev.cut, n, self.frames.frame(prev.cut, n))
+        if prev.boundary < prev.near_start and prev.lower != prev.level:
+            return at(prev.level, prev.cut, prev.lower, prev.boundary)
+        return at(prev.level, prev.cut)
+
+    def restore(self, kept: dict[tuple[int, int, int], int]) -> None:
+        """Keep the boundaries `kept_boundaries` gave: the request keeps the previous compaction."""
+        self._soft_boundary = dict(kept)
 
     def _batched(self, at, lv: int, below: int, cut: int, whole: Shape) -> Shape:
         """`whole` (stage `lv` on everything before working memory), or with `mask_batch_tokens` the

@@ -86,6 +86,22 @@ class CachePrefix:
         return counted_as_sent(calibration, plan, h)
 
 
+    def shared(self, shape, n: int, ledger: Ledger, transform: Transform) -> int | None:
+        """Heuristic tokens at the start of a request the previous one would share with it, when that
+        request sends `shape` (core/fold/soft_zone.py: its head, start and stage levels) with the
+        previous request's head and start; None when either differs (the start of the request changed
+        for another reason) or the previous request was squeezed."""
+        prev = self.previous
+        if prev is None or prev.built is not None or prev.start != shape.start or prev.drop_to != prev.cut:
+            return None
+        head = shape.head
+        if prev.head is not head and (len(prev.head) != len(head) or any(a != b for a, b in zip(prev.head, head))):
+            return None
+        a = shape.start
+        end = first_changed(ledger, transform, prev, shape, a, min(prev.n, n, self.changed_from))
+        return prev.head_heuristic + (region_tokens(ledger, prev, a, end) if end > a else 0)
+
+
 def counted_as_sent(calibration: Calibration, plan: Plan, h: int) -> int:
     """Heuristic tokens `h` of the prefix (kept on the plan), counted as the request was: by the calibrated heuristic,
     or, when tiktoken counted the request, as the same share of that count. (The calibration
@@ -93,12 +109,18 @@ def counted_as_sent(calibration: Calibration, plan: Plan, h: int) -> int:
     of a request tiktoken counted, it gave turn 10 of long-refactor a prefix of 18,796 tokens in a
     request of 16,440.)"""
     plan.stable_prefix_heuristic = h
-    if plan.counted != "exact":
+    return part_as_sent(calibration, plan.counted, plan.sent_tokens, plan.sent_heuristic, h)
+
+
+def part_as_sent(calibration: Calibration, counted: str, sent: int, sent_heuristic: int, h: int) -> int:
+    """Heuristic tokens `h` at the start of a request of `sent` tokens (`sent_heuristic` by the plain
+    heuristic), in the unit the request was counted in (`counted`): see `counted_as_sent`."""
+    if counted != "exact":
         return calibration.apply(h)
     # the unseen overhead (system prompt, tools), or a whole request's tool schemas, lead every request:
     # cached with the prefix
     overhead = calibration.leading
-    return overhead + (plan.sent_tokens - overhead) * h // plan.sent_heuristic if plan.sent_heuristic else 0
+    return overhead + (sent - overhead) * h // sent_heuristic if sent_heuristic else 0
 
 def assigned(plan: Plan, i: int) -> tuple[int, bool]:
     level, near = (plan.level if plan.boundary >= plan.near_start else plan.lower, True) \

@@ -28,7 +28,8 @@ NEUTRAL: dict[str, Any] = {"mask_placeholder": "", "soft_trigger_tokens": 0, "ha
                            "hard_window_share": 0.0, "reserve_tokens": 0, "compact_trigger_messages": 0,
                            "mask_all": False, "clear_at_least_tokens": 0, "mask_exclude_tools": "",
                            "deep_keep_tokens": 0, "deep_keep_messages": 20, "deep_keep_user_tokens": 0,
-                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0, "mask_clear_tool_inputs": False}
+                           "mask_batch_tokens": 0, "summary_instruction_share": 0.0, "mask_clear_tool_inputs": False,
+                           "cache_horizon_turns": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,15 @@ class Policy:
     # ours: a soft-zone stage that has to reach further aims this far below the soft limit, then
     # stays put while the request fits, so the compacted prefix (and the provider cache) holds
     soft_hysteresis_ratio: float = 0.10
+    # > 0: a soft-zone step that changes what the provider has cached (snipping or masking more of the
+    # history) is taken only when what it saves on the next requests, at most this many, pays for the
+    # cache re-write it causes, at the model's cache prices (core/fold/cache_worth.py); until then the
+    # request is sent over the soft limit, never over the hard one. 0: every step is taken once the
+    # request is over the soft limit (the seeds). Without the model's prices it is 0. (issue 41) 100: on the
+    # shared fixtures the requests until the request is back at the soft limit mostly bind first (at 32k 30,
+    # 100 and 1,000 decide alike; at the models' windows 30 is $0.24 lower on $35, on one session: not
+    # tuned on); the cap bounds a window so large that the soft limit is hundreds of requests away
+    cache_horizon_turns: int = 100
     # the limits as other agents state them (core/policy/agents.py); 0: the limits above. Each sets
     # one limit in input tokens: the soft limit outright (Anthropic's clear_tool_uses `trigger`), the
     # hard limit outright (Anthropic's compaction `trigger`), as a share of the window (Codex: 90%)
@@ -73,8 +83,11 @@ class Policy:
     # writes "Old environment output: ({lines} lines omitted)" (see docs/policies/complexity-trap.toml)
     mask_placeholder: str = ""
     # once masking applies, every observation outside working memory is masked, not only as many as
-    # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`)
-    mask_all: bool = False
+    # bring the request under the soft limit (Anthropic's clear_tool_uses clears all but `keep`).
+    # (issue 41) breakwater masks so: with the cache gate a step is made rarely, and one that re-writes the
+    # cached history anyway frees what it can (shared fixtures with the gate, 32k: $9.70 oldest first, $9.16
+    # all at once; the models' windows $35.30 and $35.08; pinned facts unchanged)
+    mask_all: bool = True
     # masking that would free fewer tokens than this in a request is not done (Anthropic's
     # clear_at_least: clearing re-writes the cached prefix, so it must be worth it)
     clear_at_least_tokens: int = 0
@@ -228,9 +241,10 @@ class Policy:
 
 
 _BASE = Policy()
-# Breakwater's defaults before its summary kept every instruction (issue 41): the seeds and the other
-# agents' strategies keep them (the share and the shorter tail are breakwater's tuning), and their fingerprints
-_SEED = replace(_BASE, summary_instruction_share=0.0, deep_keep_ratio=0.25)
+# Breakwater's defaults before issue 41 (its summary keeping every instruction, the cache gate, masking all
+# far observations at once): the seeds and the other agents' strategies keep them (those are breakwater's
+# tuning, no part of theirs), and their fingerprints
+_SEED = replace(_BASE, summary_instruction_share=0.0, deep_keep_ratio=0.25, cache_horizon_turns=0, mask_all=False)
 
 PRESETS: dict[str, Policy] = {
     # seed 000: dual threshold; snip tool output in the soft zone, deep LLM summary past hard;
@@ -254,8 +268,9 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
                 "the oldest turns without a summary when masking is not enough",
     "seed-003": "shape history [System][First user][Summary][Last N turns], keep-last 20 down to 3; "
                 "compacts often, as the seed does, because it keeps as much as just fits",
-    "breakwater": "snip, mask and microcompact oldest first, summarize only when they are not enough, "
-                  "keeping a fifth of the window verbatim",
+    "breakwater": "snip oldest first, mask every far observation at once, microcompact, each step only when it "
+                  "pays for the provider's cache it breaks; summarize only when they are not enough, keeping a "
+                  "fifth of the window verbatim",
 }
 
 

@@ -42,7 +42,7 @@ AGENT_STRATEGIES: dict[str, dict[str, Any]] = {
     # Breakwater reads from them) give the effective window, effective_context_window_percent = 95% of
     # that: 258,400. The window here is that one, so the limit is 0.9 / 0.95 = 18/19 of it (244,800 for
     # gpt-5); Codex 0.171.0 recorded at model_context_window = 48,000 reports 45,600 and compacted past
-    # 43,200 (tests/fixtures/agent_compactions/codex-0.171.0-auto-compactions.jsonl). The compacted
+    # 43,200 (tests/fixtures/agent-runs/codex-0.171.0-auto-compactions.jsonl). The compacted
     # history is the initial context, the user's messages, newest first up to
     # COMPACT_USER_MESSAGE_MAX_TOKENS = 20,000 (codex-rs/core/src/compact.rs, the oldest one kept cut to
     # fit: left out here), then the summary.

@@ -15,7 +15,7 @@ from breakwater.core.policy import CHOICES, NOT_COMPACTION, Policy
 # exact names or name prefixes match it
 GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("limits", ("window", "buffer_tokens", "soft_ratio", "small_window_buffer_ratio", "precise_ratio",
-                "soft_hysteresis_ratio", "soft_trigger_tokens", "hard_trigger_tokens", "hard_window_share",
+                "soft_hysteresis_ratio", "cache_horizon_turns", "soft_trigger_tokens", "hard_trigger_tokens", "hard_window_share",
                 "reserve_tokens"), ()),
     ("sanitize", ("sanitize",), ()),
     ("fast path", ("fast_path_min_messages",), ()),

@@ -7,13 +7,14 @@ like every other span colour of the workbench.
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
 from breakwater.core.compare import Comparison, Totals
-from breakwater.core.figures import tokens_figure
+from breakwater.core.figures import money, tokens_figure
 from breakwater.ui.messages import TurnChosen
 
 BRAILLE = 0x2800
@@ -173,7 +174,26 @@ class CompareTotals(Widget):
         table.add_row("B − A", "", *([f"{tb.billed_raw - ta.billed_raw:+,}"] if wide else []),
                       f"{tb.billed_sent - ta.billed_sent:+,}", _pct_delta(ta, tb), f"{tb.compactions - ta.compactions:+}",
                       f"{tb.hard_turns - ta.hard_turns:+}", *(_pt_delta(self.recall, k) for k in (0, 1)))
-        return table
+        money_lines = _money_lines(c, self.app.current_theme.warning or "bold")
+        return Group(table, money_lines) if money_lines else table
+
+
+def _money_lines(c: Comparison, warning: str) -> Text | None:
+    """Input USD through the provider's prompt cache, without → with compaction, and what compaction made it
+    write again (core Simulation.cache_note: the timeline's words), for each side; None without prices."""
+    ta, tb = c.totals
+    if ta.cost_raw is None or tb.cost_raw is None:
+        return None
+    delta = tb.cost_sent - ta.cost_sent
+    text = Text()
+    text.append("input USD through the prompt cache, without → with compaction", style="bold")
+    text.append(f"   B − A: {'+' if delta >= 0 else '−'}{money(abs(delta))}")
+    for name, sim, tot in (("A", c.a, ta), ("B", c.b, tb)):
+        note = sim.cache_note()
+        text.append(f"\n{name}: {money(tot.cost_raw)} → {money(tot.cost_sent)}", style="")
+        if note:
+            text.append(f" · {note}", style=warning if tot.cost_sent > tot.cost_raw else "")
+    return text
 
 
 def _pct(value: float | None, measured: bool) -> str:

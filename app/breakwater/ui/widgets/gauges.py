@@ -10,6 +10,7 @@ from rich.text import Text
 
 from breakwater.core.replay import TurnDetail
 from breakwater.core.simulate import TurnStats, provider_figure
+from breakwater.core.fold.cache_worth import CACHE_WAITS
 from breakwater.core.stages.deep_compaction import WAITS
 from breakwater.ui.widgets.drawn import Drawn, runs
 
@@ -77,6 +78,8 @@ class Gauges(Drawn):
             done.append(f"stages up to {st.level}")
         if d is not None and any(note.startswith(WAITS) for note in d.view.notes):
             done.append("compaction waits: no summary gets this request under the soft limit")
+        # a step the cache model held back (core/fold/cache_worth.py): over the soft limit, and why
+        done += [note for note in (d.view.notes if d is not None else ()) if CACHE_WAITS in note]
         return ", ".join(done) if done else "sent as is"
 
     def _bar(self, v, width: int, overhead: int = 0) -> Text:

@@ -26,7 +26,7 @@ EIGHTHS = " ▁▂▃▄▅▆▇█"
 class Timeline(Drawn):
     COMPONENT_CLASSES = {"timeline--safe", "timeline--soft", "timeline--hard", "timeline--raw",
                          "timeline--limit-soft", "timeline--limit-hard", "timeline--compaction",
-                         "timeline--cursor", "timeline--dim"}
+                         "timeline--cursor", "timeline--dim", "timeline--warning"}
 
     def __init__(self, id: str | None = None):
         super().__init__(id=id)
@@ -76,7 +76,9 @@ class Timeline(Drawn):
             return Text("simulating every turn…", style=self._c("dim"))
         if not sim.turns:
             return Text("this session has no model requests yet", style=self._c("dim"))
-        height = max(3, self.size.height - 4)   # under the chart: the wallet, the session's counts, the legend
+        # under the chart: the wallet, the session's counts, what compaction re-wrote in the cache (when priced), the legend
+        noted = sim.cache_note() is not None
+        height = max(2 if noted else 3, self.size.height - 4 - noted)
         p = sim.policy
         cols = self._columns(sim)
         # the scale is the window (or the largest request), not the raw history: raw can be 10× the
@@ -200,6 +202,9 @@ class Timeline(Drawn):
         text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,}", style=self._c("dim"))
         dropping = f"{plural(self._dropping, 'turn')} {'drops' if self._dropping == 1 else 'drop'} messages"
         text.append(f"\n {deep} · {dropping}", style=self._c("dim"))
+        note = sim.cache_note()   # what compaction made the provider write again; a warning where it costs more
+        if note:
+            text.append(f"\n {note}", style=self._c("warning" if sim.cost_sent > sim.cost_raw else "dim"))
         return text
 
     def on_click(self, event: events.Click) -> None:
