@@ -24,6 +24,9 @@ SHARED = {"policy", "counter", "summarizer"}
 # one plan's scratch, rebuilt by the next plan: the containers are copied, what they hold is not
 # changed in place and may be shared
 SCRATCH = {"_near_sums", "_measured", "_joined"}
+# caches a copy starts without: each entry is checked against the objects it was made from, and what it
+# holds is made again on a miss (core/fold/index.py `_form`)
+CACHES = {"_formed"}
 
 
 def with_controls(msgs: list[Message], window: int) -> SessionLog:
@@ -81,6 +84,11 @@ def check_copy(pipe: Pipeline, snap: Pipeline, filled: set[str]) -> None:
             got = vars(copy)[attr]
             if attr in SHARED:
                 assert got is value
+                continue
+            if attr in CACHES:
+                assert got is not value, f"{name}.{attr} is shared with the snapshot"
+                if value:
+                    filled.add(f"{name}.{attr}")
                 continue
             if id(value) in parts:   # a part it reads: the copy reads the copy's (checked on its own)
                 part = parts[id(value)]

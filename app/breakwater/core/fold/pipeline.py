@@ -24,6 +24,7 @@ pass over the history.
   short_cuts   the plans made in a few lookups when nothing is pending (core/fold/short_cuts.py)
   prefix       the previous request, for the cache-stable prefix (core/fold/stable_prefix.py)
   own          the request the log's own agent sent, for its usage figures (core/fold/own_request.py)
+  gate         what it knows of the provider's prompt cache, to weigh a step against it (core/fold/cache_gate.py)
 It keeps what the log's events say (the turn, triggers, pins by event, the API's count) and the
 sanitizer, which every part reads through the index.
 """
@@ -35,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from breakwater.core.fold import materialize as build
-from breakwater.core.fold.cache_worth import CachedRequest, CachePricing, step_worth, turns_ahead
+from breakwater.core.fold.cache_gate import CacheGate
+from breakwater.core.fold.cache_worth import CachedRequest, CachePricing
 from breakwater.core.fold.compactions import DeepCompaction
 from breakwater.core.fold.frames import Frames
 from breakwater.core.fold.index import Index
@@ -49,7 +51,6 @@ from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear
 from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.edits import View
 from breakwater.core.log.message import Message
-from breakwater.core.log.prompt_cache import MINIMUM_PREFIX, Misses, timestamp
 from breakwater.core.log.session_log import Entry, Event
 from breakwater.core.log.tokens import TokenCounter, heuristic_message
 from breakwater.core.policy import Policy
@@ -101,7 +102,7 @@ class Pipeline:
         cache prices for the log's model (`CachePricing.for_model`), which `cache_horizon_turns` weighs
         soft-zone steps by; None: unknown, every step is taken."""
         self.policy = policy
-        self.cache_pricing = cache_pricing
+        self.gate = CacheGate(cache_pricing)
         # asked for many times a request; the policy works them out each time
         self._soft_limit, self._hard_limit = policy.soft_limit, policy.hard_limit
         self._stage_levels = stage_levels(policy)
@@ -120,14 +121,6 @@ class Pipeline:
         self.pin_events: dict[str, str] = {}    # pin event id -> message id, so an undo can name a pin
         self.api_tokens: int | None = None
         self.api_turn: int | None = None        # the request api_tokens was reported for
-        # what the cache gate (`_cache_gate`) knows of the provider's cache: the last message with metadata
-        # (its time is the next request's), when the last request was sent, whether a user message came
-        # since, and the provider's misses, fitted from the recorded cache reads as simulate fits them
-        self._stamped: Message | None = None
-        self._planned_at: float | None = None
-        self._after_user = False
-        self._planned_cache: tuple[int, int, bool, bool] | None = None   # turn, cached prefix, cold, after a user
-        self.cache_misses = Misses()
         self.short_cuts.gated = self._gated()
 
     # what the drivers and the views read of the parts
@@ -158,9 +151,7 @@ class Pipeline:
                 self.meter.calibration.resent += resent
         elif entry.role == "user":
             self.meter.calibration.resent = 0
-            self._after_user = True
-        if entry.meta:
-            self._stamped = entry
+        self.gate.feed(entry)
         self.raw_tokens += self.index.arrive(entry)
         self.san.feed(entry)
 
@@ -215,11 +206,7 @@ class Pipeline:
                     est = self.own.estimate(ev.get("turn"))
                 if isinstance(est, int):
                     self.meter.calibration.observe(prompt, est)
-                planned = self._planned_cache
-                if planned is not None and planned[0] == turn:   # what the provider read of the request cached
-                    cached = ev.get("cached_tokens")
-                    self.cache_misses.observe(planned[1], cached if isinstance(cached, int) else None,
-                                              planned[2], planned[3])
+                self.gate.usage(turn, ev.get("cached_tokens"))   # what the provider read of the request cached
 
     def _retune(self, policy: Policy) -> None:
         """From here on, plan under `policy` (a live session learnt the model's real window)."""
@@ -232,7 +219,7 @@ class Pipeline:
 
     def _gated(self) -> bool:
         """Whether soft-zone steps are weighed against the cache they break (`_cache_gate`)."""
-        return bool(self.policy.cache_horizon_turns) and self.cache_pricing is not None
+        return bool(self.policy.cache_horizon_turns) and self.gate.pricing is not None
 
     def applied(self, compaction_id: str) -> bool:
         """Whether a compaction of the log is in effect (one of another policy is not)."""
@@ -387,33 +374,21 @@ class Pipeline:
         step_h = self.prefix.shared(shape, n, ledger, transform)
         if kept_h is None or step_h is None:
             return shape
-        pricing, calibration = self.cache_pricing, self.meter.calibration
-        cold = self._cache_cold()
+        calibration = self.meter.calibration
+        cold = self.gate.cold()
 
         def cached(s: Shape, h: int) -> CachedRequest:
             return CachedRequest(s.sent, 0 if cold else min(s.sent, part_as_sent(calibration, s.counted, s.sent,
                                                                                     s.heuristic, h)))
         growth = calibration.scale(self.raw_tokens) / max(1, self.turn)
-        worth = step_worth(pricing, cached(held, kept_h), cached(shape, step_h),
-                           turns_ahead(self.policy.cache_horizon_turns, self._soft_limit - shape.sent, growth),
-                           1.0 - self.cache_misses.rate(self._after_user))
+        worth = self.gate.weigh(cached(held, kept_h), cached(shape, step_h), self.policy.cache_horizon_turns,
+                                self._soft_limit - shape.sent, growth)
         if worth.pays or worth.freed == worth.rewritten == 0:   # or the step changes nothing sent
             return shape
         if worth.freed > 0:
             d.notes.append(worth.note(LEVEL_NAMES[max(shape.level, shape.lower)]))
         self.soft_zone.restore(d.kept_before)
         return held
-
-    def _request_time(self) -> float | None:
-        """When the request being planned is sent: the time of the last message before it, if it has one."""
-        stamped = self._stamped
-        return timestamp(stamped.meta.get("ts")) if stamped is not None and stamped.meta else None
-
-    def _cache_cold(self) -> bool:
-        """Whether the request being planned comes longer after the last one than the cache keeps it."""
-        at = self._request_time()
-        return at is not None and self._planned_at is not None and at - self._planned_at > \
-            self.cache_pricing.expires_after
 
     def _summarize_what_shaping_drops(self, decision: _Decision, shape: Shape) -> Shape:
         """Turns shaping would drop leave the context through a summary instead (stage 5 again); when
@@ -495,12 +470,7 @@ class Pipeline:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
                                  raw_tokens=plan.raw_tokens)
         self.prefix.advance(plan)
-        if self.short_cuts.gated:
-            cached = plan.stable_prefix_tokens or 0
-            self._planned_cache = (plan.turn, cached if cached >= MINIMUM_PREFIX else 0, self._cache_cold(),
-                                   self._after_user)
-            self._planned_at = self._request_time()
-        self._after_user = False
+        self.gate.planned(plan.turn, plan.stable_prefix_tokens, self.short_cuts.gated)
         return plan
 
     # -- building the request (core/fold/materialize.py) ---------------------------------------------------
@@ -526,7 +496,7 @@ class Pipeline:
         new = Pipeline.__new__(Pipeline)
         new.__dict__.update(vars(self), san=self.san.snapshot(), triggers=self.triggers.copy(),
                             pin_events=self.pin_events.copy(), prefix=self.prefix.copy(), own=self.own.copy(),
-                            cache_misses=self.cache_misses.copy())
+                            gate=self.gate.copy())
         new.index = self.index.copy(new.san)
         new.meter = self.meter.copy(new.index)
         new.deep = self.deep.copy(new.index, new.meter)
