@@ -227,12 +227,17 @@ class Simulation:
 
     def cost_note(self) -> str | None:
         """Why compaction cost more than it saved, when it did (issue 36): the cache re-writes it caused.
-        One sentence, for the timeline and A/B to show as it is."""
-        if self.prices is None or self.cost_sent <= self.cost_raw:
+        One sentence, for simulate --json."""
+        if not self.costs_more:
             return None
         return (f"compaction costs {money(self.cost_sent - self.cost_raw)} more than it saves: each one changes the "
                 f"cached history, which the provider writes again ({self.cache_rewritten:,} tokens, "
                 f"{money(self.cache_rewrite_cost)} more than reading them)")
+
+    @property
+    def costs_more(self) -> bool:
+        """Compaction costs more than it saves, in money (the cache it re-wrote)."""
+        return self.prices is not None and self.cost_sent > self.cost_raw
 
     def cache_note(self) -> str | None:
         """The cache re-writes compaction caused, in a line the timeline and A/B show as it is, saying first
@@ -240,7 +245,7 @@ class Simulation:
         if self.prices is None or not self.cache_rewritten:
             return None
         wrote = f"{self.cache_rewritten:,} cached tokens (+{money(self.cache_rewrite_cost)} over reading them)"
-        if self.cost_sent > self.cost_raw:
+        if self.costs_more:
             return f"compaction costs {money(self.cost_sent - self.cost_raw)} more than it saves: it re-wrote {wrote}"
         return f"compaction re-wrote {wrote}"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from breakwater.core.log.models import lookup, named_model
-from breakwater.core.log.prompt_cache import TTL_GRACE, Prices, cache_rules
+from breakwater.core.log.prompt_cache import TTL_GRACE, Prices, cache_rules, read_and_written
 
 
 CACHE_WAITS = " waits for the cache: "   # in a plan's note: a soft-zone step the cache model held back
@@ -59,9 +59,8 @@ class CachePricing:
     def cost(self, request: CachedRequest, hit: float = 1.0) -> float:
         """USD of the request's input: its cached start read (with the chance `hit` the provider reads
         it), the rest written (or plain input)."""
-        read = round(request.cached * hit)
-        write = request.tokens - read if self.writes_billed else 0
-        return self.prices.cost(request.tokens, read, write)
+        return self.prices.cost(request.tokens, *read_and_written(request.tokens, request.cached, hit,
+                                                                   self.writes_billed))
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,13 @@ class Prices:
         return (read * self.read + write * self.write + max(0, tokens - read - write) * self.input) / 1e6
 
 
+def read_and_written(tokens: int, cached: int, hit: float, writes_billed: bool) -> tuple[int, int]:
+    """A request of `tokens` whose first `cached` the cache holds, read with the chance `hit`: the tokens
+    expected read, and those written (Anthropic: all that was not read; else 0, the rest plain input)."""
+    read = round(cached * hit)
+    return read, tokens - read if writes_billed else 0
+
+
 @dataclass(slots=True)
 class Misses:
     """The share of requests whose cached prefix the provider did not read, fitted from recorded reads."""
@@ -224,8 +231,7 @@ class CacheModel:
         if reusable < rules.minimum:
             reusable = 0
         hit = 1.0 - self.misses.rate(after_user)
-        read = round(reusable * hit)
-        write = tokens - read if rules.writes_billed else 0
+        read, write = read_and_written(tokens, reusable, hit, rules.writes_billed)
         # what the change made it write: had the history not changed, a hit would have read it
         again = 0 if cold else round(min(rewritten, tokens - reusable) * hit)
         cost = rewrite_cost = None

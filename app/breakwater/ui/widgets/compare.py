@@ -192,7 +192,7 @@ def _money_lines(c: Comparison, warning: str) -> Text | None:
         note = sim.cache_note()
         text.append(f"\n{name}: {money(tot.cost_raw)} → {money(tot.cost_sent)}", style="")
         if note:
-            text.append(f" · {note}", style=warning if tot.cost_sent > tot.cost_raw else "")
+            text.append(f" · {note}", style=warning if sim.costs_more else "")
     return text
 
 

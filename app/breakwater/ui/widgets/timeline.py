@@ -77,8 +77,8 @@ class Timeline(Drawn):
         if not sim.turns:
             return Text("this session has no model requests yet", style=self._c("dim"))
         # under the chart: the wallet, the session's counts, what compaction re-wrote in the cache (when priced), the legend
-        noted = sim.cache_note() is not None
-        height = max(2 if noted else 3, self.size.height - 4 - noted)
+        note = sim.cache_note()
+        height = max(2 if note else 3, self.size.height - 4 - bool(note))
         p = sim.policy
         cols = self._columns(sim)
         # the scale is the window (or the largest request), not the raw history: raw can be 10× the
@@ -93,7 +93,7 @@ class Timeline(Drawn):
         if chart_key != self._chart_key:
             self._chart = self.strips(self._chart_text(cols, cur, peak, height, units, soft_row, hard_row))
             self._chart_key = chart_key
-        return [*self._chart, self._wallet(sim), self._legend()]
+        return [*self._chart, self._wallet(sim, note), self._legend()]
 
     def _chart_text(self, cols, cur, peak, height, units, soft_row, hard_row) -> Text:
         p = self.simulation.policy
@@ -179,7 +179,7 @@ class Timeline(Drawn):
         text.append("  ↓ this turn  click or drag to scrub", style=self._c("dim"))
         return text
 
-    def _wallet(self, sim: Simulation) -> Text:
+    def _wallet(self, sim: Simulation, note: str | None) -> Text:
         k = min(self.turn, len(sim.turns))
         self._columns(sim)
         raw_k, sent_k = self._billed[0][k], self._billed[1][k]
@@ -202,9 +202,8 @@ class Timeline(Drawn):
         text.append(f" · to turn {k}: {raw_k:,} → {sent_k:,}", style=self._c("dim"))
         dropping = f"{plural(self._dropping, 'turn')} {'drops' if self._dropping == 1 else 'drop'} messages"
         text.append(f"\n {deep} · {dropping}", style=self._c("dim"))
-        note = sim.cache_note()   # what compaction made the provider write again; a warning where it costs more
-        if note:
-            text.append(f"\n {note}", style=self._c("warning" if sim.cost_sent > sim.cost_raw else "dim"))
+        if note:   # what compaction made the provider write again (Simulation.cache_note); a warning where it costs more
+            text.append(f"\n {note}", style=self._c("warning" if sim.costs_more else "dim"))
         return text
 
     def on_click(self, event: events.Click) -> None:
