@@ -79,7 +79,7 @@ def test_a_simulation_counts_each_message_about_once_per_level(monkeypatch):
 
 
 @pytest.mark.parametrize("changes", [{}, {"mask_clear_tool_inputs": True}])
-def test_a_level_forms_only_the_messages_it_changes(monkeypatch, changes):
+def test_a_level_forms_only_the_messages_it_changes(monkeypatch, tmp_path, changes):
     """A message a stage level leaves as sent (the ledger's rank does not step at it) is summed at that
     level with its count as sent: its form is not looked for. Before, each level's exact count and bound
     transformed every message of a range (the 20k session: 146,598 transforms, 108,314 finding nothing
@@ -100,6 +100,8 @@ def test_a_level_forms_only_the_messages_it_changes(monkeypatch, changes):
         calls[1] += res is not None
         return res
 
+    # a store of its own: the suite's holds the figures of this simulation's plans (core/fold/kept_measures.py)
+    monkeypatch.setenv("BREAKWATER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(Index, "transform", looked)
     pipes = []
     simulate(as_log(session_messages(1500, avg_tool_chars=2000, seed=7), window=128_000),
@@ -117,7 +119,7 @@ def test_a_level_forms_only_the_messages_it_changes(monkeypatch, changes):
             assert index.lower_sum(level, a, b) == sum(map(lower_message, sent[a:b])), (level, a, b)
 
 
-def test_the_bound_and_the_exact_count_of_a_range_build_each_form_once(monkeypatch):
+def test_the_bound_and_the_exact_count_of_a_range_build_each_form_once(monkeypatch, tmp_path):
     """A plan sums a range's lower bound, then its exact count: each form of a message the level changes
     is built once for both (the 20k session built 38,284 forms, 28,405 of them different; now 28,925).
     The sums stay those of counting every form (test above)."""
@@ -143,6 +145,7 @@ def test_the_bound_and_the_exact_count_of_a_range_build_each_form_once(monkeypat
         finally:
             summing[0] = False
 
+    monkeypatch.setenv("BREAKWATER_CACHE_DIR", str(tmp_path))   # as above: no figures kept by another test
     monkeypatch.setattr(Index, "transform", looked)
     monkeypatch.setattr(Index, "_summed", sums)
     simulate(as_log(session_messages(1500, avg_tool_chars=2000, seed=7), window=128_000),

@@ -13,7 +13,10 @@ from __future__ import annotations
 import bisect
 from typing import Callable
 
+from xxhash import xxh3_128_digest as _digest
+
 from breakwater.core.fold import stage_forms as forms
+from breakwater.core.fold.kept_measures import message_key
 from breakwater.core.fold.ledger import NEAR, Ledger
 from breakwater.core.fold.range_sums import RangeSums
 from breakwater.core.log.message import Message, ToolCall
@@ -50,6 +53,10 @@ class Index:
         # (i, level, near) -> (message, call, pins version, policy, form) of the forms the sums built last:
         # a plan sums a range's bound, then its exact count, and built each form twice (a third of them)
         self._formed: dict[tuple[int, int, bool], tuple] = {}
+        # digests of out[:1], out[:2], ... chained (kept_measures.message_key): what a kept figure was worked
+        # out from; filled when asked (only an exact count near the limits asks), cut where messages change
+        self._chain: list[bytes] = []
+        self.entered = 0                        # how many times messages were entered (a change of content)
 
     def copy(self, san: Sanitizer) -> Index:
         """An independent copy reading `san` (the sanitizer's copy)."""
@@ -61,7 +68,8 @@ class Index:
             _looked=self._looked, _exact={L: sums.copy() for L, sums in self._exact.items()},
             _lower={L: sums.copy() for L, sums in self._lower.items()},
             _fresh=self._fresh.copy(),
-            _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy(), _formed={})
+            _fu=self._fu, _fu_scanned=self._fu_scanned, _observations=self._observations.copy(), _formed={},
+            _chain=self._chain.copy(), entered=self.entered)
         return new
 
     def retune(self, policy: Policy) -> None:
@@ -98,6 +106,8 @@ class Index:
         """Enter the sanitized messages from index d on again (they changed, or were added)."""
         out = self.san.out
         ledger = self.ledger
+        del self._chain[d:]
+        self.entered += 1
         if d < len(ledger.tok0):   # messages changed, not only added: forget what was derived from them
             ledger.truncate(d)
             for by_level in (self._exact, self._lower):
@@ -143,6 +153,20 @@ class Index:
                     observations.append(i)
             else:
                 add(t0, True)
+
+    def content_key(self) -> bytes:
+        """A digest of the content of every message entered (with the call each result answers and the
+        log messages each stands for): the figures worked out from them are kept under it between runs
+        (core/fold/kept_measures.py)."""
+        chain, out, calls = self._chain, self.san.out, self.calls
+        last = chain[-1] if chain else b""
+        for i in range(len(chain), len(self.ledger.tok0)):
+            entry = out[i]
+            msg = entry.message
+            call = calls.get(msg.tool_call_id or "") if msg.role == "tool" else None
+            last = _digest(last + message_key(msg, entry.sources, call))
+            chain.append(last)
+        return last
 
     # -- looking up -----------------------------------------------------------------------------------
     def index_of(self, mid: str, look: bool = True) -> int | None:

@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 
 from breakwater.core.fold.index import Index
+from breakwater.core.fold.kept_measures import UNKNOWN, KeptMeasures
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.log.message import Message
@@ -38,17 +39,22 @@ class Meter:
         # [messages, bound, exact] by id(head); the history, working memory too, is summed by the index
         self._parts: dict[object, list] = {}
         self._first = True   # the next measure is the plan's first: its request at no stage
+        self.kept = KeptMeasures(index, counter, policy)   # the figures of earlier runs' plans
+        self._precise_from = policy.precise_from   # a property worked out for every request shape measured
 
     def copy(self, index: Index) -> Meter:
         """An independent copy counting from `index` (the index's copy)."""
         new = Meter.__new__(Meter)
         new.__dict__.update(policy=self.policy, index=index, counter=self.counter, mode=self.mode,
                             calibration=replace(self.calibration), _measured=self._measured.copy(),
-                            _parts={k: v[:] for k, v in self._parts.items()}, _first=self._first)
+                            _parts={k: v[:] for k, v in self._parts.items()}, _first=self._first,
+                            kept=self.kept.copy(index), _precise_from=self._precise_from)
         return new
 
     def retune(self, policy: Policy) -> None:
         self.policy = policy
+        self._precise_from = policy.precise_from
+        self.kept.retune(policy)
         self._measured.clear()   # measured against the old limits
         self._parts.clear()
 
@@ -78,7 +84,7 @@ class Meter:
         emoji ~5×, rare CJK ~7.7×) and overcounts other text (runs of spaces), so it decides alone only
         when even its bound on tokens, the request's UTF-8 bytes, stays under `precise_from`."""
         return self.mode == "exact" and \
-            self.calibration.apply_exact(BYTES_PER_HEURISTIC_TOKEN * heuristic) >= self.policy.precise_from
+            self.calibration.apply_exact(BYTES_PER_HEURISTIC_TOKEN * heuristic) >= self._precise_from
 
     def count(self, msgs: list[Message]) -> tuple[int, str]:
         """Tokens of a request: the fitted line of the heuristic's count, or near the limits of tiktoken's."""
@@ -137,19 +143,32 @@ class Meter:
         if hit is not None:
             return hit[0]
         heads, near = self._part(id(head), head), near_level(near)
+        # the figures are kept by the plan's content (core/fold/kept_measures.py): a reopen finds them
+        kept, worked = self.kept.figures(head, key[1:]), False
         lo = 0
         if self._maybe_past(est, 2 * h):   # a message's bound is at most twice its heuristic count
-            lo = index.lower_sum(level, start, boundary) + index.lower_sum(lower, boundary, near_start)
+            if kept[0] == UNKNOWN:
+                kept[0] = index.lower_sum(level, start, boundary) + index.lower_sum(lower, boundary, near_start)
+                worked = True
+            lo = kept[0]
             if self._maybe_past(est, lo + 2 * (h - far)):   # the rest's only when it may tell
-                lo += self._counted(heads, 1, lower_message) + index.lower_sum(near, near_start, n)
+                if kept[1] == UNKNOWN:
+                    kept[1] = self._counted(heads, 1, lower_message) + index.lower_sum(near, near_start, n)
+                    worked = True
+                lo += kept[1]
         if self._past_limits(est, lo):
             result = self._bounded(est, lo), "estimate", h
         else:
-            x = self._counted(heads, 2, self.counter.exact_message) + index.exact_sum(near, near_start, n)
-            x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
+            if kept[2] == UNKNOWN:
+                x = self._counted(heads, 2, self.counter.exact_message) + index.exact_sum(near, near_start, n)
+                kept[2] = x + index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
+                worked = True
+            x = kept[2]
             if first:   # the request at no stage, which every path of a plan measures first: k is one figure
                 self.calibration.exact(x, h)   # whichever path planned (the short cuts measure fewer shapes)
             result = self.calibration.apply_exact(x), "exact", h   # the line `apply` draws, in the same unit
+        if worked:
+            self.kept.changed()
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
 

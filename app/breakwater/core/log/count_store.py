@@ -15,6 +15,10 @@ time. It is bounded: past `max_rows()` rows the least recently written or seen q
 check of its key and count; a file SQLite cannot read, of another layout, or with a row whose check fails
 is moved aside and a new one started: a damaged cache is rebuilt, never trusted.
 `BREAKWATER_COUNT_CACHE=off` turns it off.
+
+Beside the counts it keeps records: a value of bytes by a key of the caller's, in the same namespace,
+with the same check, bound (`max_records()`, their own) and eviction; core/fold/kept_measures.py keeps
+there the exact figures of a plan's requests, so that a reopen does not sum them again.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Callable
 
 import xxhash
 
 SCHEMA = 1
 DEFAULT_MAX_ROWS = 1_000_000   # ~40 MB on disk: the texts of some thirty 20,000-message sessions
+# records: core/fold/kept_measures.py's hold 64 plans each, ~20 KB (~145 for a 20,000-message session): ~40 MB
+DEFAULT_MAX_RECORDS = 2_000
 FLUSH_ROWS = 2048              # counts kept in memory before they are written
 FLUSH_SECONDS = 2.0            # ... or for this long, whichever comes first
 BUSY_MS = 2000                 # how long a writer waits for another before it gives up this once
@@ -52,12 +59,23 @@ def max_rows() -> int:
         return DEFAULT_MAX_ROWS
 
 
+def max_records() -> int:
+    try:
+        return max(16, int(os.environ.get("BREAKWATER_COUNT_CACHE_RECORDS", DEFAULT_MAX_RECORDS)))
+    except ValueError:
+        return DEFAULT_MAX_RECORDS
+
+
 key_of = xxhash.xxh3_128_digest   # the key of a text's UTF-8
 
 
 def _check(key: bytes, n: int) -> int:
     # a row's check: a flipped bit of its key or count is seen (CRC-32 seeded with the count)
     return zlib.crc32(key, n & 0xFFFFFFFF)
+
+
+def _record_check(key: bytes, value: bytes) -> int:
+    return zlib.crc32(value, zlib.crc32(key))
 
 
 class Damaged(Exception):
@@ -78,6 +96,9 @@ class CountStore:
         self._ns = 0
         self._pending: dict[bytes, int] = {}
         self._refresh: list[bytes] = []     # keys found that were last seen on an earlier day
+        # records to write: key -> what makes the value's bytes, at the flush (a record may grow until then)
+        self._pending_records: dict[bytes, Callable[[], bytes]] = {}
+        self._refresh_records: list[bytes] = []
         self._since = 0.0                   # when the oldest pending count was added
         self._reading = 0                   # the serial of the open read transaction (0: none; see READ_SECONDS)
         self._reads = 0                     # read transactions begun
@@ -91,6 +112,7 @@ class CountStore:
             return self._conn
         if self._conn is not None:   # a forked child: the parent's connection and pending counts stay its own
             self._conn, self._pending, self._refresh, self._reading = None, {}, [], 0
+            self._pending_records, self._refresh_records = {}, []
         if self.broken:
             return None
         try:
@@ -127,6 +149,10 @@ class CountStore:
                 conn.execute("CREATE TABLE IF NOT EXISTS counts (ns INTEGER NOT NULL, h BLOB NOT NULL, "
                              "n INTEGER NOT NULL, seen INTEGER NOT NULL, chk INTEGER NOT NULL, "
                              "PRIMARY KEY (ns, h)) WITHOUT ROWID")
+                conn.execute("CREATE TABLE IF NOT EXISTS records (ns INTEGER NOT NULL, h BLOB NOT NULL, "
+                             "v BLOB NOT NULL, seen INTEGER NOT NULL, chk INTEGER NOT NULL, "
+                             "PRIMARY KEY (ns, h)) WITHOUT ROWID")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('records', 0)")
                 conn.execute("INSERT OR IGNORE INTO namespaces (name) VALUES (?)", (self.namespace,))
                 self._ns = conn.execute("SELECT id FROM namespaces WHERE name = ?", (self.namespace,)).fetchone()[0]
                 conn.execute("COMMIT")
@@ -189,6 +215,32 @@ class CountStore:
             self.hits += 1
             return n
 
+    def get_record(self, key: bytes) -> bytes | None:
+        """The record kept under `key`, or None (never written, evicted, or the store is unreadable)."""
+        with self._lock:
+            pending = self._pending_records.get(key)
+            if pending is not None:
+                return pending()
+            conn = self._connection()
+            if conn is None:
+                return None
+            try:
+                if not self._reading:
+                    self._begin_read(conn)
+                row = conn.execute("SELECT v, seen, chk FROM records WHERE ns = ? AND h = ?", (self._ns, key)).fetchone()
+            except sqlite3.DatabaseError:
+                self._rebuild()
+                return None
+            if row is None:
+                return None
+            v, seen, chk = row
+            if type(v) is not bytes or chk != _record_check(key, v):
+                self._rebuild()
+                return None
+            if seen < self._stale_below:
+                self._refresh_records.append(key)
+            return v
+
     def _begin_read(self, conn: sqlite3.Connection) -> None:
         """Start the read transaction the next lookups share, and its end READ_SECONDS from now."""
         conn.execute("BEGIN")   # deferred: it reads from the first SELECT on
@@ -220,16 +272,26 @@ class CountStore:
             if len(self._pending) >= FLUSH_ROWS or time.monotonic() - self._since >= FLUSH_SECONDS:
                 self._flush()
 
+    def put_record(self, key: bytes, value: Callable[[], bytes]) -> None:
+        """Keep `value()` under `key` (replacing what was), worked out at the next write: a caller that adds
+        to a record puts it again after each addition for the cost of a dict entry."""
+        with self._lock:
+            if not (self._pending or self._pending_records):
+                self._since = time.monotonic()
+            self._pending_records[key] = value
+            if len(self._pending_records) >= FLUSH_ROWS or time.monotonic() - self._since >= FLUSH_SECONDS:
+                self._flush()
+
     def flush(self) -> None:
         with self._lock:
             self._flush()
 
     def _flush(self) -> None:
-        if not (self._pending or self._refresh):
+        if not (self._pending or self._refresh or self._pending_records or self._refresh_records):
             return
         conn = self._connection()
         if conn is None:
-            self._pending, self._refresh = {}, []
+            self._pending, self._refresh, self._pending_records, self._refresh_records = {}, [], {}, []
             return
         ns = self._ns
         if self._reading:
@@ -248,6 +310,8 @@ class CountStore:
                 total = conn.execute("UPDATE meta SET v = v + ? WHERE k = 'rows' RETURNING v", (added,)).fetchone()[0]
                 if total > max_rows():
                     self._evict(conn)
+                if self._pending_records or self._refresh_records:
+                    self._write_records(conn, ns, clock)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -257,7 +321,27 @@ class CountStore:
         except sqlite3.DatabaseError:
             self._rebuild()
             return
-        self._pending, self._refresh = {}, []
+        self._pending, self._refresh, self._pending_records, self._refresh_records = {}, [], {}, []
+
+    def _write_records(self, conn: sqlite3.Connection, ns: int, clock: int) -> None:
+        rows = []
+        for k, value in self._pending_records.items():
+            v = value()
+            rows.append((ns, k, v, clock, _record_check(k, v)))
+        conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?)", rows)
+        if self._refresh_records:
+            conn.executemany("UPDATE records SET seen = ? WHERE ns = ? AND h = ?",
+                             [(clock, ns, k) for k in self._refresh_records])
+        # an upper bound (a record replaced is counted again), made exact when it says past the bound
+        total = conn.execute("UPDATE meta SET v = v + ? WHERE k = 'records' RETURNING v", (len(rows),)).fetchone()[0]
+        if total > max_records():
+            total = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+            if total > max_records():
+                keep = max_records() * 3 // 4
+                conn.execute("DELETE FROM records WHERE (ns, h) IN (SELECT ns, h FROM records ORDER BY seen LIMIT ?)",
+                             (total - keep,))
+                total = keep
+            conn.execute("UPDATE meta SET v = ? WHERE k = 'records'", (total,))
 
     @staticmethod
     def _evict(conn: sqlite3.Connection) -> None:

@@ -389,6 +389,13 @@ class TokenCounter:
         self._cache[text] = n
         return n
 
+    def store(self):
+        """The count store this counter reads and writes, opened if it was not yet; None when there is none
+        (turned off, `store=False`, no exact encoding)."""
+        if self._store is None and self._stored:
+            self._open_store()
+        return self._store
+
     def _open_store(self):
         """The count store of this counter's encoding and engine (sqlite3, xxhash and the engine imported
         only by a counter that counts: a session never near a limit needs none)."""

@@ -1,0 +1,198 @@
+"""The exact figures of a plan's requests, kept between runs (issue 38), so that a reopened session does
+not work them out again.
+
+A reopen replays every request of the session, and near the limits each plan measures a few request
+shapes exactly (core/fold/meter.py `measure`): the tokenizer's count of a head and of the sanitized
+messages at a stage level, and their lower bound. The count store already holds each text's count, but
+summing them (building each stage's form of a message, looking its count up, prefix sums per level)
+was ~1.3 s of a 20,000-message reopen that the heuristic does not pay. These figures are pure functions
+of what a plan measures, so they are kept by its content:
+
+- a plan's key: the source of breakwater/core (every rule a figure follows: the sanitizer, the stage
+  forms, how a message is counted), the policy, the pins, and a chain of the content of every sanitized
+  message entered so far (`Index.content_key`); the counter's encoding and engine are the count store's
+  namespace;
+- within it, a request shape: its head's content, the stage levels and where each applies;
+- the figures: the lower bound of the far history, the lower bound of the rest, the exact count (each
+  kept once worked out; a shape's bound alone may be asked for).
+
+They are kept as one record a plan in the count store (core/log/count_store.py: safe between processes,
+bounded, checked, a damaged file rebuilt). A plan whose record is missing (first open, evicted, another
+policy) works its figures out as before: what is kept changes no figure, only whether it is summed again.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from array import array
+from pathlib import Path
+
+import msgspec
+import xxhash
+
+from breakwater.core.log.message import Message, ToolCall
+
+RECORD_VERSION = 1   # the layout of a record, and of the keys (part of `code_key`)
+# plans a record holds: the plans of a session near its limits, in order, BATCH_PLANS to a record, so that a
+# reopen looks one record up for each BATCH_PLANS plans (one a plan cost ~17 µs: ~0.16 s at 20,000 messages)
+BATCH_PLANS = 64
+FIELDS = 10          # a shape: head key, level, start, near_start, n, lower, boundary; its three figures
+UNKNOWN = -1         # a figure not worked out yet
+HEADS_KEPT = 64      # heads whose keys are kept (a session has one or two at a time: the cut's frame)
+
+_digest = xxhash.xxh3_128_digest
+# a Message is a dataclass: msgspec writes every field (meta too); what it cannot write goes as its repr
+_encode = msgspec.msgpack.Encoder(enc_hook=repr).encode
+
+
+@functools.cache
+def code_key() -> bytes | None:
+    """A digest of breakwater/core's source: a figure kept by one version is found by that version only.
+    None when the source cannot be read (nothing is kept then)."""
+    root = Path(__file__).resolve().parents[1]
+    h = xxhash.xxh3_128(f"kept-measures {RECORD_VERSION} {sys.byteorder}\0".encode())
+    try:
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode() + b"\0")
+            h.update(path.read_bytes())
+    except OSError:
+        return None
+    return h.digest()
+
+
+def message_key(msg: Message, sources: tuple[str, ...] | list[str], call: ToolCall | None) -> bytes:
+    """A digest of everything a count or a stage form of `msg` reads: the message whole, the log
+    messages it stands for (pins name them) and the call a result answers (its forms name it)."""
+    return _digest(_encode((msg, sources, call)))
+
+
+def encode(batch: dict[bytes, dict | bytes]) -> bytes:
+    """A record: for each plan, its key, how many numbers follow, and its shapes' numbers (FIELDS each)."""
+    parts = []
+    for key, entries in batch.items():
+        if type(entries) is bytes:   # as read, not used since
+            flat = entries
+        else:
+            numbers = array("q")
+            for shape, figures in entries.items():
+                numbers.extend(shape)
+                numbers.extend(figures)
+            flat = numbers.tobytes()
+        parts += (key, (len(flat) // 8).to_bytes(8, "little"), flat)
+    return b"".join(parts)
+
+
+def decode(blob: bytes) -> dict[bytes, bytes] | None:
+    """A record's plans, each plan's numbers as read (`shapes` reads them when the plan comes); None when
+    it is not a record this module wrote (never trusted)."""
+    batch, pos, size = {}, 0, len(blob)
+    while pos < size:
+        if pos + 24 > size:
+            return None
+        key, m = blob[pos:pos + 16], int.from_bytes(blob[pos + 16:pos + 24], "little")
+        pos += 24
+        if m % FIELDS or pos + 8 * m > size:
+            return None
+        batch[key] = blob[pos:pos + 8 * m]
+        pos += 8 * m
+    return batch
+
+
+def shapes(flat: bytes) -> dict[tuple, list[int]]:
+    numbers = array("q", flat).tolist()
+    return {tuple(numbers[i:i + 7]): numbers[i + 7:i + FIELDS] for i in range(0, len(numbers), FIELDS)}
+
+
+class KeptMeasures:
+    """The records of one pipeline's plans (`Meter` asks `figures` for each shape it measures exactly)."""
+
+    def __init__(self, index, counter, policy) -> None:
+        self.index = index
+        self.counter = counter
+        self._store = None
+        self._code = b""
+        self._looked = False          # whether the store was asked for (only a plan near the limits does)
+        self._policy_key = _digest(repr(policy).encode())
+        self._plan: bytes | None = None        # the key of the plan measuring, and its shapes
+        self._entries: dict[tuple, list[int]] = {}
+        self._batch_key: bytes | None = None   # the record it is in: the key of its first plan, and its plans
+        self._batch: dict[bytes, dict | bytes] = {}
+        self._heads: dict[int, tuple[list[Message], int]] = {}
+        # (index.entered, pins version) when the plan's key was worked out: content and pins change only
+        # between plans, which measure ~4 shapes each
+        self._last: tuple = ()
+
+    def copy(self, index) -> KeptMeasures:
+        new = KeptMeasures.__new__(KeptMeasures)
+        new.__dict__.update(vars(self), index=index, _plan=None, _entries={}, _batch_key=None, _batch={}, _heads={},
+                            _last=())
+        return new
+
+    def retune(self, policy) -> None:
+        self._policy_key, self._last = _digest(repr(policy).encode()), ()
+
+    def figures(self, head: list[Message], shape: tuple[int, ...]) -> list[int]:
+        """[far bound, rest bound, exact count] of `shape` (level, start, near_start, n, lower, boundary)
+        after `head`, UNKNOWN where not kept: the caller fills those it works out and calls `changed`."""
+        index, last = self.index, self._last
+        if not last or last[0] != index.entered or last[1] != index.pins_version:   # a new plan
+            store = self._open()
+            if store is None:
+                return [UNKNOWN, UNKNOWN, UNKNOWN]
+            key = self._plan_key()
+            if key != self._plan:
+                self._enter(store, key)
+        hit = self._heads.get(id(head))
+        full = (hit[1] if hit is not None and hit[0] is head else self._head_key(head), *shape)
+        got = self._entries.get(full)
+        if got is None:
+            got = self._entries[full] = [UNKNOWN, UNKNOWN, UNKNOWN]
+        return got
+
+    def _enter(self, store, key: bytes) -> None:
+        """Find the shapes of plan `key`: in the record read last, else in the record it starts; a plan
+        found in neither is added to the record being written (a new one when that one is full)."""
+        self._plan = key
+        entries = self._batch.get(key)
+        if entries is None:
+            blob = store.get_record(key)
+            batch = decode(blob) if blob is not None else None
+            if batch is not None and key in batch:
+                self._batch_key, self._batch = key, batch
+                entries = batch[key]
+            else:
+                if self._batch_key is None or len(self._batch) >= BATCH_PLANS:
+                    self._batch_key, self._batch = key, {}
+                entries = self._batch[key] = {}
+        if type(entries) is bytes:
+            entries = self._batch[key] = shapes(entries)
+        self._entries = entries
+
+    def changed(self) -> None:
+        """A figure of the plan was worked out: its record is written again (at the store's next write)."""
+        if self._store is not None and self._batch_key is not None:
+            self._store.put_record(self._batch_key, functools.partial(encode, self._batch))
+
+    def _open(self):
+        if not self._looked:
+            self._looked = True
+            code = code_key()
+            if code is not None:
+                self._code, self._store = code, self.counter.store()
+        return self._store
+
+    def _plan_key(self) -> bytes:
+        """The key of the plan's record (a plan measures ~4 shapes: worked out once for them)."""
+        index = self.index
+        pins = "\0".join(sorted(index.pins)).encode() if index.pins else b""
+        key = _digest(self._code + self._policy_key + _digest(pins) + index.content_key())
+        self._last = (index.entered, index.pins_version)
+        return key
+
+    def _head_key(self, head: list[Message]) -> int:
+        if len(self._heads) >= HEADS_KEPT:
+            self._heads.clear()
+        key = xxhash.xxh3_64_intdigest(b"".join(message_key(m, (), None) for m in head)) - (1 << 63)
+        self._heads[id(head)] = (head, key)
+        return key
