@@ -28,22 +28,19 @@ import sys
 from array import array
 from pathlib import Path
 
-import msgspec
 import xxhash
 
 from breakwater.core.log.message import Message, ToolCall
 
 RECORD_VERSION = 1   # the layout of a record, and of the keys (part of `code_key`)
 # plans a record holds: the plans of a session near its limits, in order, BATCH_PLANS to a record, so that a
-# reopen looks one record up for each BATCH_PLANS plans (one a plan cost ~17 µs: ~0.16 s at 20,000 messages)
+# run looks one record up for each BATCH_PLANS plans (one a plan cost 17-30 µs: 0.16-0.28 s at 20,000 messages)
 BATCH_PLANS = 64
 FIELDS = 10          # a shape: head key, level, start, near_start, n, lower, boundary; its three figures
 UNKNOWN = -1         # a figure not worked out yet
 HEADS_KEPT = 64      # heads whose keys are kept (a session has one or two at a time: the cut's frame)
 
 _digest = xxhash.xxh3_128_digest
-# a Message is a dataclass: msgspec writes every field (meta too); what it cannot write goes as its repr
-_encode = msgspec.msgpack.Encoder(enc_hook=repr).encode
 
 
 @functools.cache
@@ -63,8 +60,22 @@ def code_key() -> bytes | None:
 
 def message_key(msg: Message, sources: tuple[str, ...] | list[str], call: ToolCall | None) -> bytes:
     """A digest of everything a count or a stage form of `msg` reads: the message whole, the log
-    messages it stands for (pins name them) and the call a result answers (its forms name it)."""
-    return _digest(_encode((msg, sources, call)))
+    messages it stands for (pins name them) and the call a result answers (its forms name it).
+
+    The texts go in as their UTF-8 and the rest as reprs, by Python: a C library that reads a str as
+    UTF-8 (msgspec, xxhash given a str) leaves CPython a copy inside every str that is not ASCII for as
+    long as it lives (with msgspec: +20-30 MB peak on the 5k bench session)."""
+    h = xxhash.xxh3_128(msg.content.encode("utf-8", "surrogatepass"))
+    fields = f"{msg.id!r} {msg.role!r} {msg.tool_call_id!r} {msg.name!r} {msg.turn} {len(msg.content)} {tuple(sources)!r} " \
+             f"{msg.meta!r}"
+    for c in msg.tool_calls:
+        h.update(c.arguments.encode("utf-8", "surrogatepass"))
+        fields += f" {c.id!r} {c.name!r} {len(c.arguments)}"
+    if call is not None:
+        h.update(call.arguments.encode("utf-8", "surrogatepass"))
+        fields += f" answers {call.id!r} {call.name!r} {len(call.arguments)}"
+    h.update(fields.encode("utf-8", "surrogatepass"))
+    return h.digest()
 
 
 def encode(batch: dict[bytes, dict | bytes]) -> bytes:
@@ -118,61 +129,75 @@ class KeptMeasures:
         self._entries: dict[tuple, list[int]] = {}
         self._batch_key: bytes | None = None   # the record it is in: the key of its first plan, and its plans
         self._batch: dict[bytes, dict | bytes] = {}
+        self._put: tuple = ()                  # (record key, the store's record writes) when last put
         self._heads: dict[int, tuple[list[Message], int]] = {}
-        # (index.entered, pins version) when the plan's key was worked out: content and pins change only
+        # index.entered and pins_version when the plan's key was worked out: content and pins change only
         # between plans, which measure ~4 shapes each
-        self._last: tuple = ()
+        self._entered = self._pins_version = -1
+        self._head: list[Message] | None = None   # the head measured last, and its key
+        self._head_id = 0
 
     def copy(self, index) -> KeptMeasures:
         new = KeptMeasures.__new__(KeptMeasures)
         new.__dict__.update(vars(self), index=index, _plan=None, _entries={}, _batch_key=None, _batch={}, _heads={},
-                            _last=())
+                            _entered=-1, _pins_version=-1, _head=None, _head_id=0, _put=())
         return new
 
     def retune(self, policy) -> None:
-        self._policy_key, self._last = _digest(repr(policy).encode()), ()
+        self._policy_key, self._entered = _digest(repr(policy).encode()), -1
 
     def figures(self, head: list[Message], shape: tuple[int, ...]) -> list[int]:
         """[far bound, rest bound, exact count] of `shape` (level, start, near_start, n, lower, boundary)
         after `head`, UNKNOWN where not kept: the caller fills those it works out and calls `changed`."""
-        index, last = self.index, self._last
-        if not last or last[0] != index.entered or last[1] != index.pins_version:   # a new plan
+        index = self.index
+        if index.entered != self._entered or index.pins_version != self._pins_version:   # a new plan
             store = self._open()
             if store is None:
                 return [UNKNOWN, UNKNOWN, UNKNOWN]
             key = self._plan_key()
             if key != self._plan:
                 self._enter(store, key)
-        hit = self._heads.get(id(head))
-        full = (hit[1] if hit is not None and hit[0] is head else self._head_key(head), *shape)
+        if head is not self._head:
+            hit = self._heads.get(id(head))
+            self._head, self._head_id = head, hit[1] if hit is not None and hit[0] is head else self._head_key(head)
+        full = (self._head_id,) + shape
         got = self._entries.get(full)
         if got is None:
             got = self._entries[full] = [UNKNOWN, UNKNOWN, UNKNOWN]
         return got
 
     def _enter(self, store, key: bytes) -> None:
-        """Find the shapes of plan `key`: in the record read last, else in the record it starts; a plan
-        found in neither is added to the record being written (a new one when that one is full)."""
+        """Find the shapes of plan `key`: in the record read or being written; else, when that one is full
+        (or there is none), in the record it starts, looked up. A run that plans as an earlier one did
+        looks up the same records: one for each BATCH_PLANS plans, on a first open and a reopen alike."""
         self._plan = key
         entries = self._batch.get(key)
         if entries is None:
-            blob = store.get_record(key)
-            batch = decode(blob) if blob is not None else None
-            if batch is not None and key in batch:
-                self._batch_key, self._batch = key, batch
-                entries = batch[key]
+            if self._batch_key is not None and len(self._batch) < BATCH_PLANS:
+                entries = self._batch[key] = {}   # a new plan, added to the record it follows
             else:
-                if self._batch_key is None or len(self._batch) >= BATCH_PLANS:
+                blob = store.get_record(key)
+                batch = decode(blob) if blob is not None else None
+                if batch is not None and key in batch:
+                    self._batch_key, self._batch = key, batch
+                    entries = batch[key]
+                else:
                     self._batch_key, self._batch = key, {}
-                entries = self._batch[key] = {}
+                    entries = self._batch[key] = {}
         if type(entries) is bytes:
             entries = self._batch[key] = shapes(entries)
         self._entries = entries
 
     def changed(self) -> None:
-        """A figure of the plan was worked out: its record is written again (at the store's next write)."""
-        if self._store is not None and self._batch_key is not None:
-            self._store.put_record(self._batch_key, functools.partial(encode, self._batch))
+        """A figure of the plan was worked out: its record is written (again) at the store's next write.
+        Put once until the store writes records: it encodes the record as it is then."""
+        store = self._store
+        if store is None or self._batch_key is None:
+            return
+        if self._put != (self._batch_key, store.record_writes):
+            writes = store.record_writes   # before: a write within `put_record` must be followed by another
+            store.put_record(self._batch_key, functools.partial(encode, self._batch))
+            self._put = (self._batch_key, writes)
 
     def _open(self):
         if not self._looked:
@@ -187,7 +212,7 @@ class KeptMeasures:
         index = self.index
         pins = "\0".join(sorted(index.pins)).encode() if index.pins else b""
         key = _digest(self._code + self._policy_key + _digest(pins) + index.content_key())
-        self._last = (index.entered, index.pins_version)
+        self._entered, self._pins_version = index.entered, index.pins_version
         return key
 
     def _head_key(self, head: list[Message]) -> int:

@@ -99,6 +99,7 @@ class CountStore:
         # records to write: key -> what makes the value's bytes, at the flush (a record may grow until then)
         self._pending_records: dict[bytes, Callable[[], bytes]] = {}
         self._refresh_records: list[bytes] = []
+        self.record_writes = 0              # writes of records begun: a record put before one is put again
         self._since = 0.0                   # when the oldest pending count was added
         self._reading = 0                   # the serial of the open read transaction (0: none; see READ_SECONDS)
         self._reads = 0                     # read transactions begun
@@ -113,6 +114,7 @@ class CountStore:
         if self._conn is not None:   # a forked child: the parent's connection and pending counts stay its own
             self._conn, self._pending, self._refresh, self._reading = None, {}, [], 0
             self._pending_records, self._refresh_records = {}, []
+            self.record_writes += 1   # so that whoever put one puts it again (core/fold/kept_measures.py)
         if self.broken:
             return None
         try:
@@ -324,9 +326,13 @@ class CountStore:
         self._pending, self._refresh, self._pending_records, self._refresh_records = {}, [], {}, []
 
     def _write_records(self, conn: sqlite3.Connection, ns: int, clock: int) -> None:
+        self.record_writes += 1
         rows = []
         for k, value in self._pending_records.items():
-            v = value()
+            try:
+                v = value()
+            except RuntimeError:   # its owner is adding to it in another thread: put again at its next addition
+                continue
             rows.append((ns, k, v, clock, _record_check(k, v)))
         conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?)", rows)
         if self._refresh_records:
