@@ -277,6 +277,30 @@ def test_short_texts_are_counted_not_looked_up_once_the_tokenizer_is_loaded(cach
     assert again._enc is None and again._store.hits == 40
 
 
+def test_texts_no_run_counted_are_counted_not_looked_up_but_kept_counts_are_found_again(cache):
+    """A session opened for the first time misses every lookup (~20 µs each: 0.25 s of a first open at
+    20,000 messages): after MISSED_IN_A_ROW misses texts are counted without one, but for one in
+    PROBE_EVERY, which finds a run of counts another run kept, and lookups start again."""
+    new = [f"new text {i} " * 40 for i in range(400)]
+    kept = [f"kept text {i} " * 40 for i in range(400)]
+    want = TokenCounter("o200k_base", store=False)
+    first = reopened("o200k_base")
+    assert [first.exact_text(t) for t in kept] == [want.exact_text(t) for t in kept]
+    first.flush()
+    counter = reopened("o200k_base")
+    assert [counter.exact_text(t) for t in new] == [want.exact_text(t) for t in new]
+    store = counter._store
+    assert store.misses <= tokens.MISSED_IN_A_ROW + len(new) // tokens.PROBE_EVERY + 1, store.misses
+    tokenized = counter.tokenized_chars
+    assert [counter.exact_text(t) for t in kept] == [want.exact_text(t) for t in kept]
+    assert store.hits >= len(kept) - tokens.PROBE_EVERY   # found again from the first probe on
+    assert counter.tokenized_chars - tokenized <= tokens.PROBE_EVERY * len(kept[0])
+    counter.flush()
+    again = reopened("o200k_base")
+    assert [again.exact_text(t) for t in new] == [want.exact_text(t) for t in new]   # every count was stored
+    assert again._enc is None
+
+
 def test_a_form_counted_for_the_sums_is_not_kept_alive_by_the_counter(monkeypatch):
     """A stage's form of a message is a text made for one count: its count is kept in the index's sums,
     the text itself in no cache of the counter (the 20k session kept ~13 MB of forms alive there; its
