@@ -84,7 +84,10 @@ def test_stepping_forward_and_back_gives_the_same_views():
     assert r.history_size(1) == 2 and r.history_size(r.turns + 1) == len(log.messages)
 
 
-def test_a_threshold_change_does_not_count_unchanged_messages_again():
+def test_a_threshold_change_does_not_count_unchanged_messages_again(monkeypatch, tmp_path):
+    # stores of their own: a run finds the exact figures of the plans another run with the same policy
+    # made (core/fold/kept_measures.py), and the fresh run must count what it needs
+    monkeypatch.setenv("BREAKWATER_CACHE_DIR", str(tmp_path / "a"))
     log = as_log(session_messages(600, avg_tool_chars=3000, seed=8), window=24000)
     a = Replay(log, preset("breakwater").with_changes(window=24000))
     a.run()
@@ -93,6 +96,7 @@ def test_a_threshold_change_does_not_count_unchanged_messages_again():
     b.run()
     b.detail(b.turns // 2)   # a jump folds from a checkpoint with the same counter
     assert b.tokens is a.tokens and first > 0
+    monkeypatch.setenv("BREAKWATER_CACHE_DIR", str(tmp_path / "fresh"))
     fresh = Replay(log, b.policy)
     fresh.run()
     fresh.detail(b.turns // 2)

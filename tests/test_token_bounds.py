@@ -74,7 +74,7 @@ def _run(messages):
     return sim, counter.exact_encoded_chars
 
 
-def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeypatch):
+def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeypatch, tmp_path):
     """The bench session's shape (tool results of ~15k characters, a 32k window, few compactions): the
     history from the cut runs to hundreds of thousands of tokens, and tiktoken encoded all of it, more
     than the whole log, to find it past the hard limit. With the bound it encodes a fraction, and every
@@ -84,6 +84,9 @@ def test_a_history_past_the_window_is_not_encoded_and_no_verdict_changes(monkeyp
     log_chars = sum(len(m.content) for m in msgs)
     sim, encoded = _run(msgs)
     with monkeypatch.context() as mp:   # no bound ever tells: every request near or past a limit is counted
+        # in a store of its own: the first run's plans kept their bounds (core/fold/kept_measures.py), which
+        # a run whose code changed (here, patched) must not find
+        mp.setenv("BREAKWATER_CACHE_DIR", str(tmp_path))
         mp.setattr(index, "lower_message", lambda m: 0)
         mp.setattr(meter, "lower_message", lambda m: 0)
         full, encoded_full = _run(msgs)
