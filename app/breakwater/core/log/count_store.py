@@ -195,18 +195,11 @@ class CountStore:
             n = self._pending.get(key)
             if n is not None:
                 return n
-            conn = self._connection()
-            if conn is None:
-                return None
-            try:
-                if not self._reading:
-                    self._begin_read(conn)
-                row = conn.execute("SELECT n, seen, chk FROM counts WHERE ns = ? AND h = ?", (self._ns, key)).fetchone()
-            except sqlite3.DatabaseError:
-                self._rebuild()
-                return None
+            row = self._row("SELECT n, seen, chk FROM counts WHERE ns = ? AND h = ?", key)
             if row is None:
                 self.misses += 1
+                return None
+            if not row:
                 return None
             n, seen, chk = row
             if chk != _check(key, n) or n < 0:
@@ -223,17 +216,8 @@ class CountStore:
             pending = self._pending_records.get(key)
             if pending is not None:
                 return pending()
-            conn = self._connection()
-            if conn is None:
-                return None
-            try:
-                if not self._reading:
-                    self._begin_read(conn)
-                row = conn.execute("SELECT v, seen, chk FROM records WHERE ns = ? AND h = ?", (self._ns, key)).fetchone()
-            except sqlite3.DatabaseError:
-                self._rebuild()
-                return None
-            if row is None:
+            row = self._row("SELECT v, seen, chk FROM records WHERE ns = ? AND h = ?", key)
+            if not row:
                 return None
             v, seen, chk = row
             if type(v) is not bytes or chk != _record_check(key, v):
@@ -242,6 +226,20 @@ class CountStore:
             if seen < self._stale_below:
                 self._refresh_records.append(key)
             return v
+
+    def _row(self, sql: str, key: bytes) -> tuple | None:
+        """The row `sql` finds for `key`, in the read transaction lookups share; None when there is none,
+        () when there is no store or the file could not be read (then moved aside). The lock is held."""
+        conn = self._connection()
+        if conn is None:
+            return ()
+        try:
+            if not self._reading:
+                self._begin_read(conn)
+            return conn.execute(sql, (self._ns, key)).fetchone()
+        except sqlite3.DatabaseError:
+            self._rebuild()
+            return ()
 
     def _begin_read(self, conn: sqlite3.Connection) -> None:
         """Start the read transaction the next lookups share, and its end READ_SECONDS from now."""
