@@ -150,3 +150,17 @@ def test_figures_worked_out_after_a_write_of_their_record_are_written_too(store_
     sums["exact"] = sums["lower"] = 0
     assert _turns(_msgs()) == first
     assert sums == {"exact": 0, "lower": 0}
+
+
+def test_a_chat_of_short_messages_keeps_nothing(store_dir, sums):
+    """Summing short messages is cheap; a record a plan was not (200,000 tiny messages: 1.3 s more on a
+    first open). Such a session keeps no figures, and counts the same."""
+    from breakwater.core.log.message import Message
+
+    chat = [Message(id=f"m{i}", role="user" if i % 2 == 0 else "assistant", content=f"msg {i} " * 8)
+            for i in range(3000)]
+    first = _turns(chat, window=4_000)
+    assert sums["exact"] > 300
+    with sqlite3.connect(store_dir / "counts.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+    assert _turns(chat, window=4_000) == first
