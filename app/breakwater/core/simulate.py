@@ -156,8 +156,8 @@ class TurnStats:
                 text += f', "billed_cache_write": {_number(self.billed_cache_write)}'
             if self.recorded_over_window:
                 text += ', "recorded_over_window": true'
-        if self.cost_sent is not None:   # rounded sums of finite prices: a float's repr, as json.dumps writes it
-            text += f', "cost_raw": {self.cost_raw!r}, "cost_sent": {self.cost_sent!r}'
+        if self.cost_sent is not None:
+            text += f', "cost_raw": {_number(self.cost_raw)}, "cost_sent": {_number(self.cost_sent)}'
         if self.cache is not None:
             text += f', "cache": {_cache_text(self.cache)}, "cache_raw": {_cache_text(self.cache_raw)}'
         return text + "}"
@@ -178,9 +178,8 @@ def _value(value: Any) -> str:
 
 
 def _cache_text(cache: RequestCache) -> str:
-    """`json.dumps(cache.to_json())`, built directly (one per request, twice). Its tokens are ints (rounded,
-    or differences of the request's counts, written as ints above)."""
-    text = f'{{"read": {cache.read}, "write": {cache.write}'
+    """`json.dumps(cache.to_json())`, built directly (one per request, twice)."""
+    text = f'{{"read": {_number(cache.read)}, "write": {_number(cache.write)}'
     if cache.rewritten:
         text += f', "rewritten": {_number(cache.rewritten)}, "rewrite_cost": {_number(round(cache.rewrite_cost, 6))}'
     if cache.expired:
