@@ -89,7 +89,7 @@ class Meter:
             lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
             if self._past_limits(est, lo):
                 return self._bounded(est, lo), "estimate"
-            return self.calibration.apply_exact(self.counter.exact_messages(msgs)), "exact"
+            return self.calibration.apply_exact(self.counter.exact_messages(msgs), h), "exact"
         return self.calibration.apply(h), "estimate"
 
     def _past_limits(self, estimate: int, lower: int) -> bool:
@@ -149,7 +149,7 @@ class Meter:
             x += index.exact_sum(level, start, boundary) + index.exact_sum(lower, boundary, near_start)
             if first:   # the request at no stage, which every path of a plan measures first: k is one figure
                 self.calibration.exact(x, h)   # whichever path planned (the short cuts measure fewer shapes)
-            result = self.calibration.apply_exact(x), "exact", h   # the line `apply` draws, in the same unit
+            result = self.calibration.apply_exact(x, h), "exact", h   # the line `apply` draws, in the same unit
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
 

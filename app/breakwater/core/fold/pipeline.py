@@ -453,12 +453,19 @@ class Pipeline:
         # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
         # whatever the policy, the overlay's history or the counter, by the line every request is counted
         # by (core/log/accounting.py, fitted from the agent's own requests), so that saved = without − with.
-        # Where nothing was edited and the request is the log whole, the two are one request: it is what
-        # was sent, however it was counted (saved 0)
-        if not plan.counts and plan.sent_heuristic == plan.raw_tokens:
-            plan.raw_tokens = plan.sent_tokens
+        # Where nothing was edited and the request is the log whole, the two are one request, and one
+        # figure: the line's, however it was counted (saved 0). The tokenizer counts only the requests near
+        # the limits, which the window decides, and its count converts by what was counted both ways before:
+        # taking its figure made without depend on the window and the counter (a Codex rollout counted by
+        # o200k: 165,634 → 182,721 at 32,000). Its verdict stands: a request the tokenizer found past the
+        # window is no fit, whatever the line says
+        whole = not plan.counts and plan.sent_heuristic == plan.raw_tokens
+        plan.raw_tokens = calibration.apply(plan.raw_tokens)
+        if whole:
+            plan.whole = True
+            plan.sent_tokens = plan.raw_tokens
         else:
-            plan.raw_tokens = calibration.apply(plan.raw_tokens)
+            plan.sent_tokens = calibration.figure(plan.sent_tokens, plan.sent_heuristic)
             if plan.counted == "exact":
                 # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
                 # base64: the heuristic undercounts them): the request without compaction is at least it.
@@ -468,7 +475,7 @@ class Pipeline:
                 plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
-                                 raw_tokens=plan.raw_tokens)
+                                 raw_tokens=plan.raw_tokens, sent_tokens=plan.sent_tokens)
         self.prefix.advance(plan)
         self.gate.planned(plan.turn, plan.stable_prefix_tokens, self.short_cuts.gated)
         return plan
