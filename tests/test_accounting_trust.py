@@ -296,19 +296,6 @@ def test_one_sample_gives_the_family_ratio_and_the_rest_as_overhead():
     assert cal.apply(12_000) == round(1.35 * 12_000 + 21_000)   # the second request: not 16% low
 
 
-def test_a_whole_requests_ratio_is_not_fixed_by_its_first_pair():
-    """A proxied log (the whole request counted, no overhead): one pair fixed the ratio at billed / counted, and
-    an agent's first request is mostly its tool schemas (pi through the proxy: 1,403 billed for 1,349 counted,
-    1.04, where its later requests run at 1.20): the second request was 9.5% low. The prior holds it as in
-    the fit with an overhead, and gives way as pairs come (scripts/proxy_accuracy.py --proxied)."""
-    cal = Calibration(prior=1.2, whole=True)
-    cal.observe(1_403, 1_349)
-    assert cal.ratio == pytest.approx((1_403 / 1_349 + 0.25 * 1.2) / 1.25) and cal.overhead == 0
-    for counted in (3_400, 3_800, 4_600, 7_200, 7_300, 8_500, 8_900, 11_300, 11_400):
-        cal.observe(round(1.2 * counted), counted)
-    assert abs(cal.ratio - 1.2) < abs(1_403 / 1_349 - 1.2) / 10
-
-
 def test_the_overhead_is_fitted_again_after_a_recorded_compaction():
     """After a compaction the history is short again: a fit through every pair took the fixed overhead
     into the ratio and was 18% low; each segment has its overhead, the ratio is learnt from all."""

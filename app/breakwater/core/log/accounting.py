@@ -40,9 +40,9 @@ side of each pair before the fit.
 
 A log that shows the whole request (Breakwater's proxy: the system prompt is a message, the tool
 schemas are in its request notes) has nothing unseen (`whole`): the tool schemas in force are counted
-as part of every request (`frame`, in the fit's unit: `apply_exact` says why), the overhead is held at 0 and only the ratio is fitted, bounded, through the origin, with the
-prior: with the overhead gone a single pair would fix the ratio (billed / counted) from a first request
-that is mostly tool schemas (round 6: its second request 2-10% low). Fitting an overhead beside it gave
+as part of every request (`frame`, in the fit's unit: `apply_exact` says why), the overhead is held at 0 and only the ratio is fitted, bounded, through the origin. With the
+overhead gone a single pair fixes the ratio (it is billed / counted), so the prior, there to keep
+three near points from trading ratio for overhead, is not used; fitting an overhead beside it gave
 `0.01 × heuristic + 28.2k` once the proxy compacted: its requests stayed flat while the bill was
 mostly Claude Code's tool schemas, which the fit then took for unseen.
 
@@ -174,17 +174,12 @@ class Calibration:
 
     def _fit_ratio(self) -> None:
         """The whole request counted: billed ≈ ratio × counted, least squares through the origin, bounded
-        (`restart` keeps every pair in one segment here), with the prior as in `_fit`. A single pair fixed
-        the ratio, and an agent's first request is mostly its tool schemas, denser or lighter than what
-        follows: its second request was 2-10% low through the proxy (pi −9.5%, Codex −3.6%, Claude Code
-        −2.3%; −7.7%, −3.0%, −1.5% with the prior, the later ones as they were)."""
-        mean = self._tx / self.samples
-        lam = PRIOR_WEIGHT * mean * mean
-        a = _bounded((self._sxy + lam * self.prior) / (self._sxx + lam))
+        (`restart` keeps every pair in one segment here)."""
+        a = _bounded(self._sxy / self._sxx)
         dof = self.samples - 1
         s2 = max(0.0, self._syy - 2 * a * self._sxy + a * a * self._sxx) / dof if dof > 0 else 0.0
         self.ratio, self.offset = a, 0.0
-        self.ratio_error, self.offset_error = math.sqrt(s2 / (self._sxx + lam)), 0.0
+        self.ratio_error, self.offset_error = math.sqrt(s2 / self._sxx), 0.0
 
     def exact(self, tokenizer: int, heuristic: int) -> None:
         """The request being planned, counted both ways (core/fold/meter.py): what converts the tokenizer's
