@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml scripts/install_deb.sh
 	@scripts/install_bwrap.sh
 	@scripts/install_chromium.sh
+	@scripts/install_tmux.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,cluster]'

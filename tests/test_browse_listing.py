@@ -177,38 +177,4 @@ async def test_a_session_larger_than_free_memory_is_said_before_it_is_loaded(tmp
         assert loads == [] and isinstance(app.screen, BrowseScreen)
 
 
-def test_quitting_while_a_session_loads_ends_at_once(tmp_path, monkeypatch):
-    import asyncio
-
-    home, work = fake_home(tmp_path)
-    release = []
-
-    def slow(path):   # a 2 GB session: the load takes long in C and Python alike
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not release:
-            time.sleep(0.05)
-        raise OSError("released")
-
-    monkeypatch.setattr(browse, "load_session", slow)
-    app = browse_app(find_sessions(home, work)[:1], UISettings())
-
-    async def run() -> float:
-        async with app.run_test(size=(120, 30)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, BrowseScreen))
-            app.screen.workers.cancel_group(app.screen, "count")
-            await pilot.press("enter")
-            screen = app.screen
-            await until(pilot, lambda: "ctrl+q quits" in (screen.loading or ""))
-            await pilot.pause(1.2)
-            import re   # the title counts the seconds
-
-            seconds = re.fullmatch(r"opening 20260101-own\.jsonl… (\d+) s — ctrl\+q quits", screen.loading)
-            assert seconds and int(seconds.group(1)) >= 1
-            started = time.monotonic()
-            await pilot.press("ctrl+q")
-        return started
-
-    started = asyncio.run(run())
-    took = time.monotonic() - started
-    release.append(True)
-    assert took < 3, f"quitting took {took:.1f} s while a session loaded"
+# quitting while a large session loads: tests/test_browse_terminal.py, a real load in a real terminal

@@ -80,3 +80,22 @@ async def test_a_proxied_session_shows_nothing_unseen(tmp_path):
         assert app.screen.detail.calibration.whole
         assert "whole request counted, nothing unseen" in gauge
         assert "▓" not in gauge, gauge
+
+
+async def test_the_header_names_the_counter_in_effect_as_simulate_json_and_the_page_do():
+    # "exact" asked for a Claude model: no tokenizer here counts it, so the heuristic does, and the
+    # header said "counter exact" where simulate --json and an exported page said "heuristic"
+    path = REAL / "claude-code" / "ccl_v2.0.55_a7da6a22.jsonl"
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json", "--window", "60000"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["counter"] == "heuristic"
+    app = app_for(path, window=60_000, counter="exact")
+    async with app.run_test(size=(200, 30)) as pilot:
+        await ready(pilot)
+        header = screen_text(app).splitlines()[0]
+        assert "counter heuristic" in header and "counter exact" not in header
+    # a model the tokenizer knows keeps "exact" in both
+    app = app_for("long-refactor.jsonl", counter="exact")
+    async with app.run_test(size=(200, 30)) as pilot:
+        await ready(pilot)
+        assert "counter exact" in screen_text(app).splitlines()[0]

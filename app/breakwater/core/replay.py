@@ -295,6 +295,11 @@ class Replay:
             self._live = (turn, pipe, i) if i < len(entries) else None
             return self._keep(turn, view, calibration, pipe.counter)
 
+    @property
+    def counter_in_effect(self) -> str:
+        """"exact" or "heuristic": the counter asked for, unless the model has no tokenizer here."""
+        return self._tokens().in_effect(self.counter)
+
     def _tokens(self) -> TokenCounter:
         if self.tokens is None:
             self.tokens = token_counter(self.log, self.counter, self.model)

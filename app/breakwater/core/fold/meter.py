@@ -30,7 +30,7 @@ class Meter:
         self.policy = policy
         self.index = index
         self.counter = counter
-        self.mode = mode if counter.exact_available else "heuristic"
+        self.mode = counter.in_effect(mode)
         self.calibration = Calibration()
         self._measured: dict[tuple, tuple] = {}   # one plan's counted request shapes
         # the heads of the requests measured, each counted once (a plan measures ~7 shapes, most with

@@ -79,3 +79,27 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> byt
             raise RefusedFile(errno.EFBIG, f"{path} is {max(size, len(data)):,} bytes, more than a {what} may be "
                                               f"({limit:,}); not read")
     return data
+
+
+def read_so_far(path: str | os.PathLike) -> int | None:
+    """How far this process has read the file at `path`: the offset of a descriptor it holds open on
+    that very file (same device and inode), from /proc/self/fdinfo — a progress figure for a load
+    running in another thread that needs nothing of the reader. None when no descriptor has it open
+    (not yet opened, or read and closed) or the system does not say (no /proc)."""
+    try:
+        wanted = os.stat(path)
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in names:
+        try:
+            held = os.stat(f"/proc/self/fd/{name}")
+            if (held.st_dev, held.st_ino) != (wanted.st_dev, wanted.st_ino):
+                continue
+            with open(f"/proc/self/fdinfo/{name}", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("pos:"):
+                        return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue   # closed meanwhile, or not a file
+    return None

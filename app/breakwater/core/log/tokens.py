@@ -347,6 +347,12 @@ class TokenCounter:
     def exact_available(self) -> bool:
         return self.encoding_name is not None
 
+    def in_effect(self, counter: str) -> str:
+        """The counter that really counts when `counter` is asked for: "exact" needs the model's tokenizer,
+        without one (a Claude model, no model named) it is "heuristic". The one name every place shows
+        (simulate --json's `counter`, the workbench's header, an exported page)."""
+        return counter if self.exact_available else "heuristic"
+
     def _counter(self) -> Callable[[str], int]:
         if self._enc is None:
             if self.encoding_name is None:

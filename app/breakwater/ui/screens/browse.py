@@ -25,6 +25,7 @@ from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from breakwater.core.log.json_lines import SessionLogError
+from breakwater.core.log.regular_file import read_so_far
 from breakwater.core.log.visible import visible
 from breakwater.core.log.words import plural
 from breakwater.core.policy import PolicyError
@@ -192,7 +193,7 @@ class BrowseScreen(Screen):
         self.search_query = Query()
         self.hits: dict[int, list[int]] | None = None   # turns of each message hit, once searched
         self.searched: str | None = None      # what the hits are of (the words last searched)
-        self.loading: str | None = None       # the session being opened, for the title
+        self.opening: str | None = None       # the session being opened, for the title
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="browse-title")
@@ -245,8 +246,8 @@ class BrowseScreen(Screen):
     def _title(self) -> str:
         shown = self._shown()
         groups = len(by_project([self.sessions[i] for i in shown]))
-        if self.loading:
-            return self.loading
+        if self.opening:
+            return self.opening
         what = f"{plural(len(shown), 'session')} in {plural(groups, 'project')}"
         if not self.search_query.empty:
             what += f" of {len(self.sessions):,} match “{visible(self.searched or '')}”" if self.hits is not None \
@@ -263,7 +264,7 @@ class BrowseScreen(Screen):
 
     def on_screen_resume(self) -> None:
         """Back from a session (o): the title no longer says one is opening."""
-        self.loading = None
+        self.opening = None
         self._set_title()
 
     def on_mount(self) -> None:
@@ -392,7 +393,11 @@ class BrowseScreen(Screen):
         big = f" ({size_text(size)})" if size >= SAY_SIZE_FROM else ""
 
         def progress() -> None:
-            self.loading = f"opening {shown_name}{big}… {time.monotonic() - started:.0f} s — ctrl+q quits"
+            # how much of the file the load has read (a buffered reader's offset runs ahead of the parse by
+            # one buffer): a share a user can judge a large file's wait by; elapsed seconds before and after
+            done = read_so_far(path) if size else None
+            share = f"{min(done / size, 1):.0%} read, " if done else ""
+            self.opening = f"opening {shown_name}{big}… {share}{time.monotonic() - started:.0f} s — ctrl+q quits"
             self._set_title()
 
         progress()
@@ -409,7 +414,7 @@ class BrowseScreen(Screen):
             return
         finally:
             ticker.stop()
-            self.loading = None
+            self.opening = None
             self._set_title()
         if turn is not None and not 1 <= turn <= log.turn_count() + 1:
             turn = None

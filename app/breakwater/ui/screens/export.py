@@ -51,7 +51,7 @@ class ExportScreen(ModalScreen[str | None]):
         beside = f", beside B = {self.other.preset} (window {self.other.window:,})" if self.other else ""
         edits = len(self.replay.log.entries) != len(self.replay.recording.entries) \
             if self.replay.recording is not None else False
-        what = (f"Turn {self.turn} under {p.preset} (window {p.window:,}, counter {self.replay.counter})"
+        what = (f"Turn {self.turn} under {p.preset} (window {p.window:,}, counter {self.replay.counter_in_effect})"
                 f"{beside}{', with your overlay edits' if edits else ''}.")
         with Vertical(id="dialog", classes="dialog"):
             yield Static(visible(what), id="dialog-what")

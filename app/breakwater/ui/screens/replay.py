@@ -157,7 +157,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
     def on_mount(self) -> None:
         p = self.replay.policy
         controls = self.query_one(ReplayControls)
-        controls.update_state(policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}",
+        controls.update_state(policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter_in_effect}",
                               turns=self.replay.turns, turn=self.turn or self.replay.turns, pending=True)
         self.query_one("#messages").border_title = f"Messages ({len(self.messages):,})"
         self.query_one("#timeline").border_title = "Timeline — tokens per turn"
@@ -194,7 +194,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         collecting = gc.isenabled()
         gc.disable()
         replay = self.replay
-        first_look, self._first_look = self._first_look and replay.counter == "exact", False
+        first_look, self._first_look = self._first_look and replay.counter_in_effect == "exact", False
         try:
             turns = replay.log.turn_count()
             focus = max(1, min(self.turn_to_show(turns), turns + 1))
@@ -293,7 +293,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.query_one(ReplayControls).update_state(
             pending=False, policy_line=f"preset {p.preset} · window {detail.view.window:,}"
                                       f"{'' if detail.view.window == p.window else ' (' + detail.window_source + ')'}"
-                                      f" · counter {self.replay.counter}")
+                                      f" · counter {self.replay.counter_in_effect}")
         self._show_selected()
         if self._fidelity_due:
             # it replays every request of the session: started once the user has looked a moment,
@@ -446,7 +446,7 @@ class ReplayScreen(FidelityMixin, ControlsMixin, Screen):
         self.replay = self.replay.with_policy(message.policy)
         p = message.policy
         self.query_one(ReplayControls).update_state(
-            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter}", pending=True,
+            policy_line=f"preset {p.preset} · window {p.window:,} · counter {self.replay.counter_in_effect}", pending=True,
             first_look=False)
         self._simulate()
 
