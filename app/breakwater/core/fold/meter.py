@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 
 from breakwater.core.fold.index import Index
+from breakwater.core.fold.plan import Plan
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.log.message import Message
@@ -152,6 +153,40 @@ class Meter:
             result = self.calibration.apply_exact(x, h), "exact", h   # the line `apply` draws, in the same unit
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
+
+    def settle(self, plan: Plan) -> None:
+        """The figures a completed plan reports (`raw_tokens` holds the log's heuristic count until then):
+        the request sent and the history without compaction, each in the provider's tokens.
+
+        Without compaction is the whole log, a property of the transcript (issue 36): one figure a turn
+        whatever the policy, the window, the overlay's history or the counter, on the line every request is
+        counted by (core/log/accounting.py), so that saved = without − with. Where nothing was edited and
+        the request is the log whole, the two are one request and one figure, the line's, however it was
+        counted (saved 0): the tokenizer counts only the requests near the limits, which the window decides,
+        and its figure made without depend on the window and the counter (npm-install-flood, turn 3: 4,374
+        where o200k counted it, 3,104 on the line, billed 3,169; OpenHands' fncall log, no usage, turn 1:
+        2,142 against 2,563). With no usage every figure is the heuristic's (`Calibration.figure`). The
+        verdicts (the zone, `fits`) stay the count's: a request the tokenizer found past the window is no
+        fit, whatever the line says."""
+        calibration = self.calibration
+        whole = not plan.counts and plan.sent_heuristic == plan.raw_tokens
+        plan.raw_tokens = calibration.apply(plan.raw_tokens)
+        if whole:
+            plan.whole = True
+            plan.sent_tokens = plan.raw_tokens
+        else:
+            plan.sent_tokens = calibration.figure(plan.sent_tokens, plan.sent_heuristic)
+        if whole or not calibration.samples:
+            # the figure is the heuristic's (`counted` says which count a figure is, ≈ on screen; the
+            # verdict's is `zone_counted`), and nothing the tokenizer found raises without (below)
+            plan.counted = "estimate"
+        elif plan.counted == "exact":
+            # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
+            # base64: the heuristic undercounts them): the request without compaction is at least it.
+            # Only there: a request counted by the heuristic that is larger holds more text (a summary
+            # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
+            # depend on the policy (issue 36). This one still depends on the window (round 6's note)
+            plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
 
     def _part(self, key: object, msgs: list[Message]) -> list:
         """[msgs, bound, exact] of a part of this plan's requests (the bound and count when first asked)."""
