@@ -197,10 +197,10 @@ def test_a_request_the_tokenizer_counts_is_on_the_line_with_usage_too(name, turn
     log = load_session(SAMPLES / name)
     policy = preset("breakwater").with_changes(window=log.header["window"])
     exact, plain = (simulate(log, policy, counter) for counter in ("exact", "heuristic"))
-    # the log whole, its zone decided by the tokenizer's count, its figure the line's (≈)
-    whole = [(a, b) for a, b in zip(exact.turns, plain.turns) if a.zone_counted == "exact" and a.sent_tokens == a.raw_tokens]
+    # the log whole, counted by the tokenizer (its verdict), its figure the line's
+    whole = [(a, b) for a, b in zip(exact.turns, plain.turns) if a.counted == "exact" and a.sent_tokens == a.raw_tokens]
     assert {a.turn for a, _ in whole} >= set(turns)
-    assert all(a.sent_tokens == b.sent_tokens == b.raw_tokens and a.counted == "estimate" for a, b in whole)
+    assert all(a.sent_tokens == b.sent_tokens == b.raw_tokens for a, b in whole)
     # what the provider billed for them (these logs are Breakwater's: early on, the log whole was sent)
     for a, _ in whole:
         if a.turn in turns:
@@ -227,8 +227,7 @@ def test_the_verdict_stays_the_tokenizers_with_no_usage():
     (turn,), (seen,) = exact.turns, plain.turns
     assert tokens > policy.window > turn.raw_tokens == seen.raw_tokens == seen.sent_tokens   # the heuristic: 0.5
     # the tokenizer's verdict: past the hard limit (its count decides the zone), so the paste was cut
-    assert turn.zone_counted == "exact" and turn.base_tokens >= tokens and turn.zone == "hard" and seen.zone == "safe"
-    assert turn.counted == "estimate"   # its figure is the heuristic's: ≈
+    assert turn.counted == "exact" and turn.base_tokens >= tokens and turn.zone == "hard" and seen.zone == "safe"
     assert turn.sent_tokens < seen.sent_tokens and turn.fits
 
 

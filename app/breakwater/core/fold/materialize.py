@@ -112,9 +112,9 @@ def materialize(index: Index, deep: DeepCompaction, meter: Meter, plan: Plan) ->
     sent, counted = meter.count(msgs)
     fits = sent <= p.window   # the verdict, in the meter's unit; the figure is the plan's (Pipeline._finish)
     if plan.whole:
-        sent, counted = plan.sent_tokens, "estimate"
+        sent = plan.sent_tokens
     elif not meter.calibration.samples:
-        sent, counted = meter.calibration.figure(sent, sum(heuristic_message(m) for m in msgs)), "estimate"
+        sent = meter.calibration.figure(sent, sum(heuristic_message(m) for m in msgs))
     return View(turn=plan.turn, messages=tuple(msgs), edits=Edits(parts), raw_tokens=plan.raw_tokens,
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,

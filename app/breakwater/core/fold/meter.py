@@ -176,11 +176,9 @@ class Meter:
             plan.sent_tokens = plan.raw_tokens
         else:
             plan.sent_tokens = calibration.figure(plan.sent_tokens, plan.sent_heuristic)
-        if whole or not calibration.samples:
-            # the figure is the heuristic's (`counted` says which count a figure is, ≈ on screen; the
-            # verdict's is `zone_counted`), and nothing the tokenizer found raises without (below)
-            plan.counted = "estimate"
-        elif plan.counted == "exact":
+        # (`counted` stays the path's: which count decided the verdicts; with no usage the figure is the
+        # heuristic's whatever it says, and raises nothing)
+        if not whole and calibration.samples and plan.counted == "exact":
             # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
             # base64: the heuristic undercounts them): the request without compaction is at least it.
             # Only there: a request counted by the heuristic that is larger holds more text (a summary
