@@ -93,7 +93,31 @@ def test_each_turn_s_text_is_what_json_dumps_writes(name):
     odd = simulate(load_session(sample_path("long-refactor.jsonl")), preset(name), "heuristic").turns[3]
     odd.message_id = 'm"1\\\n连接'
     assert odd.json_text() == json.dumps(odd.to_json(), ensure_ascii=False)
-    assert {"api_tokens", "compaction", "compaction_source", "recorded_compaction"} <= seen
+    assert {"api_tokens", "compaction", "compaction_source", "recorded_compaction", "cache", "cache_raw"} <= seen
+
+
+def test_a_turn_s_text_with_every_optional_field_is_what_json_dumps_writes():
+    """The fields after the edits are written by hand too (a turn of a session naming its model carries
+    its cache figures: json.dumps was a quarter of simulate's time on a million tiny messages)."""
+    from breakwater.core.log.prompt_cache import RequestCache
+    from breakwater.core.simulate import TurnStats
+
+    cold = RequestCache(900, 0, 0, 900, 0, 0.00225, 0.0, True, True, 400.5, False)
+    again = RequestCache(1000, 800, 850, 0, 37, 0.0012345678, 1.23456789e-05, False, False, None, True)
+    for billed in (None, 1000, True):
+        for cached, written, over in ((None, None, False), (512, 0, True)):
+            for cache, cost in ((None, None), (cold, 0.1), (again, 3e-07)):
+                t = TurnStats(4, "m\u8fde4", 1200, 1100, 1000, "hard", "exact", "estimate", "snip", {"snipped": 2},
+                              api_tokens=1010 if billed else None, compaction="c1" if cost else None,
+                              recorded_compaction="r\"1" if cache is cold else None,
+                              fits=True, stable_prefix_tokens=640,
+                              compaction_source="decided" if cost else None, billed_tokens=billed,
+                              billed_cached=cached, cost_raw=cost and cost * 2, cost_sent=cost, cache=cache,
+                              cache_raw=cold if cache else None, billed_cache_write=written,
+                              recorded_over_window=over)
+                assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False)
+    t.cost_raw, t.cost_sent = None, float("inf")   # no simulation writes these: json.dumps's text all the same
+    assert t.json_text() == json.dumps(t.to_json(), ensure_ascii=False)
 
 
 def test_a_turn_counting_the_same_edits_in_another_order_writes_them_in_its_own():

@@ -38,3 +38,46 @@ def test_the_reference_is_chosen_by_the_environment(monkeypatch):
         assert tokens.store_namespace("o200k_base").split("|")[1] == tokens.engine()
     finally:
         tokens.engine.cache_clear()
+
+
+RESIDENT = """
+import sys
+from breakwater.core.log import tokens
+
+def resident_kb(part):
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            inside = len(head) == 6 and part in head[5]
+        elif inside and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+text = open(sys.argv[1], encoding="utf-8").read()
+counts = [tokens.get_count(name)(text) for name in ("o200k_base", "cl100k_base")]
+print(resident_kb("/rs_bpe/"), *counts)
+"""
+
+
+def test_the_tables_rs_bpe_is_built_from_do_not_stay_resident(tmp_path):
+    """rs-bpe builds a tokenizer from tables serialized inside its module: the file's pages it read (31 MB
+    for o200k_base, 66 MB with the tables built) stayed resident for the whole run, its largest part on a
+    first open. Given back once built, in a real process: the counts are the same, for a second encoding
+    built after the first gave them back too."""
+    import os
+    import subprocess
+    import sys
+
+    path = FIXTURES[0]
+    text = "\n".join(texts_of(path))
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    env = dict(os.environ, BREAKWATER_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("BREAKWATER_TOKENIZER", None)
+    out = subprocess.run([sys.executable, "-c", RESIDENT, str(tmp_path / "text.txt")], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    resident, o200k, cl100k = map(int, out.stdout.split())
+    assert resident < 8 * 1024, f"{resident} kB of rs_bpe's module resident"
+    assert o200k == sum(len(get_encoding("o200k_base").encode_ordinary(p)) for p in pieces(text))
+    assert cl100k == sum(len(get_encoding("cl100k_base").encode_ordinary(p)) for p in pieces(text))

@@ -141,14 +141,50 @@ class TurnStats:
         text = (f'{{"turn": {self.turn}, "message_id": {_string(self.message_id)}, "raw_tokens": {self.raw_tokens}, '
                 f'"base_tokens": {self.base_tokens}, "sent_tokens": {self.sent_tokens}, '
                 f'{around[0]}{self.stable_prefix_tokens}{around[1]}{edited}}}')
-        if self.api_tokens is None and not self.compaction and not self.recorded_compaction \
-                and self.billed_tokens is None and self.cache is None:
-            if self.cost_sent is None:
-                return text + "}"
-            return text + f', "cost_raw": {self.cost_raw!r}, "cost_sent": {self.cost_sent!r}}}'
+        # the rest as to_json orders it, each value as json.dumps writes it
+        if self.api_tokens is not None:
+            text += f', "api_tokens": {_number(self.api_tokens)}'
+        if self.compaction:
+            text += f', "compaction": {_value(self.compaction)}, "compaction_source": {_value(self.compaction_source)}'
+        if self.recorded_compaction:
+            text += f', "recorded_compaction": {_value(self.recorded_compaction)}'
+        if self.billed_tokens is not None:
+            text += f', "billed_tokens": {_number(self.billed_tokens)}'
+            if self.billed_cached is not None:
+                text += f', "billed_cached": {_number(self.billed_cached)}'
+            if self.billed_cache_write is not None:
+                text += f', "billed_cache_write": {_number(self.billed_cache_write)}'
+            if self.recorded_over_window:
+                text += ', "recorded_over_window": true'
+        if self.cost_sent is not None:
+            text += f', "cost_raw": {_number(self.cost_raw)}, "cost_sent": {_number(self.cost_sent)}'
+        if self.cache is not None:
+            text += f', "cache": {_cache_text(self.cache)}, "cache_raw": {_cache_text(self.cache_raw)}'
+        return text + "}"
 
-        rest = self.to_json()
-        return text + ", " + json.dumps({k: rest[k] for k in list(rest)[12:]}, ensure_ascii=False)[1:]
+
+def _number(value: Any) -> str:
+    """`value` as json.dumps writes it: an int or a finite float by its repr (as the encoder does), else
+    the encoder itself (a bool, NaN, None)."""
+    kind = type(value)
+    if kind is int or (kind is float and value - value == 0.0):
+        return repr(value)
+    return json.dumps(value)
+
+
+def _value(value: Any) -> str:
+    """A string as json.dumps(..., ensure_ascii=False) writes it; anything else through json.dumps."""
+    return _string(value) if type(value) is str else json.dumps(value, ensure_ascii=False)
+
+
+def _cache_text(cache: RequestCache) -> str:
+    """`json.dumps(cache.to_json())`, built directly (one per request, twice)."""
+    text = f'{{"read": {_number(cache.read)}, "write": {_number(cache.write)}'
+    if cache.rewritten:
+        text += f', "rewritten": {_number(cache.rewritten)}, "rewrite_cost": {_number(round(cache.rewrite_cost, 6))}'
+    if cache.expired:
+        text += ', "expired": true'
+    return text + "}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +320,7 @@ class JsonWriter:
     memory. Every write is a whole batch (the last one with the totals), as `print` wrote the whole
     object: a write that fails (a full disk) fails in the command and leaves nothing buffered."""
 
-    BATCH = 2048   # turns per write: few writes, a bounded amount in memory
+    BATCH = 256   # turns per write: few writes (~500 bytes a turn), a bounded amount in memory
 
     def __init__(self, fh: IO[str]):
         self.fh = fh

@@ -235,7 +235,10 @@ def get_count(name: str) -> Callable[[str], int]:
         if engine().startswith("rs-bpe"):
             from rs_bpe.bpe import openai
 
+            from breakwater.core.log.resident import drop_clean_pages
+
             count = _surrogates_replaced(getattr(openai, name)().count)
+            drop_clean_pages("/rs_bpe/")   # the serialized tables it was built from: read once, done
         else:
             encode = get_encoding(name).encode_ordinary
             count = lambda text: len(encode(text))  # noqa: E731
