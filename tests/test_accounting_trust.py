@@ -127,6 +127,110 @@ def test_without_compaction_is_one_figure_a_turn_whatever_the_policy_or_counter(
     assert all(b >= min(a, bill or a) * 0.995 for a, b, bill in zip(raw, raw[1:], billed))
 
 
+def without_usage(path: Path, tmp_path: Path | None = None):
+    """The transcript with its recorded usage taken out, as a format that records none gives it (OpenHands'
+    fncall logs); written as a native log to `tmp_path` when given (for eval and the CLI)."""
+    from breakwater.core.log.message import Message
+    from breakwater.core.log.session_log import SessionLog
+
+    log = load_session(path)
+    entries = [e for e in log.entries if isinstance(e, Message) or e.type != "usage"]
+    if tmp_path is None:
+        return SessionLog(header=log.header, entries=entries)
+    out = tmp_path / f"{path.stem}-no-usage.jsonl"
+    out.write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in
+                           [{**log.header, "type": "session", "version": 1}, *(e.to_record() for e in entries)]),
+                   encoding="utf-8")
+    return out
+
+
+FNCALL = REAL / "openai-chat" / "openhands-sdk_fncall-llm-message.json"   # records no usage
+SAMPLES = Path(__file__).parents[1] / "sample_sessions"
+
+
+@pytest.mark.parametrize("path", [FNCALL, CCL, PI, CODEX, MINI, CODEX_RUN, SAMPLES / "long-refactor.jsonl",
+                                  SAMPLES / "npm-install-flood.jsonl", SAMPLES / "mixed-zh-en.jsonl"],
+                         ids=lambda p: p.stem[:24])
+def test_without_usage_each_request_has_one_figure_whatever_the_window_or_counter(path):
+    """With no usage recorded, the tokenizer's count stood for a request it counted (near the limits: the
+    window decides which) and the heuristic's for the others: OpenHands' fncall log, turn 1, 2,142 at
+    32,000 and 2,563 at 128,000, and "without compaction" took whichever (2 to 9 figure series a transcript,
+    among 4 presets × 4 windows × 3 counters). One figure now: the heuristic's, the unit every request has."""
+    log = without_usage(path)
+    seen = {}
+    for name in ("breakwater", "seed-000", "seed-001", "seed-003"):
+        for window in (None, 8_000, 32_000, 128_000):
+            policy = preset(name) if window is None else preset(name).with_changes(window=window)
+            for counter in ("exact", "heuristic", "o200k"):   # o200k: counted by it whatever the model says
+                sim = simulate(log, policy, "exact", tokens=TokenCounter("o200k_base")) if counter == "o200k" \
+                    else simulate(log, policy, counter)
+                seen[name, window, counter] = [t.raw_tokens for t in sim.turns]
+                assert sim.saved == sim.billed_raw - sim.billed_sent
+    assert len({tuple(v) for v in seen.values()}) == 1
+    if path == FNCALL:
+        assert seen["breakwater", 32_000, "exact"][0] == seen["breakwater", 128_000, "exact"][0] == 2_563
+
+
+def test_without_usage_simulate_and_eval_give_one_without_at_every_window(tmp_path):
+    """`simulate --json` (what a user runs, either counter) and eval, at the windows where the tokenizer
+    counts the requests and where it does not: one billed total without compaction (17,778 by eval at
+    8,000 and 18,722 by the heuristic, before)."""
+    path = without_usage(FNCALL, tmp_path)
+    totals = set()
+    for window in ("8000", "32000", "128000"):
+        for counter in ("exact", "heuristic"):
+            out = subprocess.run([sys.executable, "-m", "breakwater", "simulate", str(path), "--json", "--window",
+                                  window, "--counter", counter], capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stderr
+            totals.add(json.loads(out.stdout)["totals"]["billed_raw"])
+        evaluated = evaluate_path(str(path), ["breakwater", "seed-001"], int(window))
+        totals |= {s.billed_raw for s in evaluated.presets.values()}
+    assert totals == {18_722}
+
+
+@pytest.mark.parametrize("name, turns", [("long-refactor.jsonl", range(3, 13)), ("npm-install-flood.jsonl", range(3, 6))])
+def test_a_request_the_tokenizer_counts_is_on_the_line_with_usage_too(name, turns):
+    """Sessions of GPT models with usage, at their own window (as `simulate` runs them): the requests near the
+    limits, counted by o200k, were converted by a factor of 1 until one had been counted both ways
+    (npm-install-flood, turn 3: 4,374 for a bill of 3,169) and, nothing edited, by the quotient of the requests
+    before (long-refactor, turns 4-12: −3.6% to −0.1%), where the heuristic path put them on the line."""
+    log = load_session(SAMPLES / name)
+    policy = preset("breakwater").with_changes(window=log.header["window"])
+    exact, plain = (simulate(log, policy, counter) for counter in ("exact", "heuristic"))
+    # the log whole, counted by the tokenizer (its verdict), its figure the line's
+    whole = [(a, b) for a, b in zip(exact.turns, plain.turns) if a.counted == "exact" and a.sent_tokens == a.raw_tokens]
+    assert {a.turn for a, _ in whole} >= set(turns)
+    assert all(a.sent_tokens == b.sent_tokens == b.raw_tokens for a, b in whole)
+    # what the provider billed for them (these logs are Breakwater's: early on, the log whole was sent)
+    for a, _ in whole:
+        if a.turn in turns:
+            assert abs(a.sent_tokens - a.billed_tokens) / a.billed_tokens <= 0.025, (a.turn, a.sent_tokens, a.billed_tokens)
+
+
+def test_the_verdict_stays_the_tokenizers_with_no_usage():
+    """The figure is the heuristic's, the verdict (the zone, `fits`) the tokenizer's: a pasted log of hashes the
+    heuristic puts at half the window is past the hard limit for the tokenizer, and cut."""
+    import random
+
+    from breakwater.core.log.message import Message
+    from breakwater.core.log.session_log import SessionLog
+
+    rng = random.Random(3)
+    hashes = "\n".join("%040x" % rng.getrandbits(160) for _ in range(400))
+    entries = [Message("m00000", "system", "You are a coding agent."),
+               Message("m00001", "user", f"Which of these commits broke the build?\n{hashes}", turn=1),
+               Message("m00002", "assistant", "The third.", turn=1)]
+    log = SessionLog(header={"model": "gpt-4o"}, entries=entries)
+    policy = preset("breakwater").with_changes(window=8_000)
+    exact, plain = simulate(log, policy, "exact"), simulate(log, policy, "heuristic")
+    tokens = TokenCounter("o200k_base").exact_messages(entries[:2])
+    (turn,), (seen,) = exact.turns, plain.turns
+    assert tokens > policy.window > turn.raw_tokens == seen.raw_tokens == seen.sent_tokens   # the heuristic: 0.5
+    # the tokenizer's verdict: past the hard limit (its count decides the zone), so the paste was cut
+    assert turn.counted == "exact" and turn.base_tokens >= tokens and turn.zone == "hard" and seen.zone == "safe"
+    assert turn.sent_tokens < seen.sent_tokens and turn.fits
+
+
 def user_overlay(log, policy, counter: str) -> list:
     """What a user does in the workbench, as its overlay holds it: a D accepted halfway, a pin and two triggers
     near it, both undone, a second D later, a snip trigger early, and an undo of the agent's own compaction."""

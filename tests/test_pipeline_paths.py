@@ -625,7 +625,9 @@ def test_the_short_cut_from_the_kept_boundary_plans_requests_tiktoken_counts():
 def test_an_exact_figure_is_tiktoken_s_count_of_the_request_sent(policy):
     """A plan counted exactly sends what its figure says: tiktoken's count of the request built from
     it on the fitted line (issue 36: ratio × visible + overhead, the count in the fit's unit), whatever the preset (working memory's own form counted by the index's
-    sums, the short cut from the kept boundary measuring as the general path does)."""
+    sums, the short cut from the kept boundary measuring as the general path does). The log whole,
+    nothing edited, is on the line as its heuristic count draws it, and with no usage recorded every
+    figure is the heuristic's (one figure a request, whichever path counted it)."""
     checked = 0
     for log in (SESSIONS["long-refactor"](), SESSIONS["controls"]()):
         pipe = make_pipeline(log, POLICIES[policy].with_changes(window=12_000), "exact", "gpt-4o")
@@ -634,8 +636,10 @@ def test_an_exact_figure_is_tiktoken_s_count_of_the_request_sent(policy):
                 plan = pipe.plan()
                 if plan.counted == "exact":
                     view = plan.built or pipe.materialize(plan)
-                    sent = pipe.meter.calibration.apply_exact(pipe.meter.counter.exact_messages(view.messages))
-                    assert plan.sent_tokens == sent, (plan.turn, plan.level, plan.lower)
+                    cal, h = pipe.meter.calibration, sum(heuristic_message(m) for m in view.messages)
+                    sent = cal.apply(h) if plan.whole else \
+                        cal.figure(cal.apply_exact(pipe.meter.counter.exact_messages(view.messages), h), h)
+                    assert plan.sent_tokens == view.sent_tokens == sent, (plan.turn, plan.level, plan.lower)
                     checked += 1
             pipe.feed(entry)
     assert checked > 100

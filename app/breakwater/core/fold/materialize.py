@@ -110,10 +110,15 @@ def materialize(index: Index, deep: DeepCompaction, meter: Meter, plan: Plan) ->
         msgs, more = squeeze(msgs, p, lambda ms: meter.count(ms)[0])
         parts.append(tuple(more))
     sent, counted = meter.count(msgs)
+    fits = sent <= p.window   # the verdict, in the meter's unit; the figure is the plan's (Pipeline._finish)
+    if plan.whole:
+        sent = plan.sent_tokens
+    elif not meter.calibration.samples:
+        sent = meter.calibration.figure(sent, sum(heuristic_message(m) for m in msgs))
     return View(turn=plan.turn, messages=tuple(msgs), edits=Edits(parts), raw_tokens=plan.raw_tokens,
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
-                api_tokens=plan.api_tokens, fits=sent <= p.window, notes=tuple(plan.notes),
+                api_tokens=plan.api_tokens, fits=fits, notes=tuple(plan.notes),
                 stable_prefix_tokens=plan.stable_prefix_tokens, api_turn=plan.api_turn)
 
 

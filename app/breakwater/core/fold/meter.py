@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from breakwater.core.fold.index import Index
 from breakwater.core.fold.kept_measures import UNKNOWN, KeptMeasures
+from breakwater.core.fold.plan import Plan
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.accounting import Calibration
 from breakwater.core.log.message import Message
@@ -95,7 +96,7 @@ class Meter:
             lo = sum(lower_message(m) for m in msgs) if self._maybe_past(est, 2 * h) else 0
             if self._past_limits(est, lo):
                 return self._bounded(est, lo), "estimate"
-            return self.calibration.apply_exact(self.counter.exact_messages(msgs)), "exact"
+            return self.calibration.apply_exact(self.counter.exact_messages(msgs), h), "exact"
         return self.calibration.apply(h), "estimate"
 
     def _past_limits(self, estimate: int, lower: int) -> bool:
@@ -166,11 +167,43 @@ class Meter:
             x = kept[2]
             if first:   # the request at no stage, which every path of a plan measures first: k is one figure
                 self.calibration.exact(x, h)   # whichever path planned (the short cuts measure fewer shapes)
-            result = self.calibration.apply_exact(x), "exact", h   # the line `apply` draws, in the same unit
+            result = self.calibration.apply_exact(x, h), "exact", h   # the line `apply` draws, in the same unit
         if worked:
             self.kept.changed()
         self._measured[key] = (result, head)   # the head is kept so its id stays unique for the plan
         return result
+
+    def settle(self, plan: Plan) -> None:
+        """The figures a completed plan reports (`raw_tokens` holds the log's heuristic count until then):
+        the request sent and the history without compaction, each in the provider's tokens.
+
+        Without compaction is the whole log, a property of the transcript (issue 36): one figure a turn
+        whatever the policy, the window, the overlay's history or the counter, on the line every request is
+        counted by (core/log/accounting.py), so that saved = without − with. Where nothing was edited and
+        the request is the log whole, the two are one request and one figure, the line's, however it was
+        counted (saved 0): the tokenizer counts only the requests near the limits, which the window decides,
+        and its figure made without depend on the window and the counter (npm-install-flood, turn 3: 4,374
+        where o200k counted it, 3,104 on the line, billed 3,169; OpenHands' fncall log, no usage, turn 1:
+        2,142 against 2,563). With no usage every figure is the heuristic's (`Calibration.figure`). The
+        verdicts (the zone, `fits`) stay the count's: a request the tokenizer found past the window is no
+        fit, whatever the line says."""
+        calibration = self.calibration
+        whole = not plan.counts and plan.sent_heuristic == plan.raw_tokens
+        plan.raw_tokens = calibration.apply(plan.raw_tokens)
+        if whole:
+            plan.whole = True
+            plan.sent_tokens = plan.raw_tokens
+        else:
+            plan.sent_tokens = calibration.figure(plan.sent_tokens, plan.sent_heuristic)
+        # (`counted` stays the path's: which count decided the verdicts; with no usage the figure is the
+        # heuristic's whatever it says, and raises nothing)
+        if not whole and calibration.samples and plan.counted == "exact":
+            # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
+            # base64: the heuristic undercounts them): the request without compaction is at least it.
+            # Only there: a request counted by the heuristic that is larger holds more text (a summary
+            # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
+            # depend on the policy (issue 36). This one still depends on the window (round 6's note)
+            plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
 
     def _part(self, key: object, msgs: list[Message]) -> list:
         """[msgs, bound, exact] of a part of this plan's requests (the bound and count when first asked)."""

@@ -46,7 +46,7 @@ from breakwater.core.fold.own_request import OwnRequest
 from breakwater.core.fold.plan import Plan as Plan  # imported from here by the tests
 from breakwater.core.fold.short_cuts import ShortCuts
 from breakwater.core.fold.soft_zone import Shape, SoftZone
-from breakwater.core.fold.stable_prefix import CachePrefix, part_as_sent
+from breakwater.core.fold.stable_prefix import CachePrefix, counted_as_sent, part_as_sent
 from breakwater.core.fold.stage_forms import _FORMS as _FORMS  # the tests clear it through this module
 from breakwater.core.fold.stage_forms import stage_levels
 from breakwater.core.log.edits import View
@@ -444,31 +444,18 @@ class Pipeline:
             plan.sent_tokens, plan.counted, plan.fits = view.sent_tokens, view.counted, view.fits
             plan.counts = view.edit_counts()
             plan.sent_heuristic = sum(heuristic_message(m) for m in view.messages)
-        calibration = self.meter.calibration
+        calibration, measured = self.meter.calibration, (plan.sent_tokens, plan.counted)
+        self.meter.settle(plan)
         if plan.stable_prefix_tokens is None:
             plan.stable_prefix_tokens = self.prefix.tokens(plan, self.index.ledger, self.index.transform, calibration)
+        elif (plan.sent_tokens, plan.counted) != measured:   # a short cut's, as a share of the count: of the figure
+            plan.stable_prefix_tokens = counted_as_sent(calibration, plan, plan.stable_prefix_heuristic)
         prev = self.prefix.previous
         if prev is not None:   # what of the previous request this one changed: its cache is written again
             plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
-        # without compaction: the whole log, a property of the transcript (issue 36): one figure a turn
-        # whatever the policy, the overlay's history or the counter, by the line every request is counted
-        # by (core/log/accounting.py, fitted from the agent's own requests), so that saved = without − with.
-        # Where nothing was edited and the request is the log whole, the two are one request: it is what
-        # was sent, however it was counted (saved 0)
-        if not plan.counts and plan.sent_heuristic == plan.raw_tokens:
-            plan.raw_tokens = plan.sent_tokens
-        else:
-            plan.raw_tokens = calibration.apply(plan.raw_tokens)
-            if plan.counted == "exact":
-                # the tokenizer found more in the request sent than the heuristic in the whole log (hex,
-                # base64: the heuristic undercounts them): the request without compaction is at least it.
-                # Only there: a request counted by the heuristic that is larger holds more text (a summary
-                # longer than what it replaced, the sanitizer's stand-ins), and raising it made without
-                # depend on the policy (issue 36)
-                plan.raw_tokens = max(plan.raw_tokens, plan.sent_tokens)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
-                                 raw_tokens=plan.raw_tokens)
+                                 raw_tokens=plan.raw_tokens, sent_tokens=plan.sent_tokens, counted=plan.counted)
         self.prefix.advance(plan)
         self.gate.planned(plan.turn, plan.stable_prefix_tokens, self.short_cuts.gated)
         return plan

@@ -51,3 +51,6 @@ class Plan:
     stable_prefix_heuristic: int = 0
     rewritten_heuristic: int = 0
     api_turn: int | None = None   # the request api_tokens belongs to (View.api_turn)
+    # nothing edited and the request is the log whole: sent_tokens is the line's figure, raw_tokens
+    # (Pipeline._finish), whichever path counted it, and so is the view's
+    whole: bool = False

@@ -102,7 +102,7 @@ class Calibration:
     _eh: int = 0
     _ex: int = 0
     _pending: tuple[int, int] = (0, 0)   # the request being planned, counted both ways: in once it is sent
-    _k: float = 1.0   # their quotient, as it stood when the request being planned began (`freeze`)
+    _k: float = 0.0   # their quotient, as it stood when the request being planned began (`freeze`); 0: none yet
     resent: int = 0   # tokens the next request resends that no message shows (Codex's reasoning)
     _resent: int = 0  # as they stood when the request being planned began
     whole: bool = False   # the log shows the whole request (a proxied one): no unseen overhead
@@ -197,7 +197,7 @@ class Calibration:
     def freeze(self) -> None:
         """A request is being planned: its tokenizer counts convert by what was known before it, so that
         every count of one plan (and the view built from it) converts alike."""
-        self._k = self._eh / self._ex if self._ex and self._eh else 1.0
+        self._k = self._eh / self._ex if self._ex and self._eh else 0.0
         self._resent = self.resent
         self._frame = self.frame
         self._residual, self._residual_at = self.residual, self.residual_at
@@ -225,15 +225,36 @@ class Calibration:
             return counted + self._resent
         return round(self.ratio * counted + self.offset + self._carry(counted)) + self._resent
 
-    def apply_exact(self, tokenizer: int) -> int:
+    def apply_exact(self, tokenizer: int, heuristic: int | None = None) -> int:
         """A whole request's provider tokens from its tokenizer count: the same line as `apply`, the
-        count brought into the heuristic's unit first. A whole request's tool schemas are added in that unit
-        as the fit saw them: brought in by the quotient of the messages, o200k's count of them was 5-15% off
-        (JSON schemas and prose split differently), and their own quotient gives back the heuristic's count."""
+        count brought into the heuristic's unit first, by the quotient of the requests counted both ways
+        before it. Where none was yet, by the request's own: it is then its `heuristic` count, on the line
+        as the heuristic path draws it. A factor of 1 put the first request the tokenizer counted off the
+        line by the two counts' quotient (npm-install-flood, turn 6: 17,086 for a bill of 14,276; the
+        line 14,198). Without `heuristic` (a bound on the tokenizer's count: `Meter`'s band and
+        past-the-window tests) the count is taken as it is, which stays a bound.
+        With no usage recorded there is no line: the tokenizer's count is what the verdicts (the zone,
+        `fits`) go by, and the figure reported is the heuristic's (`figure`).
+        A whole request's tool schemas are added in that unit as the fit saw them: brought in by the quotient
+        of the messages, o200k's count of them was 5-15% off (JSON schemas and prose split differently), and
+        their own quotient gives back the heuristic's count."""
         if not self.samples:
             return tokenizer + self._frame + self._resent
-        counted = tokenizer * self._k + self._frame
+        if self._k:
+            counted = tokenizer * self._k
+        else:
+            counted = tokenizer if heuristic is None else heuristic
+        counted += self._frame
         return round(self.ratio * counted + self.offset + self._carry(counted)) + self._resent
+
+    def figure(self, counted: int, heuristic: int) -> int:
+        """The provider tokens reported for a request the meter counted as `counted` (its verdicts' unit)
+        whose heuristic count is `heuristic`: `counted`, except with no usage recorded, where the
+        tokenizer's count (which the meter takes near the limits, so as the window decides) and the
+        heuristic's are two units and the heuristic's is the one every request has. One request had two
+        figures by the path that counted it (OpenHands: 2,142 by o200k, 2,563 by the heuristic), and
+        "without compaction" moved with the window (issue 36)."""
+        return counted if self.samples else self.apply(heuristic)
 
     def _carry(self, counted: float) -> float:
         """What the line missed in the last recorded request, carried to a request of `counted` tokens: whole
