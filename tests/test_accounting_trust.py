@@ -4,7 +4,9 @@ copies of them with a field removed (the header's model, the first requests)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -560,3 +562,26 @@ def test_codex_sends_its_reasoning_back_across_user_turns(tmp_path):
     assert second_turn and all(len(r["reasoning_sent"]) >= 6 for r in second_turn)
     errs = errors(simulate(load_session(tmp_path / "rollout.jsonl"), WIDE, "exact").turns)
     assert spread(errs)[0] <= 0.01
+
+
+def test_a_figure_that_is_the_heuristics_is_marked_an_estimate_whichever_count_decided_its_verdict():
+    # no usage recorded: every figure is the heuristic's line (one figure a request, whatever the path),
+    # while the tokenizer's count still decides `fits` near the limits (`counted` "exact"). The figure was
+    # shown without ≈ there, as if the tokenizer had counted it
+    from breakwater.cli.core import read_session, sample_path
+    from breakwater.core.policy.for_session import resolve_policy
+
+    fncall = read_session(REAL / "openai-chat" / "openhands-sdk_fncall-llm-message.json")
+    ns = argparse.Namespace(policy=None, preset=None, window=4_000)
+    sim = simulate(fncall, resolve_policy(ns, fncall))
+    exact = [t for t in sim.turns if t.counted == "exact"]
+    assert exact and all(t.estimated for t in exact) and sim.billed_sent_estimated
+    out = subprocess.run([sys.executable, "-m", "breakwater", "simulate",
+                          str(REAL / "openai-chat" / "openhands-sdk_fncall-llm-message.json"), "--window", "4000"],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line for line in out.splitlines() if re.match(r"\s*│?\s*\d+\s*│", line)]
+    assert rows and all("≈" in row.split("│")[3] for row in rows), out
+    # with usage, a request the tokenizer counted keeps its figure unmarked
+    sample = read_session(sample_path())
+    turns = simulate(sample, resolve_policy(argparse.Namespace(policy=None, preset=None, window=None), sample)).turns
+    assert any(t.counted == "exact" and not t.estimated for t in turns)

@@ -33,7 +33,7 @@ async def test_gauges_and_badges_equal_simulate_json(name):
             screen._go(row["turn"])
             await ready(pilot, row["turn"])
             drawn = gauges.draw().plain
-            mark = "" if row["counted"] == "exact" else "≈"
+            mark = "≈" if row["estimated"] else ""
             assert f"sent {mark}{row['sent_tokens']:,} of window {expected['window']:,}" in drawn, row
             assert f"without compaction ≈{row['raw_tokens']:,}" in drawn
             assert f"cache-stable prefix ≈{row['stable_prefix_tokens']:,}" in drawn

@@ -252,7 +252,7 @@ def print_table(sim: Simulation, log: SessionLog) -> None:
             edits = f"[bold magenta]deep compaction[/] · {edits}"
         if t.recorded_compaction:
             edits = f"[bold cyan]recorded compaction[/] · {edits}"
-        mark = "" if t.counted == "exact" else "≈"
+        mark = "≈" if t.estimated else ""
         sent = f"{mark}{t.sent_tokens:,}" if t.fits else f"[bold red]{mark}{t.sent_tokens:,} over[/]"
         table.add_row(str(t.turn), f"≈{t.raw_tokens:,}", sent, f"[{styles[t.zone]}]{t.zone}[/]", t.level, edits)
     console.print(table)

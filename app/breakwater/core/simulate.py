@@ -49,9 +49,10 @@ _last_edits: list = [(), (), ""]   # the last turn's edit kinds, their counts an
 def _around(t: "TurnStats") -> tuple[str, str]:
     """The text of `t`'s shared fields either side of stable_prefix_tokens, up to its edits."""
     text = (f'"zone": {_QUOTED[t.zone]}, "counted": {_QUOTED[t.counted]}, "zone_counted": {_QUOTED[t.zone_counted]}, '
+            f'"estimated": {"true" if t.estimated else "false"}, '
             f'"fits": {"true" if t.fits else "false"}, "stable_prefix_tokens": ',
             f', "stage": {_QUOTED[t.level]}, "edits": {{')
-    _AROUND[t.zone, t.counted, t.zone_counted, t.fits, t.level] = text
+    _AROUND[t.zone, t.counted, t.zone_counted, t.estimated, t.fits, t.level] = text
     return text
 
 
@@ -95,11 +96,13 @@ class TurnStats:
     cache_raw: RequestCache | None = None
     billed_cache_write: int | None = None
     recorded_over_window: bool = False   # the provider billed more than the window in use (issue 36)
+    estimated: bool = True   # the figure is the heuristic's line, whichever count decided (Plan.estimated)
 
     def to_json(self) -> dict[str, Any]:
         out = {"turn": self.turn, "message_id": self.message_id, "raw_tokens": self.raw_tokens,
                "base_tokens": self.base_tokens, "sent_tokens": self.sent_tokens, "zone": self.zone,
-               "counted": self.counted, "zone_counted": self.zone_counted, "fits": self.fits,
+               "counted": self.counted, "zone_counted": self.zone_counted, "estimated": self.estimated,
+               "fits": self.fits,
                "stable_prefix_tokens": self.stable_prefix_tokens, "stage": self.level, "edits": dict(self.edits)}
         if self.api_tokens is not None:
             out["api_tokens"] = self.api_tokens
@@ -126,7 +129,8 @@ class TurnStats:
     def json_text(self) -> str:
         """`json.dumps(self.to_json(), ensure_ascii=False)`, built directly: several times faster, and
         `simulate --json` writes one per request (the test suite holds the two to the same text)."""
-        around = _AROUND.get((self.zone, self.counted, self.zone_counted, self.fits, self.level)) or _around(self)
+        around = _AROUND.get((self.zone, self.counted, self.zone_counted, self.estimated, self.fits, self.level)) \
+            or _around(self)
         edits = self.edits
         kinds, counts = tuple(edits), tuple(edits.values())
         last = _last_edits
@@ -243,7 +247,7 @@ class Simulation:
         self.turn_count += 1
         self.billed_raw += t.raw_tokens
         self.billed_sent += t.sent_tokens
-        if t.counted != "exact":
+        if t.estimated:
             self.billed_sent_estimated = True
         if t.cache is not None:
             self.cache_rewritten += t.cache.rewritten
@@ -453,7 +457,7 @@ def simulate(log: SessionLog, policy: Policy, counter: str = "exact", model: str
                               plan.zone, plan.counted, plan.zone_counted, LEVEL_NAMES[plan.level], plan.counts,
                               plan.api_tokens, comp.id if comp else None,
                               recorded.id if recorded else None, plan.fits, plan.stable_prefix_tokens,
-                              source if comp else None)
+                              source if comp else None, estimated=plan.estimated)
             if caches is not None:
                 same = through_cache(caches, stats, plan, pipe.calibration, sent_at or entry_time(entry), same, raw_h,
                                      after_user)

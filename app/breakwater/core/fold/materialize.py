@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from breakwater.core.fold.compactions import DeepCompaction
 from breakwater.core.fold.index import Index
-from breakwater.core.fold.meter import Meter
+from breakwater.core.fold.meter import Meter, estimated_figure
 from breakwater.core.fold.plan import Plan
 from breakwater.core.fold.stage_forms import near_level
 from breakwater.core.log.edits import Covered, Edit, Edits, View
@@ -117,6 +117,7 @@ def materialize(index: Index, deep: DeepCompaction, meter: Meter, plan: Plan) ->
         sent = meter.calibration.figure(sent, sum(heuristic_message(m) for m in msgs))
     return View(turn=plan.turn, messages=tuple(msgs), edits=Edits(parts), raw_tokens=plan.raw_tokens,
                 base_tokens=plan.base_tokens, sent_tokens=sent, zone=plan.zone, counted=counted,
+                estimated=estimated_figure(counted, plan.whole, meter.calibration),
                 window=p.window, soft_limit=p.soft_limit, hard_limit=p.hard_limit,
                 api_tokens=plan.api_tokens, fits=fits, notes=tuple(plan.notes),
                 stable_prefix_tokens=plan.stable_prefix_tokens, api_turn=plan.api_turn)

@@ -27,6 +27,13 @@ BYTES_PER_HEURISTIC_TOKEN = 8
 HEADS_KEPT = 8   # heads whose counts a new plan keeps (one, mostly: the frame of the cut)
 
 
+def estimated_figure(counted: str, whole: bool, calibration: Calibration) -> bool:
+    """Whether a request's figure is the heuristic's line (shown ≈) rather than the tokenizer's count on
+    it: counted by the heuristic, or the log whole (the line's figure, Meter.settle), or no usage recorded
+    (every figure the heuristic's, `Calibration.figure`), whichever count decided its verdicts."""
+    return counted != "exact" or whole or not calibration.samples
+
+
 class Meter:
     def __init__(self, policy: Policy, index: Index, counter: TokenCounter, mode: str):
         self.policy = policy
@@ -189,6 +196,7 @@ class Meter:
         fit, whatever the line says."""
         calibration = self.calibration
         whole = not plan.counts and plan.sent_heuristic == plan.raw_tokens
+        plan.estimated = estimated_figure(plan.counted, whole, calibration)
         plan.raw_tokens = calibration.apply(plan.raw_tokens)
         if whole:
             plan.whole = True

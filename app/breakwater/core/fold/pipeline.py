@@ -455,7 +455,8 @@ class Pipeline:
             plan.rewritten_heuristic = max(0, prev.sent_heuristic - plan.stable_prefix_heuristic)
         if plan.built is not None:
             plan.built = replace(plan.built, stable_prefix_tokens=plan.stable_prefix_tokens,
-                                 raw_tokens=plan.raw_tokens, sent_tokens=plan.sent_tokens, counted=plan.counted)
+                                 raw_tokens=plan.raw_tokens, sent_tokens=plan.sent_tokens, counted=plan.counted,
+                                 estimated=plan.estimated)
         self.prefix.advance(plan)
         self.gate.planned(plan.turn, plan.stable_prefix_tokens, self.short_cuts.gated)
         return plan

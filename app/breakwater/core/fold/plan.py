@@ -54,3 +54,6 @@ class Plan:
     # nothing edited and the request is the log whole: sent_tokens is the line's figure, raw_tokens
     # (Pipeline._finish), whichever path counted it, and so is the view's
     whole: bool = False
+    # the figure is the heuristic's line, whichever path counted the verdicts (`counted`): the log whole,
+    # no usage recorded (Meter.settle), or counted by the heuristic. Shown with ≈ (View.estimated)
+    estimated: bool = True

@@ -242,7 +242,7 @@ class View:
     base_tokens: int         # after sanitize and persisted summaries: what decides the zone
     sent_tokens: int         # what is sent
     zone: str
-    counted: str             # "exact" when tiktoken confirmed the figure, else "estimate"
+    counted: str             # "exact" when the tokenizer's count decided the verdicts (fits), else "estimate"
     window: int
     soft_limit: int
     hard_limit: int
@@ -255,6 +255,8 @@ class View:
     # the turn of the request api_tokens was reported for (an earlier one than this: the API answers
     # a request after it is sent), so a figure is never read as this request's own
     api_turn: int | None = None
+    # the figure is the heuristic's line (≈ on screen), not the tokenizer's count: Plan.estimated
+    estimated: bool = True
 
     def to_api(self) -> list[dict[str, Any]]:
         return [m.to_api() for m in self.messages]

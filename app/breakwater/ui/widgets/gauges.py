@@ -39,7 +39,7 @@ class Gauges(Drawn):
         if d is None:
             return Text("computing the request…", style=self._c("dim"))
         v = d.view
-        mark = "" if v.counted == "exact" else "≈"
+        mark = "≈" if v.estimated else ""
         zone_style = self._c(v.zone)
         out = Text()
         # the verdict and the zone first: a narrow gauge cuts the end of a line, never these (37.8)
