@@ -27,6 +27,9 @@ SCRATCH = {"_near_sums", "_measured", "_joined"}
 # caches a copy starts without: each entry is checked against the objects it was made from, and what it
 # holds is made again on a miss (core/fold/index.py `_form`)
 CACHES = {"_formed"}
+# the meter's reader of the figures earlier runs kept (core/fold/kept_measures.py): a copy starts its own,
+# over the copy's index, with nothing of the plan under way
+READERS = {"kept"}
 
 
 def with_controls(msgs: list[Message], window: int) -> SessionLog:
@@ -84,6 +87,10 @@ def check_copy(pipe: Pipeline, snap: Pipeline, filled: set[str]) -> None:
             got = vars(copy)[attr]
             if attr in SHARED:
                 assert got is value
+                continue
+            if attr in READERS:
+                assert got is not value and got.index is snap.index and got.index is not value.index, \
+                    f"{name}.{attr} is not a reader of the copy's index"
                 continue
             if attr in CACHES:
                 assert got is not value, f"{name}.{attr} is shared with the snapshot"
