@@ -99,3 +99,27 @@ async def test_the_header_names_the_counter_in_effect_as_simulate_json_and_the_p
     async with app.run_test(size=(200, 30)) as pilot:
         await ready(pilot)
         assert "counter exact" in screen_text(app).splitlines()[0]
+
+
+async def test_a_figure_over_the_window_that_fits_by_the_tokenizers_count_says_which_count_decided(tmp_path):
+    # no usage recorded: the figure is the heuristic's (one figure a request, issue 36), the verdict the
+    # tokenizer's near the limits. English prose: the heuristic counts ~25% more than o200k, so the
+    # request shows above the window and fits; the gauge said nothing of why
+    from breakwater.core.log.message import Message
+    from synth import write_session
+
+    import random
+
+    rng = random.Random(7)
+    words = "the quick brown fox jumps over lazy dog while a river runs under old stone bridge".split()
+    prose = " ".join(rng.choice(words) for _ in range(6600))   # heuristic ~8,500, o200k 6,600
+    path = write_session(tmp_path / "prose.jsonl", [Message("m1", "user", prose, turn=1),
+                                                    Message("m2", "assistant", "Noted.", turn=1)],
+                         header={"model": "gpt-4o", "window": 8_000})
+    app = app_for(path, counter="exact")
+    async with app.run_test(size=(200, 30)) as pilot:
+        await ready(pilot)
+        v = app.screen.detail.view
+        assert v.fits and v.estimated and v.sent_tokens > v.window == 8_000
+        line = screen_text(app).splitlines()[1]
+        assert f"sent ≈{v.sent_tokens:,} of window 8,000" in line and "fits by the tokenizer's count" in line

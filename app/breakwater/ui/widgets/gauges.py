@@ -52,6 +52,12 @@ class Gauges(Drawn):
         out.append(f"{mark}{v.sent_tokens:,}", style=zone_style + self._c("label"))
         out.append(f" of window {v.window:,}")
         out.append(f" ({d.window_source})", style=self._c("dim"))
+        # with no usage recorded the figure is the heuristic's and the verdict the tokenizer's (near the
+        # limits): where they fall either side of the window, say which decided
+        if v.fits and v.sent_tokens > v.window:
+            out.append(" · fits by the tokenizer's count", style=zone_style)
+        elif not v.fits and v.sent_tokens <= v.window:
+            out.append(" · past the window by the tokenizer's count", style=self._c("hard"))
         out.append(" · " + self._what_ran(), style=self._c("dim"))
         out.append("\n")
         out.append_text(self._bar(v, max(20, self.size.width - 2), unseen_overhead(d)))
