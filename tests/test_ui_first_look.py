@@ -38,7 +38,7 @@ async def test_the_gauges_show_a_first_look_then_the_figures_simulate_prints(tmp
         await ready(pilot, len(expected["turns"]))
         drawn = screen_text(app)
         assert not gauges.first_look and "counting" not in drawn and "first look" not in drawn
-        mark = "" if last["counted"] == "exact" else "≈"
+        mark = "≈" if last["estimated"] else ""
         assert f"sent {mark}{last['sent_tokens']:,} of window {expected['window']:,}" in drawn
         assert f"without compaction ≈{last['raw_tokens']:,}" in drawn
         assert [t.to_json() for t in screen.replay.simulation.turns] == expected["turns"]
