@@ -52,18 +52,20 @@ REFRESH_GENERATIONS = 64
 READ_SECONDS = 1.0
 
 
-def max_rows() -> int:
+def _bound(variable: str, default: int) -> int:
+    """The bound the environment `variable` sets (at least 16), else `default` (unset or not a number)."""
     try:
-        return max(16, int(os.environ.get("BREAKWATER_COUNT_CACHE_ROWS", DEFAULT_MAX_ROWS)))
+        return max(16, int(os.environ.get(variable, default)))
     except ValueError:
-        return DEFAULT_MAX_ROWS
+        return default
+
+
+def max_rows() -> int:
+    return _bound("BREAKWATER_COUNT_CACHE_ROWS", DEFAULT_MAX_ROWS)
 
 
 def max_records() -> int:
-    try:
-        return max(16, int(os.environ.get("BREAKWATER_COUNT_CACHE_RECORDS", DEFAULT_MAX_RECORDS)))
-    except ValueError:
-        return DEFAULT_MAX_RECORDS
+    return _bound("BREAKWATER_COUNT_CACHE_RECORDS", DEFAULT_MAX_RECORDS)
 
 
 key_of = xxhash.xxh3_128_digest   # the key of a text's UTF-8
